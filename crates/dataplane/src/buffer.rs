@@ -1,0 +1,294 @@
+//! Packet buffers and the preallocated pool they come from.
+//!
+//! Every buffer is allocated once, when a worker starts, and recycled through
+//! its [`Pool`]: the fast path never allocates. A buffer has [`HEADROOM`]
+//! bytes in front of the received frame so encapsulation (GRE, VXLAN, ESP, an
+//! outer IP header) is a `push_front`, not a copy, and room for a 64 KB
+//! super-packet (a GSO frame handed over with a virtio-net header) plus
+//! [`TAILROOM`] for an ESP trailer.
+
+/// Bytes reserved in front of the frame for encapsulation headers.
+pub const HEADROOM: usize = 256;
+/// Largest frame a buffer holds: a 64 KB IP super-packet plus its L2 header.
+pub const MAX_FRAME: usize = 65_536 + 64;
+/// Bytes reserved behind the frame (ESP padding, trailer and ICV).
+pub const TAILROOM: usize = 128;
+/// Size of every buffer in a pool.
+pub const BUF_SIZE: usize = HEADROOM + MAX_FRAME + TAILROOM;
+/// Most packets a vector carries through the graph at once (as VPP's frame).
+pub const VECTOR_SIZE: usize = 256;
+
+/// Offload state of a packet, in the terms of the Linux virtio-net header
+/// (`struct virtio_net_hdr`), which the AF_PACKET and TAP backends exchange
+/// with the kernel. Offsets are relative to the start of [`Packet::data`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offload {
+    /// The L4 checksum still has to be computed from `csum_start`, and the
+    /// result stored at `csum_start + csum_offset` (VIRTIO_NET_HDR_F_NEEDS_CSUM).
+    pub needs_csum: bool,
+    /// The checksum was verified by whoever handed the packet over
+    /// (VIRTIO_NET_HDR_F_DATA_VALID).
+    pub csum_valid: bool,
+    pub csum_start: u16,
+    pub csum_offset: u16,
+    /// What kind of super-packet this is; `None` for a plain packet.
+    pub gso: Gso,
+    /// Payload bytes per segment once segmented (the MSS for TCP).
+    pub gso_size: u16,
+    /// Length of all headers up to and including the L4 header.
+    pub hdr_len: u16,
+}
+
+/// Segmentation kind of a super-packet (`VIRTIO_NET_HDR_GSO_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Gso {
+    #[default]
+    None,
+    TcpV4,
+    TcpV6,
+    /// UDP segmentation (`VIRTIO_NET_HDR_GSO_UDP_L4`).
+    UdpL4,
+}
+
+/// Per-packet metadata carried through the graph alongside the bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Meta {
+    /// Port (interface index in the dataplane) the packet came in on.
+    pub rx_port: u16,
+    /// Port the packet leaves on, set by the lookup node.
+    pub tx_port: u16,
+    /// VRF the packet is routed in.
+    pub vrf: u16,
+    /// Offset of the L3 header from the start of the data.
+    pub l3_offset: u16,
+    /// Flow hash (inner headers), used for entropy and worker spreading.
+    pub flow_hash: u32,
+    /// Adjacency (neighbour / rewrite) index chosen by the lookup.
+    pub adj: u32,
+    pub offload: Offload,
+    /// Record this packet's path in the trace buffer.
+    pub trace: bool,
+}
+
+/// One packet: a pool buffer plus the window of it that holds the frame.
+pub struct Packet {
+    buf: Box<[u8]>,
+    head: usize,
+    len: usize,
+    pub meta: Meta,
+}
+
+impl Packet {
+    /// The frame bytes.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.head..self.head + self.len]
+    }
+
+    /// The frame bytes, writable.
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.head..self.head + self.len]
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes free in front of the frame.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.head
+    }
+
+    /// Bytes free behind the frame.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        self.buf.len() - self.head - self.len
+    }
+
+    /// Grows the frame by `n` bytes at the front (for a new header) and returns
+    /// them; `None` if the headroom is exhausted.
+    #[inline]
+    pub fn push_front(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.head {
+            return None;
+        }
+        self.head -= n;
+        self.len += n;
+        Some(&mut self.buf[self.head..self.head + n])
+    }
+
+    /// Removes `n` bytes from the front (a decapsulated header); `false` if the
+    /// frame is shorter than that.
+    #[inline]
+    pub fn pull_front(&mut self, n: usize) -> bool {
+        if n > self.len {
+            return false;
+        }
+        self.head += n;
+        self.len -= n;
+        true
+    }
+
+    /// Grows the frame by `n` bytes at the back and returns them.
+    #[inline]
+    pub fn push_back(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.tailroom() {
+            return None;
+        }
+        let start = self.head + self.len;
+        self.len += n;
+        Some(&mut self.buf[start..start + n])
+    }
+
+    /// Shortens the frame to `len` bytes (no-op if already shorter).
+    #[inline]
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+        }
+    }
+
+    /// Resets the window to the standard headroom and returns the whole
+    /// receive area, for a backend to copy a frame into; follow with
+    /// [`Packet::set_len`].
+    #[inline]
+    pub fn rx_area(&mut self) -> &mut [u8] {
+        self.head = HEADROOM;
+        self.len = 0;
+        let end = self.buf.len() - TAILROOM;
+        &mut self.buf[HEADROOM..end]
+    }
+
+    /// Sets the frame length after the receive area was filled.
+    #[inline]
+    pub fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.buf.len() - self.head);
+    }
+
+    /// Replaces the frame with `bytes` at the standard headroom (tests, ICMP
+    /// generation); `false` if they do not fit.
+    pub fn set_data(&mut self, bytes: &[u8]) -> bool {
+        let area = self.rx_area();
+        if bytes.len() > area.len() {
+            return false;
+        }
+        area[..bytes.len()].copy_from_slice(bytes);
+        self.len = bytes.len();
+        true
+    }
+}
+
+impl std::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packet")
+            .field("len", &self.len)
+            .field("headroom", &self.head)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+/// A per-worker pool of preallocated buffers. Not shared between threads, so
+/// taking and returning a buffer is a `Vec` pop/push: no lock, no allocation.
+pub struct Pool {
+    free: Vec<Box<[u8]>>,
+    capacity: usize,
+}
+
+impl Pool {
+    /// Allocates `capacity` buffers of [`BUF_SIZE`] bytes up front.
+    pub fn new(capacity: usize) -> Self {
+        let mut free = Vec::with_capacity(capacity);
+        for _ in 0..capacity {
+            free.push(vec![0u8; BUF_SIZE].into_boxed_slice());
+        }
+        Pool { free, capacity }
+    }
+
+    /// Takes a buffer with an empty frame at the standard headroom, or `None`
+    /// when the pool is exhausted (the caller counts a drop).
+    #[inline]
+    pub fn alloc(&mut self) -> Option<Packet> {
+        self.free.pop().map(|buf| Packet {
+            buf,
+            head: HEADROOM,
+            len: 0,
+            meta: Meta::default(),
+        })
+    }
+
+    /// Returns a packet's buffer to the pool.
+    #[inline]
+    pub fn free(&mut self, pkt: Packet) {
+        if self.free.len() < self.capacity {
+            self.free.push(pkt.buf);
+        }
+    }
+
+    /// Returns every packet of a vector to the pool, leaving it empty.
+    #[inline]
+    pub fn free_all(&mut self, pkts: &mut Vec<Packet>) {
+        for p in pkts.drain(..) {
+            self.free(p);
+        }
+    }
+
+    /// Buffers currently available.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Buffers the pool was created with.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_and_pull_headers() {
+        let mut pool = Pool::new(2);
+        let mut p = pool.alloc().unwrap();
+        assert!(p.set_data(&[1, 2, 3, 4]));
+        p.push_front(2).unwrap().copy_from_slice(&[9, 8]);
+        assert_eq!(p.data(), &[9, 8, 1, 2, 3, 4]);
+        assert!(p.pull_front(3));
+        assert_eq!(p.data(), &[2, 3, 4]);
+        assert!(!p.pull_front(4));
+        p.push_back(1).unwrap()[0] = 7;
+        assert_eq!(p.data(), &[2, 3, 4, 7]);
+        assert!(p.push_front(HEADROOM + 10).is_none());
+        pool.free(p);
+        assert_eq!(pool.available(), 2);
+    }
+
+    #[test]
+    fn pool_exhaustion_is_reported_not_grown() {
+        let mut pool = Pool::new(1);
+        let a = pool.alloc().unwrap();
+        assert!(pool.alloc().is_none());
+        pool.free(a);
+        assert!(pool.alloc().is_some());
+    }
+
+    #[test]
+    fn super_packet_fits() {
+        let mut pool = Pool::new(1);
+        let mut p = pool.alloc().unwrap();
+        assert!(p.rx_area().len() >= MAX_FRAME);
+        assert!(p.set_data(&vec![0u8; 65_550]));
+        assert!(p.push_front(HEADROOM).is_some());
+        assert!(p.push_back(TAILROOM).is_some());
+    }
+}

@@ -1,0 +1,41 @@
+//! The interface between the graph and an I/O backend.
+//!
+//! A backend (AF_PACKET, TAP, AF_XDP — in the `vecgate-io` crate) moves whole
+//! bursts of packets between the kernel and a worker's vectors. The graph
+//! never issues a syscall itself; the worker loop calls `rx_burst` on every
+//! port, runs the graph, and hands each port its transmit vector.
+
+use crate::buffer::{Packet, Pool};
+use std::io;
+use std::os::fd::RawFd;
+
+/// One worker's queue on one network interface.
+pub trait Port: Send {
+    /// Linux netdev name this port is attached to.
+    fn name(&self) -> &str;
+
+    /// Receives up to `max` packets into `out` (appending), with buffers taken
+    /// from `pool`; offload state from the kernel's virtio-net header is stored
+    /// in each packet's `meta.offload`. Never blocks: returns `Ok(0)` when
+    /// nothing is pending.
+    fn rx_burst(&mut self, pool: &mut Pool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize>;
+
+    /// Transmits every packet of `pkts` (leaving it empty) and returns the
+    /// buffers to `pool`. Super-packets (`meta.offload.gso != None`) are handed
+    /// to the kernel whole with a virtio-net header when the backend supports
+    /// it. Returns the number of packets accepted by the kernel; the rest
+    /// were dropped (ring full) and the caller counts them.
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize>;
+
+    /// File descriptor to wait on (readable = packets to receive).
+    fn poll_fd(&self) -> RawFd;
+
+    /// Hardware address of the interface.
+    fn mac(&self) -> [u8; 6];
+
+    /// MTU of the interface (L3 bytes).
+    fn mtu(&self) -> u32;
+
+    /// Whether the backend exchanges super-packets (vnet headers) with the kernel.
+    fn offloads(&self) -> bool;
+}
