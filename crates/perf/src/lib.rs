@@ -1,1 +1,2 @@
-//! Traffic measurement.
+//! NTttcp-style traffic measurement (being written).
+pub mod cli;
