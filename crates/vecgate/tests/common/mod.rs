@@ -1,0 +1,222 @@
+//! Test topologies: network namespaces joined by veth pairs, and a vecgate
+//! daemon running in one of them. Everything is removed on drop, also when a
+//! test fails, and names are unique per process and call so tests run in
+//! parallel.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A unique short tag for names (netns names are free-length, but ifnames are
+/// at most 15 bytes, and files under /tmp should not collide).
+pub fn unique(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("vg{}{}{}", std::process::id() % 100_000, tag, n)
+}
+
+/// Runs a shell command on the host and returns its output; panics with the
+/// command's stderr if it fails.
+pub fn sh(cmd: &str) -> String {
+    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("spawn sh");
+    if !out.status.success() {
+        panic!(
+            "command failed ({}): {}\nstdout: {}\nstderr: {}",
+            out.status,
+            cmd,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A network namespace, deleted (with everything in it) on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let name = unique(tag);
+        sh(&format!("ip netns add {name}"));
+        let ns = Netns { name };
+        ns.sh("ip link set lo up");
+        ns
+    }
+
+    /// Runs a shell command inside the namespace; panics on failure.
+    pub fn sh(&self, cmd: &str) -> String {
+        sh(&format!("ip netns exec {} sh -c '{}'", self.name, cmd.replace('\'', "'\\''")))
+    }
+
+    /// Runs a shell command inside the namespace and returns its raw output.
+    pub fn try_sh(&self, cmd: &str) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name, "sh", "-c", cmd])
+            .output()
+            .expect("spawn ip netns exec")
+    }
+
+    /// Starts a long-running command inside the namespace.
+    pub fn spawn(&self, cmd: &str) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name, "sh", "-c", &format!("exec {cmd}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn in netns")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Kill whatever still runs in it, then delete it.
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ip netns pids {0} 2>/dev/null | xargs -r kill -9; ip netns del {0}",
+                self.name
+            ))
+            .status();
+    }
+}
+
+/// Creates a veth pair directly inside two namespaces (names are local to
+/// each namespace, so they need not be globally unique).
+pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
+    sh(&format!(
+        "ip link add {a_if} netns {} type veth peer name {b_if} netns {}",
+        a.name, b.name
+    ));
+    a.sh(&format!("ip link set {a_if} up"));
+    b.sh(&format!("ip link set {b_if} up"));
+}
+
+/// Path of the release or debug vecgate binary built by cargo for this test.
+pub fn vecgate_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vecgate"))
+}
+
+/// A vecgate daemon running in a namespace; SIGTERM on drop. Its log is kept
+/// and printed when the test fails.
+pub struct Gateway {
+    child: Option<Child>,
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub config: PathBuf,
+    pub ns: String,
+}
+
+impl Gateway {
+    /// Writes `config` to a file and starts `vecgate run` in `ns`, waiting
+    /// (up to 20 s) for the "ready" log line.
+    pub fn start(ns: &Netns, config: &str) -> Gateway {
+        let path = std::env::temp_dir().join(format!("{}.toml", unique("cfg")));
+        std::fs::write(&path, config).expect("write config");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(vecgate_bin())
+            .args(["run", "--config"])
+            .arg(&path)
+            .args(["--log-level", "debug"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn vecgate");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let mut gw = Gateway {
+            child: Some(child),
+            log,
+            config: path,
+            ns: ns.name.clone(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if gw.log_contains("ready") {
+                break;
+            }
+            if let Some(status) = gw.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("vecgate exited early ({status}):\n{}", gw.log_text());
+            }
+            if Instant::now() > deadline {
+                panic!("vecgate not ready after 20 s:\n{}", gw.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        gw
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    pub fn log_contains(&self, needle: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("already stopped");
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("---- vecgate log ({}) ----\n{}", self.ns, self.log_text());
+        }
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+/// Polls `f` every 100 ms until it returns true or `secs` pass.
+pub fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
