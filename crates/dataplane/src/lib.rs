@@ -5,6 +5,7 @@
 //! neighbour tables.
 
 pub mod buffer;
+pub mod offload;
 pub mod port;
 
 pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};

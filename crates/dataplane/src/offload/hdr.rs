@@ -1,0 +1,187 @@
+//! Minimal, bounds-checked IP/TCP/UDP header access shared by the offloads.
+//!
+//! The offloads only need a handful of fields at known offsets, so they read
+//! them here directly instead of going through full `wire` views; every
+//! accessor is checked once by [`parse_ip`] / [`parse_l4`].
+
+use super::OffloadError;
+
+pub(crate) const PROTO_TCP: u8 = 6;
+pub(crate) const PROTO_UDP: u8 = 17;
+pub(crate) const IPV6_HDR_LEN: usize = 40;
+pub(crate) const TCP_MIN_LEN: usize = 20;
+pub(crate) const UDP_LEN: usize = 8;
+
+pub(crate) const TCP_FIN: u8 = 0x01;
+pub(crate) const TCP_SYN: u8 = 0x02;
+pub(crate) const TCP_RST: u8 = 0x04;
+pub(crate) const TCP_PSH: u8 = 0x08;
+pub(crate) const TCP_ACK: u8 = 0x10;
+pub(crate) const TCP_URG: u8 = 0x20;
+pub(crate) const TCP_CWR: u8 = 0x80;
+
+/// IPv4 flags/fragment-offset word: DF, MF and the offset mask.
+pub(crate) const IPV4_DF: u16 = 0x4000;
+pub(crate) const IPV4_MF: u16 = 0x2000;
+pub(crate) const IPV4_OFF_MASK: u16 = 0x1fff;
+
+#[inline]
+pub(crate) fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+#[inline]
+pub(crate) fn be32(d: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+}
+
+#[inline]
+pub(crate) fn put16(d: &mut [u8], at: usize, v: u16) {
+    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline]
+pub(crate) fn put32(d: &mut [u8], at: usize, v: u32) {
+    d[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Where the IP header and its L4 payload lie in a frame. All offsets are
+/// absolute (from the start of the frame) and validated against it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ip {
+    pub v6: bool,
+    pub l3: usize,
+    /// Offset of the L4 header (after IPv4 options / IPv6 extension headers).
+    pub l4: usize,
+    /// L4 protocol number.
+    pub proto: u8,
+    /// End of the IP packet as its length field says (frame may be longer:
+    /// Ethernet padding).
+    pub end: usize,
+}
+
+impl Ip {
+    /// IPv4: is this packet a fragment (MF set or non-zero offset)?
+    pub fn is_fragment(&self, d: &[u8]) -> bool {
+        !self.v6 && be16(d, self.l3 + 6) & (IPV4_MF | IPV4_OFF_MASK) != 0
+    }
+}
+
+/// Parses the IPv4 or IPv6 header at `l3`. IPv6 extension headers
+/// (hop-by-hop, routing, destination options) are skipped when `allow_ext`;
+/// a fragment header is [`OffloadError::Unsupported`].
+pub(crate) fn parse_ip(d: &[u8], l3: usize, allow_ext: bool) -> Result<Ip, OffloadError> {
+    let first = *d.get(l3).ok_or(OffloadError::Truncated)?;
+    match first >> 4 {
+        4 => {
+            if d.len() < l3 + 20 {
+                return Err(OffloadError::Truncated);
+            }
+            let ihl = usize::from(first & 0x0f) * 4;
+            let total = usize::from(be16(d, l3 + 2));
+            if ihl < 20 || total < ihl {
+                return Err(OffloadError::Malformed);
+            }
+            if d.len() < l3 + total {
+                return Err(OffloadError::Truncated);
+            }
+            Ok(Ip {
+                v6: false,
+                l3,
+                l4: l3 + ihl,
+                proto: d[l3 + 9],
+                end: l3 + total,
+            })
+        }
+        6 => {
+            if d.len() < l3 + IPV6_HDR_LEN {
+                return Err(OffloadError::Truncated);
+            }
+            let plen = usize::from(be16(d, l3 + 4));
+            let end = l3 + IPV6_HDR_LEN + plen;
+            if plen == 0 {
+                // A jumbogram (RFC 2675) or garbage: neither is ours to cut.
+                return Err(OffloadError::Unsupported);
+            }
+            if d.len() < end {
+                return Err(OffloadError::Truncated);
+            }
+            let mut next = d[l3 + 6];
+            let mut off = l3 + IPV6_HDR_LEN;
+            // Bounded walk: at most 8 extension headers.
+            for _ in 0..8 {
+                match next {
+                    0 | 43 | 60 if allow_ext => {
+                        if off + 8 > end {
+                            return Err(OffloadError::Truncated);
+                        }
+                        next = d[off];
+                        off += (usize::from(d[off + 1]) + 1) * 8;
+                        if off > end {
+                            return Err(OffloadError::Truncated);
+                        }
+                    }
+                    0 | 43 | 60 | 44 | 50 | 51 => return Err(OffloadError::Unsupported),
+                    _ => {
+                        return Ok(Ip {
+                            v6: true,
+                            l3,
+                            l4: off,
+                            proto: next,
+                            end,
+                        })
+                    }
+                }
+            }
+            Err(OffloadError::Unsupported)
+        }
+        _ => Err(OffloadError::Malformed),
+    }
+}
+
+/// Length of the TCP header at `ip.l4` (data offset), checked against the
+/// IP packet's end.
+pub(crate) fn tcp_hdr_len(d: &[u8], ip: &Ip) -> Result<usize, OffloadError> {
+    if ip.l4 + TCP_MIN_LEN > ip.end {
+        return Err(OffloadError::Truncated);
+    }
+    let thl = usize::from(d[ip.l4 + 12] >> 4) * 4;
+    if thl < TCP_MIN_LEN {
+        return Err(OffloadError::Malformed);
+    }
+    if ip.l4 + thl > ip.end {
+        return Err(OffloadError::Truncated);
+    }
+    Ok(thl)
+}
+
+/// Writes the IPv4 header checksum (RFC 791 §3.1) of the header at `l3`.
+pub(crate) fn set_ipv4_csum(d: &mut [u8], l3: usize) {
+    let ihl = usize::from(d[l3] & 0x0f) * 4;
+    put16(d, l3 + 10, 0);
+    let s = super::csum::finish(super::csum::sum(&d[l3..l3 + ihl], 0));
+    put16(d, l3 + 10, s);
+}
+
+/// Sets the IP length field so that the packet at `l3` ends at `end`.
+pub(crate) fn set_ip_len(d: &mut [u8], l3: usize, v6: bool, end: usize) {
+    if v6 {
+        put16(d, l3 + 4, (end - l3 - IPV6_HDR_LEN) as u16);
+    } else {
+        put16(d, l3 + 2, (end - l3) as u16);
+    }
+}
+
+/// Unfolded pseudo-header sum (RFC 793 §3.1, RFC 8200 §8.1) for an L4
+/// segment of `l4_len` bytes.
+pub(crate) fn pseudo_sum(d: &[u8], ip: &Ip, l4_len: usize) -> u64 {
+    let (src, n) = if ip.v6 {
+        (ip.l3 + 8, 32)
+    } else {
+        (ip.l3 + 12, 8)
+    };
+    let mut s = super::csum::sum(&d[src..src + n], 0);
+    s += u64::from(ip.proto);
+    s += l4_len as u64;
+    s
+}
