@@ -1,12 +1,15 @@
 //! vecgate's dataplane: packets move through a graph of nodes in vectors.
 //!
 //! Layout: [`buffer`] (packets and the pool), [`port`] (the I/O backend
-//! interface), and, in later modules, the graph, its nodes, the FIBs and the
-//! neighbour tables.
+//! interface), [`fib`] and [`tables`] (routing state published by the
+//! control thread), [`neighbour`] (ARP / ND), [`graph`] and [`nodes`] (the
+//! vector graph), [`counters`] and [`trace`], and [`worker`] (the loop that
+//! drives ports and the graph).
 
 pub mod buffer;
-pub mod offload;
+pub mod fib;
 pub mod port;
+pub mod tables;
 
 pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
 pub use port::Port;

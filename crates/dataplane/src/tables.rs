@@ -1,0 +1,708 @@
+//! The read-mostly state every worker routes with: interfaces, VRFs and
+//! their FIBs, and the adjacencies FIB entries point to.
+//!
+//! The control thread builds a complete new [`Tables`] (with
+//! [`TablesBuilder`]) and publishes it with [`SharedTables::store`]; workers
+//! `load` it once per vector. Nothing is ever mutated in place, so a worker
+//! never waits for the control thread and never sees a half-built table.
+
+use crate::fib::{Fib4, Fib6, FxMap, Key, Lpm, Prefix};
+use arc_swap::ArcSwap;
+use std::fmt::{self, Write as _};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// What a route sends matching packets to, as configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// An attached subnet on `port`: the next hop is the destination itself.
+    Connected { port: u16 },
+    /// One of our own addresses: delivered to ip-local.
+    Local,
+    /// Through a gateway; resolved recursively at build time to the port of
+    /// the connected route covering `next_hop` (or, with `port`, pinned to
+    /// that port, as an IPv6 link-local next hop needs).
+    Via { next_hop: IpAddr, port: Option<u16> },
+    /// Out of a point-to-point port, no neighbour resolution (the frame is
+    /// sent to the Ethernet broadcast address).
+    Port { port: u16 },
+    /// Silently discarded (blackhole).
+    Drop,
+    /// Discarded with an ICMP destination unreachable.
+    Unreachable,
+    /// Into an overlay tunnel (reserved for the tunnel nodes).
+    Tunnel(u32),
+}
+
+/// What a FIB entry resolves to: the forwarding decision, computed once at
+/// table build time (VPP's adjacency).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Adj {
+    Local,
+    /// Attached subnet: resolve the packet's destination on `port`.
+    Glean {
+        port: u16,
+    },
+    /// Resolve `nh` on `port` and send there.
+    Neighbor {
+        port: u16,
+        nh: IpAddr,
+    },
+    /// Point-to-point: no resolution.
+    Port {
+        port: u16,
+    },
+    Drop,
+    Unreachable,
+    Tunnel(u32),
+}
+
+/// Flags of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IfFlags {
+    /// The port exchanges GSO super-packets / partial checksums with the
+    /// kernel, so interface-output need not segment in software.
+    pub offloads: bool,
+    /// Receive segment coalescing is enabled on this interface.
+    pub rsc: bool,
+    /// IPv6 enabled: the interface has an EUI-64 link-local address.
+    pub ipv6: bool,
+}
+
+impl Default for IfFlags {
+    fn default() -> Self {
+        IfFlags {
+            offloads: false,
+            rsc: false,
+            ipv6: true,
+        }
+    }
+}
+
+/// One interface (a port of every worker).
+#[derive(Clone, Debug)]
+pub struct Interface {
+    pub port: u16,
+    pub name: String,
+    pub mac: [u8; 6],
+    /// L3 MTU.
+    pub mtu: u32,
+    /// Index of the VRF in [`Tables::vrfs`] (what `Meta::vrf` holds).
+    pub vrf: u16,
+    pub v4: Vec<(Ipv4Addr, u8)>,
+    pub v6: Vec<(Ipv6Addr, u8)>,
+    /// EUI-64 link-local address (RFC 4291 §2.5.1, RFC 4862 §5.3).
+    pub ll6: Option<Ipv6Addr>,
+    pub flags: IfFlags,
+    /// Adjacency for "resolve the destination on this port" (IPv4 / IPv6);
+    /// used for replies to link-local sources.
+    pub glean4: u32,
+    pub glean6: u32,
+}
+
+impl Interface {
+    pub fn has_v4(&self, a: Ipv4Addr) -> bool {
+        self.v4.iter().any(|(x, _)| *x == a)
+    }
+
+    pub fn has_v6(&self, a: Ipv6Addr) -> bool {
+        self.ll6 == Some(a) || self.v6.iter().any(|(x, _)| *x == a)
+    }
+
+    /// Primary IPv4 address (source of ICMP errors sent from this port).
+    pub fn primary_v4(&self) -> Option<Ipv4Addr> {
+        self.v4.first().map(|(a, _)| *a)
+    }
+
+    /// A global IPv6 address if any, else the link-local one.
+    pub fn primary_v6(&self) -> Option<Ipv6Addr> {
+        self.v6.first().map(|(a, _)| *a).or(self.ll6)
+    }
+
+    /// Whether `a` is the solicited-node multicast group of one of our
+    /// IPv6 addresses (RFC 4291 §2.7.1).
+    pub fn is_our_solicited_node(&self, a: Ipv6Addr) -> bool {
+        self.ll6
+            .iter()
+            .chain(self.v6.iter().map(|(x, _)| x))
+            .any(|x| solicited_node(*x) == a)
+    }
+}
+
+/// One VRF: an isolated routing domain.
+#[derive(Clone, Debug)]
+pub struct Vrf {
+    /// Identifier from the configuration.
+    pub id: u32,
+    pub name: String,
+    pub fib4: Fib4,
+    pub fib6: Fib6,
+}
+
+impl fmt::Debug for Lpm<u32, u32> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fib4({} entries)", self.len())
+    }
+}
+
+impl fmt::Debug for Lpm<u128, u32> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fib6({} entries)", self.len())
+    }
+}
+
+/// The whole routing state at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Tables {
+    /// Indexed by port; `None` for a port number without an interface.
+    pub interfaces: Vec<Option<Interface>>,
+    pub vrfs: Vec<Vrf>,
+    /// Indexed by the values stored in the FIBs.
+    pub adjs: Vec<Adj>,
+    /// Incremented by the control thread for every published table.
+    pub generation: u64,
+}
+
+impl Tables {
+    #[inline]
+    pub fn iface(&self, port: u16) -> Option<&Interface> {
+        self.interfaces
+            .get(usize::from(port))
+            .and_then(|i| i.as_ref())
+    }
+
+    #[inline]
+    pub fn adj(&self, idx: u32) -> Adj {
+        self.adjs.get(idx as usize).copied().unwrap_or(Adj::Drop)
+    }
+
+    /// Index in [`Tables::vrfs`] of the VRF with configuration id `id`.
+    pub fn vrf_index(&self, id: u32) -> Option<u16> {
+        self.vrfs.iter().position(|v| v.id == id).map(|i| i as u16)
+    }
+
+    /// IPv4 lookup in VRF index `vrf`.
+    #[inline]
+    pub fn lookup4(&self, vrf: u16, dst: Ipv4Addr) -> Option<u32> {
+        self.vrfs
+            .get(usize::from(vrf))?
+            .fib4
+            .lookup(u32::from(dst))
+            .map(|(a, _)| a)
+    }
+
+    /// IPv6 lookup in VRF index `vrf`.
+    #[inline]
+    pub fn lookup6(&self, vrf: u16, dst: Ipv6Addr) -> Option<u32> {
+        self.vrfs
+            .get(usize::from(vrf))?
+            .fib6
+            .lookup(u128::from(dst))
+            .map(|(a, _)| a)
+    }
+
+    /// `show ip fib`-like dump of every VRF.
+    pub fn show_fib(&self) -> String {
+        let mut s = String::new();
+        for v in &self.vrfs {
+            let _ = writeln!(s, "vrf {} ({}):", v.id, v.name);
+            for (p, l, a) in v.fib4.entries() {
+                let _ = writeln!(s, "  {}/{} -> {:?}", Ipv4Addr::from(p), l, self.adj(a));
+            }
+            for (p, l, a) in v.fib6.entries() {
+                let _ = writeln!(s, "  {}/{} -> {:?}", Ipv6Addr::from(p), l, self.adj(a));
+            }
+        }
+        s
+    }
+}
+
+/// The published tables: workers `load()`, the control thread `store()`s.
+pub struct SharedTables(ArcSwap<Tables>);
+
+impl SharedTables {
+    pub fn new(t: Tables) -> Arc<Self> {
+        Arc::new(SharedTables(ArcSwap::from_pointee(t)))
+    }
+
+    /// Lock-free read of the current tables (once per vector).
+    #[inline]
+    pub fn load(&self) -> Arc<Tables> {
+        self.0.load_full()
+    }
+
+    /// Publishes new tables; the generation is bumped past the current one.
+    pub fn store(&self, mut t: Tables) {
+        t.generation = self.0.load().generation + 1;
+        self.0.store(Arc::new(t));
+    }
+}
+
+/// Why the builder refused a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    UnknownVrf(u32),
+    UnknownPort(u16),
+    DuplicatePort(u16),
+    DuplicateVrf(u32),
+    BadPrefix(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::UnknownVrf(v) => write!(f, "unknown vrf {v}"),
+            BuildError::UnknownPort(p) => write!(f, "unknown port {p}"),
+            BuildError::DuplicatePort(p) => write!(f, "port {p} defined twice"),
+            BuildError::DuplicateVrf(v) => write!(f, "vrf {v} defined twice"),
+            BuildError::BadPrefix(s) => write!(f, "bad prefix {s}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+struct IfDef {
+    port: u16,
+    name: String,
+    mac: [u8; 6],
+    mtu: u32,
+    vrf: u32,
+    addrs: Vec<Prefix>,
+    flags: IfFlags,
+}
+
+/// Builds [`Tables`] without the configuration crate (the binary maps its
+/// config onto these calls; tests call them directly). VRF 0 ("default")
+/// always exists.
+pub struct TablesBuilder {
+    vrfs: Vec<(u32, String)>,
+    ifaces: Vec<IfDef>,
+    routes: Vec<(u32, Prefix, Route)>,
+    error: Option<BuildError>,
+}
+
+impl Default for TablesBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TablesBuilder {
+    pub fn new() -> Self {
+        TablesBuilder {
+            vrfs: vec![(0, "default".to_string())],
+            ifaces: Vec::new(),
+            routes: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn fail(&mut self, e: BuildError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+
+    pub fn add_vrf(&mut self, id: u32, name: &str) -> &mut Self {
+        if self.vrfs.iter().any(|(v, _)| *v == id) {
+            if id != 0 {
+                self.fail(BuildError::DuplicateVrf(id));
+            }
+        } else {
+            self.vrfs.push((id, name.to_string()));
+        }
+        self
+    }
+
+    /// An interface on `port` in VRF `vrf` (configuration id) with addresses
+    /// such as 10.0.0.1/24: each address becomes a Local host route and its
+    /// subnet a Connected route.
+    pub fn add_interface(
+        &mut self,
+        port: u16,
+        name: &str,
+        mac: [u8; 6],
+        mtu: u32,
+        vrf: u32,
+        addrs: &[Prefix],
+    ) -> &mut Self {
+        if self.ifaces.iter().any(|i| i.port == port) {
+            self.fail(BuildError::DuplicatePort(port));
+            return self;
+        }
+        self.ifaces.push(IfDef {
+            port,
+            name: name.to_string(),
+            mac,
+            mtu,
+            vrf,
+            addrs: addrs.to_vec(),
+            flags: IfFlags::default(),
+        });
+        self
+    }
+
+    /// Sets the flags of an interface added before.
+    pub fn set_flags(&mut self, port: u16, flags: IfFlags) -> &mut Self {
+        match self.ifaces.iter_mut().find(|i| i.port == port) {
+            Some(i) => i.flags = flags,
+            None => self.fail(BuildError::UnknownPort(port)),
+        }
+        self
+    }
+
+    pub fn add_route(&mut self, vrf: u32, prefix: Prefix, route: Route) -> &mut Self {
+        self.routes.push((vrf, prefix.network(), route));
+        self
+    }
+
+    pub fn build(&self) -> Result<Tables, BuildError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        let mut t = Tables::default();
+        let mut adj_idx: FxMap<Adj, u32> = FxMap::default();
+        let mut intern = |t: &mut Tables, a: Adj| -> u32 {
+            *adj_idx.entry(a).or_insert_with(|| {
+                t.adjs.push(a);
+                (t.adjs.len() - 1) as u32
+            })
+        };
+        for (id, name) in &self.vrfs {
+            t.vrfs.push(Vrf {
+                id: *id,
+                name: name.clone(),
+                fib4: Fib4::new(),
+                fib6: Fib6::new(),
+            });
+        }
+        let vrf_of = |id: u32| -> Result<u16, BuildError> {
+            self.vrfs
+                .iter()
+                .position(|(v, _)| *v == id)
+                .map(|i| i as u16)
+                .ok_or(BuildError::UnknownVrf(id))
+        };
+        let max_port = self
+            .ifaces
+            .iter()
+            .map(|i| usize::from(i.port) + 1)
+            .max()
+            .unwrap_or(0);
+        t.interfaces = vec![None; max_port];
+        // Per VRF, the route definitions (prefix → Route), for recursive
+        // resolution of Via routes.
+        let mut defs4: Vec<Lpm<u32, Route>> = vec![Lpm::new(); self.vrfs.len()];
+        let mut defs6: Vec<Lpm<u128, Route>> = vec![Lpm::new(); self.vrfs.len()];
+        let local = intern(&mut t, Adj::Local);
+        for d in &self.ifaces {
+            let vrf = vrf_of(d.vrf)?;
+            let glean4 = intern(&mut t, Adj::Glean { port: d.port });
+            // Same adjacency for both families: the family comes from the packet.
+            let glean6 = glean4;
+            let mut ifc = Interface {
+                port: d.port,
+                name: d.name.clone(),
+                mac: d.mac,
+                mtu: d.mtu,
+                vrf,
+                v4: Vec::new(),
+                v6: Vec::new(),
+                ll6: d.flags.ipv6.then(|| link_local_eui64(d.mac)),
+                flags: d.flags,
+                glean4,
+                glean6,
+            };
+            let v = usize::from(vrf);
+            for p in &d.addrs {
+                let net = p.network();
+                match p.addr {
+                    IpAddr::V4(a) => {
+                        ifc.v4.push((a, p.len));
+                        defs4[v].insert(
+                            u32::from(net.addr_v4()),
+                            p.len,
+                            Route::Connected { port: d.port },
+                        );
+                    }
+                    IpAddr::V6(a) => {
+                        ifc.v6.push((a, p.len));
+                        defs6[v].insert(
+                            u128::from(net.addr_v6()),
+                            p.len,
+                            Route::Connected { port: d.port },
+                        );
+                    }
+                }
+            }
+            for (a, _) in &ifc.v4 {
+                defs4[v].insert(u32::from(*a), 32, Route::Local);
+            }
+            for a in ifc.v6.iter().map(|(a, _)| *a).chain(ifc.ll6) {
+                defs6[v].insert(u128::from(a), 128, Route::Local);
+            }
+            t.interfaces[usize::from(d.port)] = Some(ifc);
+        }
+        for (vrf, p, r) in &self.routes {
+            let v = usize::from(vrf_of(*vrf)?);
+            if let Route::Connected { port }
+            | Route::Port { port }
+            | Route::Via {
+                port: Some(port), ..
+            } = r
+            {
+                if t.iface(*port).is_none() {
+                    return Err(BuildError::UnknownPort(*port));
+                }
+            }
+            match p.addr {
+                IpAddr::V4(a) => {
+                    defs4[v].insert(u32::from(a), p.len, *r);
+                }
+                IpAddr::V6(a) => {
+                    defs6[v].insert(u128::from(a), p.len, *r);
+                }
+            }
+        }
+        for v in 0..t.vrfs.len() {
+            for (p, l, r) in defs4[v].entries() {
+                let a = resolve(&defs4[v], r, 0, |nh| match nh {
+                    IpAddr::V4(a) => Some(u32::from(a)),
+                    IpAddr::V6(_) => None,
+                });
+                let i = if a == Adj::Local {
+                    local
+                } else {
+                    intern(&mut t, a)
+                };
+                t.vrfs[v].fib4.insert(p, l, i);
+            }
+            for (p, l, r) in defs6[v].entries() {
+                let a = resolve(&defs6[v], r, 0, |nh| match nh {
+                    IpAddr::V6(a) => Some(u128::from(a)),
+                    IpAddr::V4(_) => None,
+                });
+                let i = intern(&mut t, a);
+                t.vrfs[v].fib6.insert(p, l, i);
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// Resolves a route definition to an adjacency, following Via routes
+/// through the definitions (at most 8 levels; a loop or an unreachable next
+/// hop becomes `Unreachable`).
+fn resolve<K: Key>(
+    defs: &Lpm<K, Route>,
+    r: Route,
+    depth: u8,
+    key: impl Fn(IpAddr) -> Option<K> + Copy,
+) -> Adj {
+    match r {
+        Route::Connected { port } => Adj::Glean { port },
+        Route::Local => Adj::Local,
+        Route::Port { port } => Adj::Port { port },
+        Route::Drop => Adj::Drop,
+        Route::Unreachable => Adj::Unreachable,
+        Route::Tunnel(t) => Adj::Tunnel(t),
+        Route::Via {
+            next_hop,
+            port: Some(port),
+        } => Adj::Neighbor { port, nh: next_hop },
+        Route::Via {
+            next_hop,
+            port: None,
+        } => {
+            if depth >= 8 {
+                return Adj::Unreachable;
+            }
+            let Some(k) = key(next_hop) else {
+                return Adj::Unreachable;
+            };
+            match defs.lookup(k) {
+                None => Adj::Unreachable,
+                Some((inner, _)) => match resolve(defs, inner, depth + 1, key) {
+                    Adj::Glean { port } => Adj::Neighbor { port, nh: next_hop },
+                    // Our own address as gateway: a configuration error.
+                    Adj::Local => Adj::Unreachable,
+                    other => other,
+                },
+            }
+        }
+    }
+}
+
+impl Prefix {
+    fn addr_v4(&self) -> Ipv4Addr {
+        match self.addr {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        }
+    }
+    fn addr_v6(&self) -> Ipv6Addr {
+        match self.addr {
+            IpAddr::V6(a) => a,
+            IpAddr::V4(_) => Ipv6Addr::UNSPECIFIED,
+        }
+    }
+}
+
+/// fe80::/64 plus the modified EUI-64 interface identifier of `mac`
+/// (RFC 4291 appendix A: flip the universal/local bit, insert ff:fe).
+pub fn link_local_eui64(mac: [u8; 6]) -> Ipv6Addr {
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
+}
+
+/// Solicited-node multicast address ff02::1:ffXX:XXXX (RFC 4291 §2.7.1).
+pub fn solicited_node(a: Ipv6Addr) -> Ipv6Addr {
+    let o = a.octets();
+    Ipv6Addr::from([
+        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, o[13], o[14], o[15],
+    ])
+}
+
+/// Ethernet multicast MAC for an IPv6 multicast address (RFC 2464 §7).
+pub fn multicast_mac_v6(a: Ipv6Addr) -> [u8; 6] {
+    let o = a.octets();
+    [0x33, 0x33, o[12], o[13], o[14], o[15]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Prefix {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn build_resolves_connected_local_and_via() {
+        let mut b = TablesBuilder::new();
+        b.add_interface(
+            0,
+            "lan0",
+            [2, 0, 0, 0, 0, 1],
+            1500,
+            0,
+            &[p("10.1.0.1/24"), p("2001:db8:1::1/64")],
+        )
+        .add_interface(1, "wan0", [2, 0, 0, 0, 0, 2], 1500, 0, &[p("10.2.0.1/24")])
+        .add_route(
+            0,
+            p("0.0.0.0/0"),
+            Route::Via {
+                next_hop: "10.2.0.254".parse().unwrap(),
+                port: None,
+            },
+        )
+        .add_route(
+            0,
+            p("192.168.0.0/16"),
+            Route::Via {
+                next_hop: "172.16.0.1".parse().unwrap(),
+                port: None,
+            },
+        )
+        .add_route(
+            0,
+            p("172.16.0.0/12"),
+            Route::Via {
+                next_hop: "10.1.0.9".parse().unwrap(),
+                port: None,
+            },
+        )
+        .add_route(0, p("10.9.0.0/16"), Route::Drop);
+        let t = b.build().unwrap();
+        let a = |s: &str| t.adj(t.lookup4(0, s.parse().unwrap()).unwrap());
+        assert_eq!(a("10.1.0.1"), Adj::Local);
+        assert_eq!(a("10.1.0.7"), Adj::Glean { port: 0 });
+        assert_eq!(
+            a("8.8.8.8"),
+            Adj::Neighbor {
+                port: 1,
+                nh: "10.2.0.254".parse().unwrap()
+            }
+        );
+        // Two levels of recursion: 192.168/16 via 172.16.0.1 via 10.1.0.9.
+        assert_eq!(
+            a("192.168.3.3"),
+            Adj::Neighbor {
+                port: 0,
+                nh: "10.1.0.9".parse().unwrap()
+            }
+        );
+        assert_eq!(a("10.9.1.1"), Adj::Drop);
+        let ll = link_local_eui64([2, 0, 0, 0, 0, 1]);
+        assert_eq!(ll, "fe80::ff:fe00:1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(t.adj(t.lookup6(0, ll).unwrap()), Adj::Local);
+        assert_eq!(
+            t.adj(t.lookup6(0, "2001:db8:1::5".parse().unwrap()).unwrap()),
+            Adj::Glean { port: 0 }
+        );
+        assert!(t
+            .iface(0)
+            .unwrap()
+            .is_our_solicited_node("ff02::1:ff00:1".parse().unwrap()));
+        assert!(t.show_fib().contains("10.1.0.0/24"));
+    }
+
+    #[test]
+    fn via_loop_and_unknown_vrf() {
+        let mut b = TablesBuilder::new();
+        b.add_route(
+            0,
+            p("1.0.0.0/8"),
+            Route::Via {
+                next_hop: "2.0.0.1".parse().unwrap(),
+                port: None,
+            },
+        )
+        .add_route(
+            0,
+            p("2.0.0.0/8"),
+            Route::Via {
+                next_hop: "1.0.0.1".parse().unwrap(),
+                port: None,
+            },
+        );
+        let t = b.build().unwrap();
+        assert_eq!(
+            t.adj(t.lookup4(0, "1.2.3.4".parse().unwrap()).unwrap()),
+            Adj::Unreachable
+        );
+        let mut b = TablesBuilder::new();
+        b.add_route(7, p("1.0.0.0/8"), Route::Drop);
+        assert_eq!(b.build().unwrap_err(), BuildError::UnknownVrf(7));
+    }
+
+    #[test]
+    fn shared_tables_swap() {
+        let s = SharedTables::new(Tables::default());
+        let old = s.load();
+        let mut b = TablesBuilder::new();
+        b.add_vrf(5, "blue");
+        s.store(b.build().unwrap());
+        assert_eq!(old.vrfs.len(), 0);
+        assert_eq!(s.load().vrf_index(5), Some(1));
+        assert_eq!(s.load().generation, 1);
+    }
+}
