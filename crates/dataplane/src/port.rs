@@ -18,7 +18,8 @@ pub trait Port: Send {
     /// from `pool`; offload state from the kernel's virtio-net header is stored
     /// in each packet's `meta.offload`. Never blocks: returns `Ok(0)` when
     /// nothing is pending.
-    fn rx_burst(&mut self, pool: &mut Pool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize>;
+    fn rx_burst(&mut self, pool: &mut Pool, out: &mut Vec<Packet>, max: usize)
+        -> io::Result<usize>;
 
     /// Transmits every packet of `pkts` (leaving it empty) and returns the
     /// buffers to `pool`. Super-packets (`meta.offload.gso != None`) are handed
