@@ -1,0 +1,97 @@
+//! `Config::to_toml`: the model back to the public file shape.
+
+use crate::model::*;
+use std::fmt::Write;
+
+/// A TOML basic string (quotes, backslashes and control characters escaped).
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+impl Config {
+    /// Renders the configuration in the public file shape. Keys equal to
+    /// their default are left out, except `workers` and `api`, which are
+    /// spelled out so the file says what the gateway will do. For a valid
+    /// config, `parse(&c.to_toml()) == Ok(c)`.
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        let g = &self.gateway;
+        let _ = writeln!(s, "[gateway]");
+        let _ = writeln!(s, "name = {}", quote(&g.name));
+        let _ = writeln!(s, "workers = {}", g.workers);
+        let _ = writeln!(s, "api = {}", quote(&g.api.to_string()));
+        for i in &self.interfaces {
+            let _ = writeln!(s, "\n[[interface]]");
+            let _ = writeln!(s, "name = {}", quote(&i.name));
+            let _ = writeln!(s, "host = {}", quote(&i.host));
+            let _ = writeln!(s, "driver = {}", quote(i.driver.as_str()));
+            let addrs: Vec<String> = i.addresses.iter().map(|a| quote(&a.to_string())).collect();
+            let _ = writeln!(s, "addresses = [{}]", addrs.join(", "));
+            if i.vrf != DEFAULT_VRF {
+                let _ = writeln!(s, "vrf = {}", quote(&i.vrf));
+            }
+            if let Some(m) = i.mtu {
+                let _ = writeln!(s, "mtu = {m}");
+            }
+            if !i.rsc {
+                let _ = writeln!(s, "rsc = false");
+            }
+            if !i.offloads {
+                let _ = writeln!(s, "offloads = false");
+            }
+        }
+        for t in &self.tunnels {
+            let _ = writeln!(s, "\n[[tunnel]]");
+            let _ = writeln!(s, "name = {}", quote(&t.name));
+            let _ = writeln!(s, "kind = {}", quote(t.kind.as_str()));
+            let _ = writeln!(s, "local = {}", quote(&t.local.to_string()));
+            let _ = writeln!(s, "remote = {}", quote(&t.remote.to_string()));
+            if let Some(k) = t.key {
+                let _ = writeln!(s, "key = {k}");
+            }
+            if t.vrf != DEFAULT_VRF {
+                let _ = writeln!(s, "vrf = {}", quote(&t.vrf));
+            }
+            if t.underlay_vrf != DEFAULT_VRF {
+                let _ = writeln!(s, "underlay_vrf = {}", quote(&t.underlay_vrf));
+            }
+            if let Some(m) = t.mtu {
+                let _ = writeln!(s, "mtu = {m}");
+            }
+            if t.checksum {
+                let _ = writeln!(s, "checksum = true");
+            }
+            if t.sequence {
+                let _ = writeln!(s, "sequence = true");
+            }
+            if t.port != VXLAN_PORT {
+                let _ = writeln!(s, "port = {}", t.port);
+            }
+        }
+        for r in &self.routes {
+            let _ = writeln!(s, "\n[[route]]");
+            if r.vrf != DEFAULT_VRF {
+                let _ = writeln!(s, "vrf = {}", quote(&r.vrf));
+            }
+            let _ = writeln!(s, "prefix = {}", quote(&r.prefix.to_string()));
+            let _ = writeln!(s, "via = {}", quote(&r.via.to_string()));
+        }
+        s
+    }
+}
