@@ -206,18 +206,21 @@ impl EspRepr {
 /// block size and ends on a 4-byte boundary (RFC 4303 §2.4). `block_size`
 /// 0 or 1 (stream/AEAD ciphers such as GCM) means 4-byte alignment only.
 /// Block sizes that are not a multiple of 4 are aligned to the least common
-/// multiple with 4. The result is always < 256 for block sizes up to 256.
+/// multiple with 4. The result is always < 256 for block sizes up to 256
+/// (larger values are not cipher block sizes; they give a useless but
+/// panic-free answer).
 pub const fn padding_len(payload_len: usize, block_size: usize) -> usize {
     let align = if block_size <= 1 {
         4
-    } else if block_size % 4 == 0 {
+    } else if block_size & 3 == 0 {
         block_size
-    } else if block_size % 2 == 0 {
-        block_size * 2
+    } else if block_size & 1 == 0 {
+        block_size.saturating_mul(2)
     } else {
-        block_size * 4
+        block_size.saturating_mul(4)
     };
-    let used = (payload_len + TRAILER_LEN) % align;
+    // Reduced first so no input overflows.
+    let used = ((payload_len % align) + TRAILER_LEN) % align;
     if used == 0 {
         0
     } else {
@@ -366,7 +369,10 @@ mod tests {
         assert_eq!(p.iv(25).err(), Some(Error::Truncated));
         assert_eq!(
             EspRepr::parse(&p).unwrap(),
-            EspRepr { spi: 0x1000, seq: 5 }
+            EspRepr {
+                spi: 0x1000,
+                seq: 5
+            }
         );
     }
 
@@ -374,9 +380,12 @@ mod tests {
     fn construct() {
         let mut b = PKT;
         b[..8].fill(0xff);
-        EspRepr { spi: 0x1000, seq: 5 }
-            .emit(&mut Esp::new_unchecked(&mut b[..]))
-            .unwrap();
+        EspRepr {
+            spi: 0x1000,
+            seq: 5,
+        }
+        .emit(&mut Esp::new_unchecked(&mut b[..]))
+        .unwrap();
         assert_eq!(b, PKT);
         assert_eq!(
             EspRepr { spi: 255, seq: 5 }.emit(&mut Esp::new_unchecked(&mut b[..])),

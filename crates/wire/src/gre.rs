@@ -571,7 +571,10 @@ mod tests {
             );
         }
         for n in 0..8 {
-            assert_eq!(Gre::new_checked(&PKT_KEY[..n]).err(), Some(Error::Truncated));
+            assert_eq!(
+                Gre::new_checked(&PKT_KEY[..n]).err(),
+                Some(Error::Truncated)
+            );
         }
     }
 

@@ -240,7 +240,8 @@ mod tests {
         let mut w = Writer::new(Vec::new(), LinkType::Ethernet, 8).unwrap();
         w.write_packet(Duration::new(1_700_000_000, 123_456_789), b"abcd")
             .unwrap();
-        w.write_packet(Duration::from_secs(5), b"0123456789").unwrap();
+        w.write_packet(Duration::from_secs(5), b"0123456789")
+            .unwrap();
         w.into_inner()
     }
 
@@ -248,7 +249,10 @@ mod tests {
     fn write_layout() {
         let f = sample();
         assert_eq!(f.len(), 24 + 16 + 4 + 16 + 8);
-        assert_eq!(u32::from_ne_bytes(f[0..4].try_into().unwrap()), MAGIC_MICROS);
+        assert_eq!(
+            u32::from_ne_bytes(f[0..4].try_into().unwrap()),
+            MAGIC_MICROS
+        );
         assert_eq!(u16::from_ne_bytes([f[4], f[5]]), 2);
         assert_eq!(u16::from_ne_bytes([f[6], f[7]]), 4);
         assert_eq!(u32::from_ne_bytes(f[16..20].try_into().unwrap()), 8);

@@ -164,10 +164,7 @@ mod tests {
         assert!(p.vni_valid());
         assert_eq!(p.vni(), 0xab_cdef);
         assert_eq!(p.payload(), b"z");
-        assert_eq!(
-            VxlanRepr::parse(&p).unwrap(),
-            VxlanRepr { vni: 0xab_cdef }
-        );
+        assert_eq!(VxlanRepr::parse(&p).unwrap(), VxlanRepr { vni: 0xab_cdef });
     }
 
     #[test]
