@@ -8,6 +8,8 @@
 
 pub mod buffer;
 pub mod fib;
+pub mod neighbour;
+pub mod offload;
 pub mod port;
 pub mod tables;
 
