@@ -1,1 +1,70 @@
-//! I/O backends.
+//! I/O backends: how packets get between the kernel and a worker's vectors.
+//!
+//! - [`af_packet`]: an existing netdev (veth, NIC) through an AF_PACKET
+//!   socket with a TPACKET_V3 receive ring and virtio-net headers.
+//! - [`tap`]: a TAP device vecgate creates (or attaches to).
+//! - [`netdev`]: ioctl helpers and the nftables ingress guard — the one thing
+//!   vecgate changes on the host, see its module docs.
+//!
+//! `unsafe` lives only in the private `sys` module.
+
+pub mod af_packet;
+pub mod error;
+pub mod netdev;
+mod sys;
+pub mod tap;
+pub mod vnet;
+
+pub use af_packet::{AfPacketOpts, AfPacketPort, PortStats};
+pub use error::{is_device_gone, IoError};
+pub use netdev::IngressGuard;
+pub use tap::{TapOpts, TapPort};
+
+use dataplane::Port;
+
+/// Opens worker `worker_index`'s (of `nworkers`) queue on `ifname` with
+/// `driver` ("af_packet" | "tap" | "af_xdp"). With several workers,
+/// AF_PACKET sockets join the fanout group `fanout_id` and TAP queues use
+/// IFF_MULTI_QUEUE.
+pub fn open_port(
+    driver: &str,
+    ifname: &str,
+    worker_index: usize,
+    nworkers: usize,
+    fanout_id: u16,
+) -> Result<Box<dyn Port>, IoError> {
+    let _ = worker_index;
+    match driver {
+        "af_packet" => {
+            let opts = AfPacketOpts {
+                fanout: (nworkers > 1).then_some(fanout_id),
+                ..AfPacketOpts::default()
+            };
+            Ok(Box::new(AfPacketPort::open(ifname, opts)?))
+        }
+        "tap" => {
+            let opts = TapOpts {
+                multi_queue: nworkers > 1,
+                ..TapOpts::default()
+            };
+            Ok(Box::new(TapPort::create(ifname, opts)?))
+        }
+        "af_xdp" => Err(IoError::NotImplemented("the af_xdp driver")),
+        other => Err(IoError::UnknownDriver(other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_errors_are_clear() {
+        let e = open_port("af_xdp", "lo", 0, 1, 1).err().unwrap();
+        assert_eq!(e.to_string(), "the af_xdp driver: not implemented yet");
+        let e = open_port("dpdk", "lo", 0, 1, 1).err().unwrap();
+        assert!(e.to_string().contains("unknown I/O driver 'dpdk'"));
+        let e = open_port("af_packet", "nosuch0", 0, 1, 1).err().unwrap();
+        assert_eq!(e.to_string(), "no such network interface 'nosuch0'");
+    }
+}

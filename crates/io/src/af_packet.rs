@@ -1,0 +1,501 @@
+//! AF_PACKET backend: a TPACKET_V3 mmap ring for receive, `sendmmsg` for
+//! transmit, virtio-net headers in both directions so 64 KB TCP/UDP
+//! super-packets cross the kernel boundary unsegmented.
+//!
+//! Receive: the kernel fills whole blocks of the ring and hands a block over
+//! when it is full or after `retire_tov_ms`; `rx_burst` copies each frame into
+//! a pool buffer and gives the block back as soon as it is consumed. With
+//! PACKET_VNET_HDR the kernel writes the 10-byte `virtio_net_hdr` directly in
+//! front of the frame (`tp_mac - 10`) inside the ring (net/packet/af_packet.c
+//! `tpacket_rcv`: `netoff += vnet_hdr_sz`, header at `h.raw + macoff - sz`).
+//!
+//! Transmit: `sendmmsg` with two iovecs per packet (header, frame), up to
+//! [`sys::MMSG_BATCH`] packets per syscall. A TX ring (TPACKET_V2) would need
+//! 64 KB+ frames and builds the skb from ring pages, which is limited to
+//! MAX_SKB_FRAGS pages — a 64 KB frame does not always fit; `sendmmsg` copies
+//! once and has no such limit.
+//!
+//! Worker spreading: every worker opens its own socket on the same netdev and
+//! all of them join one PACKET_FANOUT group in HASH mode (flow hash, as RSS)
+//! with FLAG_DEFRAG so fragments of one datagram reach the same worker.
+
+use crate::error::IoError;
+use crate::netdev;
+use crate::sys;
+use crate::vnet::{self, VNET_HDR_LEN};
+use dataplane::{Offload, Packet, Pool, Port};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// Options of an AF_PACKET port.
+#[derive(Clone, Debug)]
+pub struct AfPacketOpts {
+    /// PACKET_FANOUT group shared by all workers' sockets on the netdev.
+    pub fanout: Option<u16>,
+    /// Exchange virtio-net headers (GSO super-packets, checksum offload).
+    pub vnet_hdr: bool,
+    /// Transmit straight to the driver, skipping the qdisc layer.
+    pub qdisc_bypass: bool,
+    /// Receive frames for every MAC address (vecgate answers for its own).
+    pub promisc: bool,
+    /// Receive ring block size in bytes (a multiple of the page size, larger
+    /// than the biggest frame: 64 KB + headers).
+    pub block_size: u32,
+    /// Number of receive ring blocks.
+    pub block_nr: u32,
+    /// Milliseconds after which a partly filled block is handed over anyway.
+    pub retire_tov_ms: u32,
+    /// Socket send buffer (bytes in flight in the kernel before EAGAIN).
+    pub sndbuf: usize,
+}
+
+impl Default for AfPacketOpts {
+    fn default() -> Self {
+        AfPacketOpts {
+            fanout: None,
+            vnet_hdr: true,
+            qdisc_bypass: true,
+            promisc: true,
+            block_size: 1 << 20,
+            block_nr: 16,
+            retire_tov_ms: 2,
+            sndbuf: 4 << 20,
+        }
+    }
+}
+
+/// Counters of one port (plain integers: one worker owns the port).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Frames dropped because the kernel truncated them or the ring
+    /// descriptors were inconsistent.
+    pub rx_bad: u64,
+    /// Frames with a virtio-net header vecgate cannot represent (UFO...).
+    pub rx_bad_vnet: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Packets the kernel did not take (socket buffer full, device busy).
+    pub tx_dropped: u64,
+    /// Packets the kernel rejected as malformed (EINVAL, EMSGSIZE).
+    pub tx_rejected: u64,
+}
+
+// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then
+// `struct tpacket_hdr_v1`).
+const BLK_STATUS: usize = 8;
+const BLK_NUM_PKTS: usize = 12;
+const BLK_FIRST_PKT: usize = 16;
+// Offsets in `struct tpacket3_hdr`.
+const H_NEXT: usize = 0;
+const H_SNAPLEN: usize = 12;
+const H_LEN: usize = 16;
+const H_STATUS: usize = 20;
+const H_MAC: usize = 24;
+const H_VLAN_TCI: usize = 32;
+const H_VLAN_TPID: usize = 36;
+const H_SIZE: usize = 48;
+
+/// Where `rx_burst` stopped inside the block it is consuming.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cursor {
+    in_block: bool,
+    num_pkts: u32,
+    done: u32,
+    /// Offset of the next tpacket3_hdr, from the block start.
+    off: usize,
+}
+
+/// One worker's AF_PACKET socket on one netdev.
+pub struct AfPacketPort {
+    name: String,
+    ifindex: i32,
+    fd: OwnedFd,
+    ring: sys::Mmap,
+    block_size: usize,
+    block_nr: usize,
+    block: usize,
+    cur: Cursor,
+    mac: [u8; 6],
+    mtu: u32,
+    vnet_hdr: bool,
+    dead: bool,
+    stats: PortStats,
+}
+
+impl std::fmt::Debug for AfPacketPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfPacketPort")
+            .field("name", &self.name)
+            .field("ifindex", &self.ifindex)
+            .field("vnet_hdr", &self.vnet_hdr)
+            .finish()
+    }
+}
+
+impl AfPacketPort {
+    /// Opens a socket on `ifname` (in the calling thread's network namespace).
+    pub fn open(ifname: &str, opts: AfPacketOpts) -> Result<Self, IoError> {
+        let ifindex = netdev::ifindex(ifname)?;
+        let mac = netdev::mac(ifname)?;
+        let mtu = netdev::mtu(ifname)?;
+        let err = |op: &'static str| move |e: io::Error| IoError::sys(op, ifname, e);
+
+        // Protocol 0: nothing is queued before the ring and the bind exist.
+        let fd = sys::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => IoError::PermissionDenied {
+                what: format!("AF_PACKET socket for '{ifname}'"),
+            },
+            _ => IoError::Sys {
+                op: "socket(AF_PACKET)",
+                source: e,
+            },
+        })?;
+        sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_VERSION, &sys::TPACKET_V3)
+            .map_err(err("PACKET_VERSION"))?;
+        if opts.vnet_hdr {
+            // Must precede the ring setup (EBUSY afterwards).
+            sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_VNET_HDR, &1i32)
+                .map_err(err("PACKET_VNET_HDR"))?;
+        }
+        let page = 4096u32;
+        let block_size = opts.block_size.max(128 << 10).div_ceil(page) * page;
+        let block_nr = opts.block_nr.clamp(2, 1024);
+        let frame_size = 2048u32;
+        let req = sys::TpacketReq3 {
+            block_size,
+            block_nr,
+            frame_size,
+            frame_nr: block_size / frame_size * block_nr,
+            retire_blk_tov: opts.retire_tov_ms.max(1),
+            sizeof_priv: 0,
+            feature_req_word: sys::TP_FT_REQ_FILL_RXHASH,
+        };
+        sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_RX_RING, &req)
+            .map_err(err("PACKET_RX_RING"))?;
+        let ring = sys::Mmap::ring(&fd, block_size as usize * block_nr as usize)
+            .map_err(err("mmap rx ring"))?;
+        sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL).map_err(err("bind"))?;
+        if opts.promisc {
+            sys::add_promisc_membership(&fd, ifindex).map_err(err("PACKET_MR_PROMISC"))?;
+        }
+        sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, &1i32)
+            .map_err(err("PACKET_IGNORE_OUTGOING"))?;
+        if opts.qdisc_bypass {
+            sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_QDISC_BYPASS, &1i32)
+                .map_err(err("PACKET_QDISC_BYPASS"))?;
+        }
+        let sndbuf = opts.sndbuf.min(i32::MAX as usize) as i32;
+        if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sndbuf).is_err() {
+            sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &sndbuf)
+                .map_err(err("SO_SNDBUF"))?;
+        }
+        if let Some(group) = opts.fanout {
+            let arg: u32 = u32::from(group)
+                | ((sys::PACKET_FANOUT_HASH | sys::PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_FANOUT, &arg)
+                .map_err(err("PACKET_FANOUT"))?;
+        }
+        Ok(AfPacketPort {
+            name: ifname.to_string(),
+            ifindex,
+            fd,
+            ring,
+            block_size: block_size as usize,
+            block_nr: block_nr as usize,
+            block: 0,
+            cur: Cursor::default(),
+            mac,
+            mtu,
+            vnet_hdr: opts.vnet_hdr,
+            dead: false,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// Interface index the socket is bound to.
+    pub fn ifindex(&self) -> i32 {
+        self.ifindex
+    }
+
+    /// Port counters.
+    pub fn stats(&self) -> PortStats {
+        self.stats
+    }
+
+    /// Kernel-side counters since the last call (PACKET_STATISTICS):
+    /// (packets, drops) — drops are frames lost because the ring was full.
+    pub fn kernel_stats(&self) -> io::Result<(u32, u32)> {
+        let s: sys::TpacketStatsV3 =
+            sys::getsockopt(self.fd.as_raw_fd(), sys::SOL_PACKET, sys::PACKET_STATISTICS)?;
+        Ok((s.packets, s.drops))
+    }
+
+    /// Link state of the netdev now.
+    pub fn link_state(&self) -> Result<netdev::LinkState, IoError> {
+        netdev::link_state(&self.name)
+    }
+
+    /// Whether the netdev this socket is bound to still exists (same name,
+    /// same ifindex) and no send reported it gone. When false, the worker
+    /// drops the port and re-opens it once the netdev is back. A syscall:
+    /// call it on POLLERR or after an error, not per burst.
+    pub fn is_alive(&self) -> bool {
+        if self.dead {
+            return false;
+        }
+        if sys::poll1(self.fd.as_raw_fd(), 0, 0)
+            .is_ok_and(|r| r & (libc::POLLERR | libc::POLLNVAL) != 0)
+        {
+            // A pending socket error: the kernel sets ENETDOWN when the
+            // device goes down or is unregistered.
+            if let Ok(e) =
+                sys::getsockopt::<i32>(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR)
+            {
+                if e == libc::ENETDOWN || e == libc::ENXIO || e == libc::ENODEV {
+                    // Still alive if the device merely bounced and is up again.
+                    return netdev::ifindex(&self.name).ok() == Some(self.ifindex)
+                        && netdev::link_state(&self.name).is_ok_and(|s| s.admin_up);
+                }
+            }
+        }
+        netdev::ifindex(&self.name).ok() == Some(self.ifindex)
+    }
+
+    fn release_block(&mut self) {
+        self.ring.store_status(
+            self.block * self.block_size + BLK_STATUS,
+            sys::TP_STATUS_KERNEL,
+        );
+        self.block = (self.block + 1) % self.block_nr;
+        self.cur = Cursor::default();
+    }
+
+    /// Copies the frame described by the tpacket3_hdr at `h` (absolute ring
+    /// offset) into `pkt`. `Err(true)` = bad descriptor, `Err(false)` = bad
+    /// vnet header.
+    fn copy_frame(&mut self, h: usize, block_end: usize, pkt: &mut Packet) -> Result<(), bool> {
+        let r = &self.ring;
+        let snaplen = r.u32_at(h + H_SNAPLEN).ok_or(true)? as usize;
+        let len = r.u32_at(h + H_LEN).ok_or(true)? as usize;
+        let status = r.u32_at(h + H_STATUS).ok_or(true)?;
+        let mac = r.u16_at(h + H_MAC).ok_or(true)? as usize;
+        let start = h + mac;
+        if snaplen != len || mac < H_SIZE || start + snaplen > block_end {
+            return Err(true);
+        }
+        let mut off = Offload::default();
+        if self.vnet_hdr {
+            if mac < H_SIZE + VNET_HDR_LEN {
+                return Err(true);
+            }
+            let b = r.bytes(start - VNET_HDR_LEN, VNET_HDR_LEN).ok_or(true)?;
+            let mut hdr = [0u8; VNET_HDR_LEN];
+            hdr.copy_from_slice(b);
+            off = vnet::decode(&hdr).map_err(|_| false)?;
+        }
+        let frame = r.bytes(start, snaplen).ok_or(true)?;
+        // A VLAN tag taken out by offload is reported beside the frame; put
+        // it back so the graph sees the frame as it was on the wire.
+        let vlan = if status & sys::TP_STATUS_VLAN_VALID != 0 && snaplen >= 12 {
+            let tci = r.u32_at(h + H_VLAN_TCI).ok_or(true)? as u16;
+            let tpid = if status & sys::TP_STATUS_VLAN_TPID_VALID != 0 {
+                r.u16_at(h + H_VLAN_TPID).ok_or(true)?
+            } else {
+                0x8100
+            };
+            Some((tpid, tci))
+        } else {
+            None
+        };
+        let area = pkt.rx_area();
+        let extra = if vlan.is_some() { 4 } else { 0 };
+        if snaplen + extra > area.len() {
+            return Err(true);
+        }
+        match vlan {
+            None => area[..snaplen].copy_from_slice(frame),
+            Some((tpid, tci)) => {
+                area[..12].copy_from_slice(&frame[..12]);
+                area[12..14].copy_from_slice(&tpid.to_be_bytes());
+                area[14..16].copy_from_slice(&tci.to_be_bytes());
+                area[16..snaplen + 4].copy_from_slice(&frame[12..]);
+                if off.needs_csum {
+                    off.csum_start = off.csum_start.saturating_add(4);
+                }
+                if off.hdr_len != 0 {
+                    off.hdr_len = off.hdr_len.saturating_add(4);
+                }
+            }
+        }
+        pkt.set_len(snaplen + extra);
+        pkt.meta.offload = off;
+        Ok(())
+    }
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        // At most one full pass over the ring per call.
+        let mut blocks_seen = 0;
+        while n < max {
+            let base = self.block * self.block_size;
+            let block_end = base + self.block_size;
+            if !self.cur.in_block {
+                if blocks_seen == self.block_nr
+                    || self.ring.load_status(base + BLK_STATUS) & sys::TP_STATUS_USER == 0
+                {
+                    break;
+                }
+                blocks_seen += 1;
+                let (Some(num), Some(first)) = (
+                    self.ring.u32_at(base + BLK_NUM_PKTS),
+                    self.ring.u32_at(base + BLK_FIRST_PKT),
+                ) else {
+                    self.release_block();
+                    continue;
+                };
+                self.cur = Cursor {
+                    in_block: true,
+                    num_pkts: num,
+                    done: 0,
+                    off: first as usize,
+                };
+            }
+            if self.cur.done >= self.cur.num_pkts {
+                self.release_block();
+                continue;
+            }
+            let h = base + self.cur.off;
+            if self.cur.off < BLK_FIRST_PKT || h + H_SIZE > block_end {
+                self.stats.rx_bad += 1;
+                self.release_block();
+                continue;
+            }
+            let Some(mut pkt) = pool.alloc() else {
+                // Out of buffers: leave the frame in the ring, the kernel
+                // drops (and counts) once the ring is full.
+                break;
+            };
+            match self.copy_frame(h, block_end, &mut pkt) {
+                Ok(()) => {
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += pkt.len() as u64;
+                    out.push(pkt);
+                    n += 1;
+                }
+                Err(bad_desc) => {
+                    if bad_desc {
+                        self.stats.rx_bad += 1;
+                    } else {
+                        self.stats.rx_bad_vnet += 1;
+                    }
+                    pool.free(pkt);
+                }
+            }
+            self.cur.done += 1;
+            let next = self.ring.u32_at(h + H_NEXT).unwrap_or(0) as usize;
+            if self.cur.done >= self.cur.num_pkts || next == 0 {
+                self.release_block();
+            } else {
+                self.cur.off += next;
+            }
+        }
+        Ok(n)
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
+        let total = pkts.len();
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        let mut sent = 0;
+        let mut i = 0;
+        let mut rejected = 0;
+        let mut result = Ok(());
+        'outer: while i < total {
+            let chunk = (total - i).min(sys::MMSG_BATCH);
+            let mut hdrs = [[0u8; VNET_HDR_LEN]; sys::MMSG_BATCH];
+            let mut frames: [&[u8]; sys::MMSG_BATCH] = [&[]; sys::MMSG_BATCH];
+            for j in 0..chunk {
+                let p = &pkts[i + j];
+                if self.vnet_hdr {
+                    hdrs[j] = vnet::encode(&p.meta.offload);
+                }
+                frames[j] = p.data();
+            }
+            let mut j = 0;
+            while j < chunk {
+                match sys::sendmmsg_hdr_frames(
+                    self.fd.as_raw_fd(),
+                    &hdrs[j..chunk],
+                    hdr_len,
+                    &frames[j..chunk],
+                ) {
+                    Ok(0) => break 'outer,
+                    Ok(k) => {
+                        for f in &frames[j..j + k] {
+                            self.stats.tx_bytes += f.len() as u64;
+                        }
+                        sent += k;
+                        j += k;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 'outer,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if crate::error::is_device_gone(&e) => {
+                        if matches!(e.raw_os_error(), Some(libc::ENXIO) | Some(libc::ENODEV)) {
+                            self.dead = true;
+                        }
+                        result = Err(e);
+                        break 'outer;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                        // The device refused this one packet (queue busy).
+                        j += 1;
+                    }
+                    Err(_) => {
+                        // Malformed packet (EINVAL, EMSGSIZE...): skip it.
+                        rejected += 1;
+                        j += 1;
+                    }
+                }
+            }
+            i += chunk;
+        }
+        self.stats.tx_packets += sent as u64;
+        self.stats.tx_rejected += rejected as u64;
+        self.stats.tx_dropped += (total - sent - rejected) as u64;
+        pool.free_all(pkts);
+        result.map(|()| sent)
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    fn offloads(&self) -> bool {
+        self.vnet_hdr
+    }
+}

@@ -1,0 +1,59 @@
+//! Errors of the I/O backends, phrased for the operator.
+
+use std::io;
+
+/// Why opening or driving a port failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// The named netdev does not exist (in this network namespace).
+    #[error("no such network interface '{0}'")]
+    NoSuchDevice(String),
+    /// Raw sockets / TUN need privileges.
+    #[error("{what}: needs CAP_NET_RAW/CAP_NET_ADMIN (run as root)")]
+    PermissionDenied { what: String },
+    /// An interface name longer than IFNAMSIZ-1 or with a NUL byte.
+    #[error("invalid interface name '{0}'")]
+    InvalidName(String),
+    /// The driver string is not known.
+    #[error("unknown I/O driver '{0}' (expected af_packet | tap | af_xdp)")]
+    UnknownDriver(String),
+    /// A known feature that is not implemented yet.
+    #[error("{0}: not implemented yet")]
+    NotImplemented(&'static str),
+    /// The netdev went away or down underneath an open port; re-open it later.
+    #[error("network interface '{0}' is gone or down")]
+    DeviceGone(String),
+    /// The `nft` command failed (ingress guard).
+    #[error("nft failed: {0}")]
+    Nft(String),
+    /// Any other failing syscall, with the step that failed.
+    #[error("{op}: {source}")]
+    Sys {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl IoError {
+    /// Maps a syscall error of step `op` on interface `ifname` to the clearest
+    /// variant.
+    pub(crate) fn sys(op: &'static str, ifname: &str, e: io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) => IoError::NoSuchDevice(ifname.to_string()),
+            Some(libc::EPERM) | Some(libc::EACCES) => IoError::PermissionDenied {
+                what: format!("{op} on '{ifname}'"),
+            },
+            _ => IoError::Sys { op, source: e },
+        }
+    }
+}
+
+/// Whether an error from `rx_burst`/`tx_burst` means the netdev disappeared
+/// or went down: the worker should drop the port and re-open it later.
+pub fn is_device_gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENXIO) | Some(libc::ENODEV) | Some(libc::ENETDOWN)
+    )
+}

@@ -1,0 +1,288 @@
+//! Queries and changes on Linux netdevs through ioctls (no netlink), and the
+//! ingress guard.
+//!
+//! # What vecgate does to the host
+//!
+//! When vecgate owns a netdev through AF_PACKET, the kernel stack still sees
+//! every frame too and would answer ARP, ping and TCP (with RSTs) for the
+//! addresses configured on it. [`IngressGuard`] installs an nftables table
+//! `netdev vecgate_<ifname>` whose ingress chain has `policy drop` on that
+//! netdev: AF_PACKET taps run before the ingress hook, so vecgate still
+//! receives every frame, but the kernel's IP stack gets none. The table is
+//! deleted when the guard is dropped. Nothing else on the host is changed; in
+//! particular the netdev's ethtool offload settings are left alone and only
+//! reported ([`offload_report`]).
+
+use crate::error::IoError;
+use crate::sys;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+
+fn ctl_socket() -> Result<OwnedFd, IoError> {
+    sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0).map_err(|e| IoError::Sys {
+        op: "socket(AF_INET)",
+        source: e,
+    })
+}
+
+fn ifreq(name: &str) -> Result<sys::Ifreq, IoError> {
+    sys::Ifreq::new(name).ok_or_else(|| IoError::InvalidName(name.to_string()))
+}
+
+fn query(name: &str, req: libc::c_ulong, op: &'static str) -> Result<sys::Ifreq, IoError> {
+    let s = ctl_socket()?;
+    let mut ifr = ifreq(name)?;
+    sys::ioctl_ifreq(s.as_raw_fd(), req, &mut ifr).map_err(|e| IoError::sys(op, name, e))?;
+    Ok(ifr)
+}
+
+/// Interface index of `name` in the calling thread's network namespace.
+pub fn ifindex(name: &str) -> Result<i32, IoError> {
+    Ok(query(name, libc::SIOCGIFINDEX, "SIOCGIFINDEX")?.i32_at0())
+}
+
+/// Hardware (MAC) address of `name`.
+pub fn mac(name: &str) -> Result<[u8; 6], IoError> {
+    let ifr = query(name, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR")?;
+    // struct sockaddr: 2 bytes family, then the address.
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&ifr.data[2..8]);
+    Ok(m)
+}
+
+/// MTU of `name` (L3 bytes).
+pub fn mtu(name: &str) -> Result<u32, IoError> {
+    let v = query(name, libc::SIOCGIFMTU, "SIOCGIFMTU")?.i32_at0();
+    Ok(v.max(0) as u32)
+}
+
+/// Administrative and operational state of a netdev.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkState {
+    /// IFF_UP: configured up.
+    pub admin_up: bool,
+    /// IFF_RUNNING: carrier present (for a veth: the peer is up too).
+    pub running: bool,
+}
+
+/// Link state of `name` (SIOCGIFFLAGS).
+pub fn link_state(name: &str) -> Result<LinkState, IoError> {
+    let f = query(name, libc::SIOCGIFFLAGS, "SIOCGIFFLAGS")?.i16_at0() as i32;
+    Ok(LinkState {
+        admin_up: f & libc::IFF_UP != 0,
+        running: f & libc::IFF_RUNNING != 0,
+    })
+}
+
+/// Sets `name` administratively up (SIOCSIFFLAGS with IFF_UP).
+pub fn set_up(name: &str) -> Result<(), IoError> {
+    let s = ctl_socket()?;
+    let mut ifr = ifreq(name)?;
+    sys::ioctl_ifreq(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr)
+        .map_err(|e| IoError::sys("SIOCGIFFLAGS", name, e))?;
+    let f = ifr.i16_at0() | libc::IFF_UP as i16;
+    ifr.set_i16_at0(f);
+    sys::ioctl_ifreq(s.as_raw_fd(), libc::SIOCSIFFLAGS, &mut ifr)
+        .map_err(|e| IoError::sys("SIOCSIFFLAGS", name, e))
+}
+
+/// The offload settings of a netdev, as ethtool reports them. vecgate only
+/// reports these (super-packets need tx checksum, TSO/GSO on the peer side);
+/// it never changes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffloadReport {
+    pub rx_csum: bool,
+    pub tx_csum: bool,
+    pub tso: bool,
+    pub gso: bool,
+    pub gro: bool,
+}
+
+/// Reads the offload settings of `name` (legacy ETHTOOL_G* ioctls).
+pub fn offload_report(name: &str) -> Result<OffloadReport, IoError> {
+    let s = ctl_socket()?;
+    let fd = s.as_raw_fd();
+    let get = |cmd| {
+        sys::ethtool_get_value(fd, name, cmd)
+            .map(|v| v != 0)
+            .map_err(|e| IoError::sys("SIOCETHTOOL", name, e))
+    };
+    Ok(OffloadReport {
+        rx_csum: get(sys::ETHTOOL_GRXCSUM)?,
+        tx_csum: get(sys::ETHTOOL_GTXCSUM)?,
+        tso: get(sys::ETHTOOL_GTSO)?,
+        gso: get(sys::ETHTOOL_GGSO)?,
+        gro: get(sys::ETHTOOL_GGRO)?,
+    })
+}
+
+/// An nftables `netdev` ingress chain with `policy drop` on one netdev, so
+/// the kernel stack neither answers nor forwards what arrives there while
+/// AF_PACKET still receives every frame. Removed on drop, in the network
+/// namespace it was installed in.
+#[derive(Debug)]
+pub struct IngressGuard {
+    table: String,
+    /// The network namespace the table lives in (the installing thread's).
+    netns: File,
+    removed: bool,
+}
+
+impl IngressGuard {
+    /// Installs the guard on `ifname` with the table `vecgate_<ifname>`
+    /// (replacing a stale one left by a crashed run).
+    pub fn install(ifname: &str) -> Result<Self, IoError> {
+        Self::install_named(ifname, &format!("vecgate_{}", sanitize(ifname)))
+    }
+
+    /// Installs the guard under an explicit table name (one per
+    /// gateway + netdev when several gateways share a namespace).
+    pub fn install_named(ifname: &str, table: &str) -> Result<Self, IoError> {
+        if sys::Ifreq::new(ifname).is_none() || ifname.contains('"') {
+            return Err(IoError::InvalidName(ifname.to_string()));
+        }
+        ifindex(ifname)?;
+        let table = sanitize(table);
+        let netns = File::open("/proc/thread-self/ns/net").map_err(|e| IoError::Sys {
+            op: "open netns",
+            source: e,
+        })?;
+        // `add` then `delete` then `add` makes the script idempotent.
+        let script = format!(
+            "add table netdev {table}\n\
+             delete table netdev {table}\n\
+             table netdev {table} {{\n\
+             \x20 chain ingress {{\n\
+             \x20   type filter hook ingress device \"{ifname}\" priority 0; policy drop;\n\
+             \x20 }}\n\
+             }}\n"
+        );
+        nft(&script)?;
+        Ok(IngressGuard {
+            table,
+            netns,
+            removed: false,
+        })
+    }
+
+    /// The nftables table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Removes the table now, reporting failure (Drop does it silently).
+    pub fn remove(mut self) -> Result<(), IoError> {
+        self.removed = true;
+        self.remove_inner()
+    }
+
+    fn remove_inner(&self) -> Result<(), IoError> {
+        let script = format!("delete table netdev {}\n", self.table);
+        let same_ns = match (
+            std::fs::metadata("/proc/thread-self/ns/net"),
+            self.netns.metadata(),
+        ) {
+            (Ok(a), Ok(b)) => {
+                use std::os::unix::fs::MetadataExt;
+                a.ino() == b.ino() && a.dev() == b.dev()
+            }
+            _ => false,
+        };
+        if same_ns {
+            return nft(&script);
+        }
+        // Dropped on a thread in another namespace: run nft from a helper
+        // thread that enters the guard's namespace first.
+        let fd = self.netns.as_raw_fd();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                sys::setns_net(fd).map_err(|e| IoError::Sys {
+                    op: "setns",
+                    source: e,
+                })?;
+                nft(&script)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(IoError::Nft("helper thread panicked".into())))
+        })
+    }
+}
+
+impl Drop for IngressGuard {
+    fn drop(&mut self) {
+        if !self.removed {
+            if let Err(e) = self.remove_inner() {
+                tracing::warn!(table = %self.table, error = %e, "could not remove ingress guard");
+            }
+        }
+    }
+}
+
+/// Keeps only characters valid in an nft identifier.
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Runs `nft -f -` with `script` on stdin.
+fn nft(script: &str) -> Result<(), IoError> {
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| IoError::Nft(format!("cannot run nft: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(script.as_bytes())
+            .map_err(|e| IoError::Nft(format!("writing script: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| IoError::Nft(format!("waiting for nft: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(IoError::Nft(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_queries() {
+        assert_eq!(mtu("lo").unwrap(), 65536);
+        assert_eq!(mac("lo").unwrap(), [0; 6]);
+        assert!(ifindex("lo").unwrap() >= 1);
+        assert!(link_state("lo").unwrap().admin_up);
+    }
+
+    #[test]
+    fn missing_device_is_named() {
+        let e = ifindex("nosuchdev0").unwrap_err();
+        assert_eq!(e.to_string(), "no such network interface 'nosuchdev0'");
+        assert!(matches!(
+            ifindex("this-name-is-too-long"),
+            Err(IoError::InvalidName(_))
+        ));
+    }
+
+    #[test]
+    fn sanitize_table_names() {
+        assert_eq!(sanitize("veth-a.1"), "veth_a_1");
+    }
+}
