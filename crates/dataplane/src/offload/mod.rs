@@ -18,6 +18,8 @@ pub mod gro;
 pub mod gso;
 
 mod hdr;
+#[cfg(test)]
+mod testutil;
 
 /// Why an offload could not be applied. The caller counts it and drops the
 /// packet (or, for [`OffloadError::DontFragment`], answers with ICMP).
