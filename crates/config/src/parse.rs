@@ -85,8 +85,8 @@ pub(crate) struct Shaped {
     /// pointing at them must not additionally be reported as dangling.
     pub broken_names: HashSet<String>,
     pub diags: Vec<Diagnostic>,
-    /// False if something could not be built at all (syntax error, missing
-    /// `[gateway]`): semantic validation would only produce noise.
+    /// False after a TOML syntax error: semantic validation of the
+    /// recovered tree would only produce noise.
     pub complete: bool,
 }
 
@@ -328,8 +328,19 @@ pub(crate) fn shape(text: &str) -> Shaped {
             Diagnostic::at(at, format!("TOML syntax error: {}", e.message().trim()))
         })
         .collect();
-    let mut complete = errors.is_empty();
+    let complete = errors.is_empty();
     let doc = doc.get_ref();
+    if !complete {
+        // The recovered tree holds placeholders for what did not parse;
+        // judging it would only add noise to the syntax errors.
+        return Shaped {
+            config: placeholder(Vec::new(), Vec::new(), Vec::new()),
+            positions: Positions::default(),
+            broken_names: HashSet::new(),
+            diags,
+            complete,
+        };
+    }
 
     // Top level: unknown keys.
     {
@@ -559,19 +570,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
             tunnels,
             routes,
         },
-        None => {
-            complete = false;
-            Config {
-                gateway: Gateway {
-                    name: String::new(),
-                    workers: 1,
-                    api: ApiEndpoint::default_for(""),
-                },
-                interfaces,
-                tunnels,
-                routes,
-            }
-        }
+        // Reported above; the rest is still worth validating.
+        None => placeholder(interfaces, tunnels, routes),
     };
     Shaped {
         config,
@@ -615,4 +615,19 @@ fn read_addresses(r: &mut Reader<'_, '_, '_>) -> Vec<IfAddr> {
         }
     }
     out
+}
+
+/// A config with a stand-in gateway that passes validation, for when
+/// `[gateway]` could not be read (that is reported on its own).
+fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Route>) -> Config {
+    Config {
+        gateway: Gateway {
+            name: "unnamed".to_owned(),
+            workers: 1,
+            api: ApiEndpoint::default_for("unnamed"),
+        },
+        interfaces,
+        tunnels,
+        routes,
+    }
 }

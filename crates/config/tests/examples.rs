@@ -27,6 +27,9 @@ fn every_example_is_valid() {
         "two-site-gre-a.toml",
         "two-site-gre-b.toml",
     ] {
-        assert!(seen.iter().any(|s| s == required), "missing example {required}");
+        assert!(
+            seen.iter().any(|s| s == required),
+            "missing example {required}"
+        );
     }
 }
