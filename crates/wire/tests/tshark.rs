@@ -17,6 +17,7 @@ use wire::esp::{self, Esp, EspRepr, EspTrailer};
 use wire::ethernet::{ethertype, EthernetRepr, Frame, MacAddr, VlanTag};
 use wire::gre::{Gre, GreRepr, Protocol};
 use wire::ipv4::{self, protocol, Ipv4Repr};
+use wire::ipv6::{self, FragmentHeader, FragmentRepr, Ipv6Repr};
 use wire::nvgre::{Nvgre, NvgreRepr};
 use wire::pcap::{LinkType, Writer, DEFAULT_SNAPLEN};
 use wire::vxlan::{self, Vxlan, VxlanRepr};
@@ -87,17 +88,46 @@ fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload: &[u8]) -> Vec<u8> {
     ipv4_with(v4_repr(src, dst, proto, payload.len()), payload)
 }
 
-/// IPv6 header with no extension headers (hand-built until the ipv6
-/// builder lands).
+/// IPv6 fixed header in front of `payload` (which may start with
+/// extension headers; `next` names the first).
 fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, payload: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 40];
-    b[0] = 0x60;
-    b[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-    b[6] = next;
-    b[7] = 64;
-    b[8..24].copy_from_slice(&src.octets());
-    b[24..40].copy_from_slice(&dst.octets());
-    b.extend_from_slice(payload);
+    let repr = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: next,
+        payload_len: payload.len(),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0x12345,
+    };
+    let mut b = vec![0u8; ipv6::HEADER_LEN + payload.len()];
+    repr.emit(&mut ipv6::Packet::new_unchecked(&mut b[..]))
+        .unwrap();
+    b[ipv6::HEADER_LEN..].copy_from_slice(payload);
+    b
+}
+
+/// A Hop-by-Hop or Destination Options header (RFC 8200 §4.3, §4.6) of
+/// 8 bytes: `opt` (type, len, data) then PadN to the end.
+fn ipv6_opts_header(next: u8, opt: &[u8]) -> Vec<u8> {
+    let mut h = vec![next, 0];
+    h.extend_from_slice(opt);
+    let pad = 8 - h.len();
+    assert!(pad >= 2, "option too long for one 8-byte header");
+    h.extend_from_slice(&[1, (pad - 2) as u8]);
+    h.resize(8, 0);
+    h
+}
+
+fn ipv6_fragment(next: u8, offset: u16, more: bool, ident: u32) -> Vec<u8> {
+    let r = FragmentRepr {
+        next_header: next,
+        frag_offset: offset,
+        more_frags: more,
+        ident,
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut FragmentHeader::new_unchecked(&mut b[..]));
     b
 }
 
@@ -212,6 +242,10 @@ fn case(name: &'static str, frame: Vec<u8>, expect: &[(&'static str, &str)]) -> 
     }
 }
 
+fn add(v: &mut Vec<Case>, name: &'static str, frame: Vec<u8>, expect: &[(&'static str, &str)]) {
+    v.push(case(name, frame, expect));
+}
+
 fn inner_v4() -> Vec<u8> {
     ipv4(V4_IN_A, V4_IN_B, PROTO_EXPERIMENT, b"inner-v4")
 }
@@ -224,7 +258,8 @@ fn cases() -> Vec<Case> {
     let mut v = Vec::new();
 
     // --- Ethernet, 802.1Q, ARP.
-    v.push(case(
+    add(
+        &mut v,
         "ethernet+ipv4",
         eth(MAC_B, MAC_A, None, ethertype::IPV4, &inner_v4()),
         &[
@@ -234,8 +269,9 @@ fn cases() -> Vec<Case> {
             ("ip.src", "10.1.0.1"),
             ("ip.checksum.status", GOOD),
         ],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "802.1q",
         eth(MAC_B, MAC_A, Some(100), ethertype::IPV4, &inner_v4()),
         &[
@@ -243,8 +279,9 @@ fn cases() -> Vec<Case> {
             ("vlan.etype", "0x0800"),
             ("ip.dst", "10.1.0.2"),
         ],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "arp request",
         arp_frame(arp::Operation::Request, MAC_A, V4_A, MacAddr::ZERO, V4_B),
         &[
@@ -252,8 +289,9 @@ fn cases() -> Vec<Case> {
             ("arp.src.hw_mac", "02:00:00:00:00:0a"),
             ("arp.dst.proto_ipv4", "192.0.2.2"),
         ],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "arp reply",
         arp_frame(arp::Operation::Reply, MAC_B, V4_B, MAC_A, V4_A),
         &[
@@ -261,7 +299,93 @@ fn cases() -> Vec<Case> {
             ("arp.src.hw_mac", "02:00:00:00:00:0b"),
             ("arp.src.proto_ipv4", "192.0.2.2"),
         ],
-    ));
+    );
+
+    // --- IPv4 with an option, IPv4 fragments.
+    let mut opt4 = vec![0u8; 24 + 8];
+    {
+        let mut p = ipv4::Packet::new_unchecked(&mut opt4[..]);
+        p.set_version_and_header_len(24);
+        p.set_total_len(32);
+        p.set_ident(0x4242);
+        p.set_frag(false, false, 0);
+        p.set_ttl(1);
+        p.set_protocol(PROTO_EXPERIMENT);
+        p.set_src_addr(V4_A);
+        p.set_dst_addr(V4_B);
+        p.options_mut().copy_from_slice(&[0x94, 0x04, 0x00, 0x00]); // Router Alert
+        p.payload_mut().copy_from_slice(b"opt-data");
+        p.fill_checksum();
+    }
+    add(
+        &mut v,
+        "ipv4 with router alert option",
+        eth(MAC_B, MAC_A, None, ethertype::IPV4, &opt4),
+        &[
+            ("ip.hdr_len", "24"),
+            ("ip.opt.type", "148"),
+            ("ip.id", "0x4242"),
+            ("ip.checksum.status", GOOD),
+        ],
+    );
+    let frag = |more, offset: u16, data: &[u8]| {
+        let mut r = v4_repr(V4_A, V4_B, PROTO_EXPERIMENT, data.len());
+        r.ident = 0x7777;
+        r.dont_frag = false;
+        r.more_frags = more;
+        r.frag_offset = offset;
+        eth(MAC_B, MAC_A, None, ethertype::IPV4, &ipv4_with(r, data))
+    };
+    add(
+        &mut v,
+        "ipv4 first fragment",
+        frag(true, 0, &[0x5a; 16]),
+        &[
+            ("ip.flags.mf", "1"),
+            ("ip.frag_offset", "0"),
+            ("ip.id", "0x7777"),
+        ],
+    );
+    add(
+        &mut v,
+        "ipv4 last fragment",
+        frag(false, 16, &[0x5b; 5]),
+        &[
+            ("ip.flags.mf", "0"),
+            // tshark 4.0 shows the raw field, in 8-byte units.
+            ("ip.frag_offset", "2"),
+            ("ip.fragment.count", "2"),
+            ("ip.checksum.status", GOOD),
+        ],
+    );
+
+    // --- IPv6 with Hop-by-Hop + Destination Options + Fragment headers.
+    let mut chain = ipv6_opts_header(protocol::IPV6_OPTS, &[0x05, 0x02, 0x00, 0x00]);
+    chain.extend(ipv6_opts_header(protocol::IPV6_FRAG, &[]));
+    chain.extend(ipv6_fragment(PROTO_EXPERIMENT, 0, true, 0xabcd_0001));
+    chain.extend_from_slice(&[0x6a; 24]);
+    let ext = ipv6(V6_A, V6_B, protocol::HOPOPT, &chain);
+    // Our own walker reaches the payload behind the chain.
+    let hc = ipv6::header_chain(&ext).unwrap();
+    assert_eq!(
+        (hc.protocol, hc.offset, hc.fragment),
+        (PROTO_EXPERIMENT, 64, Some(56))
+    );
+    add(
+        &mut v,
+        "ipv6 hbh+dstopts+frag",
+        eth(MAC_B, MAC_A, None, ethertype::IPV6, &ext),
+        &[
+            ("ipv6.nxt", "0"),
+            ("ipv6.hopopts.nxt", "60"),
+            ("ipv6.opt.router_alert", "0"),
+            ("ipv6.dstopts.nxt", "44"),
+            ("ipv6.fraghdr.nxt", "253"),
+            ("ipv6.fraghdr.more", "1"),
+            ("ipv6.fraghdr.ident", "0xabcd0001"),
+            ("ipv6.flow", "0x012345"),
+        ],
+    );
 
     // --- GRE with checksum + key + sequence over IPv4 and IPv6.
     let full = |protocol, key, seq| GreRepr {
@@ -270,7 +394,8 @@ fn cases() -> Vec<Case> {
         seq: Some(seq),
         protocol,
     };
-    v.push(case(
+    add(
+        &mut v,
         "gre(c,k,s)/ipv4 inner ipv4",
         eth(
             MAC_B,
@@ -295,8 +420,9 @@ fn cases() -> Vec<Case> {
             ("ip.src", "192.0.2.1,10.1.0.1"),
             ("ip.checksum.status", "1,1"),
         ],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "gre(c,k,s)/ipv4 inner ipv6",
         eth(
             MAC_B,
@@ -317,8 +443,9 @@ fn cases() -> Vec<Case> {
             ("gre.proto", "0x86dd"),
             ("ipv6.src", "fd00::1"),
         ],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "gre(c,k,s)/ipv6 inner ipv4",
         eth(
             MAC_B,
@@ -339,8 +466,9 @@ fn cases() -> Vec<Case> {
             ("gre.checksum.status", GOOD),
             ("ip.src", "10.1.0.1"),
         ],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "gre(c,k,s)/ipv6 inner ipv6",
         eth(
             MAC_B,
@@ -360,10 +488,11 @@ fn cases() -> Vec<Case> {
             ("gre.sequence_number", "10"),
             ("gre.checksum.status", GOOD),
         ],
-    ));
+    );
     // --- GRE transparent Ethernet bridging (what OVS's L2 GRE sends).
     let inner_eth = eth(MAC_D, MAC_C, None, ethertype::IPV4, &inner_v4());
-    v.push(case(
+    add(
+        &mut v,
         "gre(k)/ipv4 inner ethernet",
         eth(
             MAC_B,
@@ -391,10 +520,11 @@ fn cases() -> Vec<Case> {
             ("eth.src", "02:00:00:00:00:0a,02:00:00:00:00:0c"),
             ("ip.src", "192.0.2.1,10.1.0.1"),
         ],
-    ));
+    );
     // --- NVGRE: tshark 4.0 has no NVGRE-specific fields, it reads the
     // header as GRE with key = VSID << 8 | FlowID.
-    v.push(case(
+    add(
+        &mut v,
         "nvgre",
         eth(
             MAC_B,
@@ -416,9 +546,10 @@ fn cases() -> Vec<Case> {
             ("gre.key", "0x1234569a"),
             ("eth.dst", "02:00:00:00:00:0b,02:00:00:00:00:0d"),
         ],
-    ));
+    );
     // --- VXLAN over UDP 4789.
-    v.push(case(
+    add(
+        &mut v,
         "vxlan",
         eth(
             MAC_B,
@@ -440,9 +571,10 @@ fn cases() -> Vec<Case> {
             ("vxlan.vni", "11259375"),
             ("eth.src", "02:00:00:00:00:0a,02:00:00:00:00:0c"),
         ],
-    ));
+    );
     // --- ESP, raw and UDP-encapsulated.
-    v.push(case(
+    add(
+        &mut v,
         "esp/ipv4",
         eth(
             MAC_B,
@@ -452,8 +584,9 @@ fn cases() -> Vec<Case> {
             &ipv4(V4_A, V4_B, protocol::ESP, &esp_packet(0x0000_1001, 1)),
         ),
         &[("esp.spi", "0x00001001"), ("esp.sequence", "1")],
-    ));
-    v.push(case(
+    );
+    add(
+        &mut v,
         "esp/udp4500",
         eth(
             MAC_B,
@@ -474,7 +607,7 @@ fn cases() -> Vec<Case> {
             ("esp.spi", "0x00002002"),
             ("esp.sequence", "1"),
         ],
-    ));
+    );
 
     v
 }
