@@ -1,0 +1,260 @@
+//! Property tests: `to_toml` round-trips every valid config, and `parse`
+//! never panics on arbitrary or mangled input.
+
+use proptest::prelude::*;
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use vecgate_config::*;
+
+const VRFS: [&str; 3] = ["default", "red", "blue"];
+
+fn vrf() -> impl Strategy<Value = String> {
+    prop::sample::select(&VRFS[..]).prop_map(str::to_owned)
+}
+
+fn api() -> impl Strategy<Value = ApiEndpoint> {
+    prop_oneof![
+        "/run/[a-z]{1,8}/[a-z0-9._-]{1,12}".prop_map(|p| ApiEndpoint::Unix(p.into())),
+        (any::<[u8; 4]>(), 1u16..)
+            .prop_map(|(a, p)| ApiEndpoint::Tcp((Ipv4Addr::from(a), p).into())),
+        (any::<[u16; 8]>(), 1u16..)
+            .prop_map(|(a, p)| ApiEndpoint::Tcp((Ipv6Addr::from(a), p).into())),
+    ]
+}
+
+/// Interface `i` owns 10.i.j.0/24 and fd00:i:j::/64 subnets: never overlapping.
+fn interface(i: usize) -> impl Strategy<Value = Interface> {
+    (
+        prop::sample::select(&Driver::ALL[..]),
+        prop::collection::vec((any::<bool>(), 1u8..=254), 0..4),
+        vrf(),
+        prop::option::of(1280u32..=65535),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(move |(driver, addrs, vrf, mtu, rsc, offloads)| Interface {
+            name: format!("if{i}"),
+            host: format!("veth{i}"),
+            driver,
+            addresses: addrs
+                .iter()
+                .enumerate()
+                .map(|(j, (v6, host))| {
+                    let (i8, j8) = (i as u8, j as u8);
+                    if *v6 {
+                        IfAddr {
+                            addr: IpAddr::V6(Ipv6Addr::new(
+                                0xfd00,
+                                i as u16,
+                                j as u16,
+                                0,
+                                0,
+                                0,
+                                0,
+                                u16::from(*host),
+                            )),
+                            prefix_len: 64,
+                        }
+                    } else {
+                        IfAddr {
+                            addr: IpAddr::V4(Ipv4Addr::new(10, i8, j8, *host)),
+                            prefix_len: 24,
+                        }
+                    }
+                })
+                .collect(),
+            vrf,
+            mtu,
+            rsc,
+            offloads,
+        })
+}
+
+/// Tunnel `i` has its own remote address, so identities never clash.
+fn tunnel(i: usize) -> impl Strategy<Value = Tunnel> {
+    (
+        prop::sample::select(&TunnelKind::ALL[..]),
+        any::<bool>(),
+        any::<u32>(),
+        any::<bool>(),
+        vrf(),
+        vrf(),
+        prop::option::of(68u32..=65535),
+        any::<(bool, bool)>(),
+        1u16..,
+    )
+        .prop_map(
+            move |(
+                kind,
+                v6,
+                raw_key,
+                has_key,
+                vrf,
+                underlay_vrf,
+                mtu,
+                (checksum, sequence),
+                port,
+            )| {
+                let n = i as u16 + 2;
+                let (local, remote) = if v6 {
+                    (
+                        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
+                        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, n)),
+                    )
+                } else {
+                    (
+                        IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+                        IpAddr::V4(Ipv4Addr::new(192, 0, 2, n as u8)),
+                    )
+                };
+                let key = match kind {
+                    TunnelKind::Gre => has_key.then_some(raw_key),
+                    TunnelKind::Vxlan => Some(raw_key & 0xFF_FFFF),
+                    TunnelKind::Nvgre => Some(0x1000 + raw_key % (0xFF_FFFF - 0x1000)),
+                    TunnelKind::Ipsec => None,
+                };
+                let gre = kind == TunnelKind::Gre;
+                Tunnel {
+                    name: format!("tun{i}"),
+                    kind,
+                    local,
+                    remote,
+                    key,
+                    vrf,
+                    underlay_vrf,
+                    mtu,
+                    checksum: gre && checksum,
+                    sequence: gre && sequence,
+                    port: if kind == TunnelKind::Vxlan {
+                        port
+                    } else {
+                        4789
+                    },
+                }
+            },
+        )
+}
+
+/// A masked prefix and a via that is valid for `ifs`/`tuns`.
+fn route(ifs: Vec<Interface>, tuns: Vec<Tunnel>) -> impl Strategy<Value = Route> {
+    let targets: Vec<(String, String, bool)> = ifs
+        .iter()
+        .map(|i| (i.name.clone(), i.vrf.clone(), false))
+        .chain(tuns.iter().map(|t| (t.name.clone(), t.vrf.clone(), true)))
+        .collect();
+    (
+        any::<bool>(),
+        any::<u128>(),
+        0u8..=128,
+        vrf(),
+        any::<prop::sample::Index>(),
+        any::<bool>(),
+        1u32..,
+    )
+        .prop_map(move |(v6, bits, len, vrf, pick, by_name, nh)| {
+            let prefix = if v6 {
+                Prefix {
+                    addr: IpAddr::V6(bits.into()),
+                    len,
+                }
+            } else {
+                Prefix {
+                    addr: IpAddr::V4((bits as u32).into()),
+                    len: len % 33,
+                }
+            }
+            .masked();
+            if by_name && !targets.is_empty() {
+                let (name, tvrf, is_tunnel) = pick.get(&targets).clone();
+                let via = if is_tunnel {
+                    Via::Tunnel(name)
+                } else {
+                    Via::Interface(name)
+                };
+                Route {
+                    vrf: tvrf,
+                    prefix,
+                    via,
+                }
+            } else {
+                let addr = if v6 {
+                    IpAddr::V6(Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, nh as u16 | 1))
+                } else {
+                    IpAddr::V4(Ipv4Addr::from(0x0a63_0001 | (nh & 0xff00)))
+                };
+                Route {
+                    vrf,
+                    prefix,
+                    via: Via::Address(addr),
+                }
+            }
+        })
+}
+
+fn config() -> impl Strategy<Value = Config> {
+    (
+        "[a-z][a-z0-9_-]{0,10}",
+        1usize..=64,
+        api(),
+        0usize..4,
+        0usize..4,
+    )
+        .prop_flat_map(|(name, workers, api, nif, ntun)| {
+            let ifs: Vec<_> = (0..nif).map(interface).collect();
+            let tuns: Vec<_> = (0..ntun).map(tunnel).collect();
+            (Just(Gateway { name, workers, api }), ifs, tuns)
+        })
+        .prop_flat_map(|(gateway, ifs, tuns)| {
+            let routes = prop::collection::vec(route(ifs.clone(), tuns.clone()), 0..6);
+            (Just(gateway), Just(ifs), Just(tuns), routes)
+        })
+        .prop_map(|(gateway, interfaces, tunnels, mut routes)| {
+            let mut seen = HashSet::new();
+            routes.retain(|r| seen.insert((r.vrf.clone(), r.prefix, r.via.clone())));
+            Config {
+                gateway,
+                interfaces,
+                tunnels,
+                routes,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn to_toml_round_trips(cfg in config()) {
+        prop_assert_eq!(validate(&cfg), vec![], "generator made an invalid config");
+        let text = cfg.to_toml();
+        match parse(&text) {
+            Ok(back) => prop_assert_eq!(back, cfg),
+            Err(d) => prop_assert!(false, "{:?}\n{}", d, text),
+        }
+    }
+
+    #[test]
+    fn parse_never_panics_on_text(text in "\\PC{0,300}") {
+        let _ = parse(&text);
+    }
+
+    /// Lines of a real config, dropped, duplicated and shuffled: the
+    /// structure is nearly right, which reaches the validator's corners.
+    #[test]
+    fn parse_never_panics_on_mangled_configs(
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 0..60),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let src = include_str!("../../../examples/multi-tenant-vxlan.toml");
+        let lines: Vec<&str> = src.lines().collect();
+        let mut text: String = picks.iter().map(|i| *i.get(&lines)).collect::<Vec<_>>().join("\n");
+        let at = cut.index(text.len() + 1);
+        if text.is_char_boundary(at) {
+            text.truncate(at);
+        }
+        if let Err(d) = parse(&text) {
+            prop_assert!(!d.is_empty());
+            prop_assert!(d.iter().all(|d| d.line >= 1 && d.line <= text.lines().count().max(1) + 1));
+        }
+    }
+}
