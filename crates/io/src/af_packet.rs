@@ -237,35 +237,29 @@ impl AfPacketPort {
         Ok((s.packets, s.drops))
     }
 
-    /// Link state of the netdev now.
+    /// Link state of the netdev now (asked in the socket's namespace).
     pub fn link_state(&self) -> Result<netdev::LinkState, IoError> {
-        netdev::link_state(&self.name)
+        netdev::link_state_on(self.fd.as_raw_fd(), &self.name)
     }
 
     /// Whether the netdev this socket is bound to still exists (same name,
-    /// same ifindex) and no send reported it gone. When false, the worker
-    /// drops the port and re-opens it once the netdev is back. A syscall:
-    /// call it on POLLERR or after an error, not per burst.
+    /// same ifindex, in the socket's namespace) and no send reported it
+    /// gone. When false, the worker drops the port and re-opens it once the
+    /// netdev is back. A syscall: call it on POLLERR or after an error, not
+    /// per burst.
     pub fn is_alive(&self) -> bool {
-        if self.dead {
-            return false;
+        !self.dead && netdev::ifindex_on(self.fd.as_raw_fd(), &self.name).ok() == Some(self.ifindex)
+    }
+
+    /// Takes the socket's pending error (SO_ERROR), if any: the kernel sets
+    /// ENETDOWN when the netdev goes down or is unregistered, and poll()
+    /// then reports POLLERR on [`Port::poll_fd`] until it is taken.
+    pub fn take_error(&self) -> Option<io::Error> {
+        match sys::getsockopt::<i32>(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR) {
+            Ok(0) => None,
+            Ok(e) => Some(io::Error::from_raw_os_error(e)),
+            Err(e) => Some(e),
         }
-        if sys::poll1(self.fd.as_raw_fd(), 0, 0)
-            .is_ok_and(|r| r & (libc::POLLERR | libc::POLLNVAL) != 0)
-        {
-            // A pending socket error: the kernel sets ENETDOWN when the
-            // device goes down or is unregistered.
-            if let Ok(e) =
-                sys::getsockopt::<i32>(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR)
-            {
-                if e == libc::ENETDOWN || e == libc::ENXIO || e == libc::ENODEV {
-                    // Still alive if the device merely bounced and is up again.
-                    return netdev::ifindex(&self.name).ok() == Some(self.ifindex)
-                        && netdev::link_state(&self.name).is_ok_and(|s| s.admin_up);
-                }
-            }
-        }
-        netdev::ifindex(&self.name).ok() == Some(self.ifindex)
     }
 
     fn release_block(&mut self) {

@@ -17,10 +17,10 @@ use crate::error::IoError;
 use crate::sys;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::{Command, Stdio};
 
-fn ctl_socket() -> Result<OwnedFd, IoError> {
+pub(crate) fn ctl_socket() -> Result<OwnedFd, IoError> {
     sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0).map_err(|e| IoError::Sys {
         op: "socket(AF_INET)",
         source: e,
@@ -33,9 +33,46 @@ fn ifreq(name: &str) -> Result<sys::Ifreq, IoError> {
 
 fn query(name: &str, req: libc::c_ulong, op: &'static str) -> Result<sys::Ifreq, IoError> {
     let s = ctl_socket()?;
+    query_on(s.as_raw_fd(), name, req, op)
+}
+
+/// The ioctl on an existing socket: it answers for the socket's network
+/// namespace, whatever namespace the calling thread is in.
+fn query_on(
+    fd: RawFd,
+    name: &str,
+    req: libc::c_ulong,
+    op: &'static str,
+) -> Result<sys::Ifreq, IoError> {
     let mut ifr = ifreq(name)?;
-    sys::ioctl_ifreq(s.as_raw_fd(), req, &mut ifr).map_err(|e| IoError::sys(op, name, e))?;
+    sys::ioctl_ifreq(fd, req, &mut ifr).map_err(|e| IoError::sys(op, name, e))?;
     Ok(ifr)
+}
+
+/// [`ifindex`] in the network namespace of socket `fd`.
+pub(crate) fn ifindex_on(fd: RawFd, name: &str) -> Result<i32, IoError> {
+    Ok(query_on(fd, name, libc::SIOCGIFINDEX, "SIOCGIFINDEX")?.i32_at0())
+}
+
+/// [`link_state`] in the network namespace of socket `fd`.
+pub(crate) fn link_state_on(fd: RawFd, name: &str) -> Result<LinkState, IoError> {
+    Ok(flags_to_state(
+        query_on(fd, name, libc::SIOCGIFFLAGS, "SIOCGIFFLAGS")?.i16_at0(),
+    ))
+}
+
+/// [`mtu`] in the network namespace of socket `fd`.
+pub(crate) fn mtu_on(fd: RawFd, name: &str) -> Result<u32, IoError> {
+    let v = query_on(fd, name, libc::SIOCGIFMTU, "SIOCGIFMTU")?.i32_at0();
+    Ok(v.max(0) as u32)
+}
+
+fn flags_to_state(f: i16) -> LinkState {
+    let f = i32::from(f);
+    LinkState {
+        admin_up: f & libc::IFF_UP != 0,
+        running: f & libc::IFF_RUNNING != 0,
+    }
 }
 
 /// Interface index of `name` in the calling thread's network namespace.
@@ -69,11 +106,9 @@ pub struct LinkState {
 
 /// Link state of `name` (SIOCGIFFLAGS).
 pub fn link_state(name: &str) -> Result<LinkState, IoError> {
-    let f = query(name, libc::SIOCGIFFLAGS, "SIOCGIFFLAGS")?.i16_at0() as i32;
-    Ok(LinkState {
-        admin_up: f & libc::IFF_UP != 0,
-        running: f & libc::IFF_RUNNING != 0,
-    })
+    Ok(flags_to_state(
+        query(name, libc::SIOCGIFFLAGS, "SIOCGIFFLAGS")?.i16_at0(),
+    ))
 }
 
 /// Sets `name` administratively up (SIOCSIFFLAGS with IFF_UP).
@@ -86,6 +121,20 @@ pub fn set_up(name: &str) -> Result<(), IoError> {
     ifr.set_i16_at0(f);
     sys::ioctl_ifreq(s.as_raw_fd(), libc::SIOCSIFFLAGS, &mut ifr)
         .map_err(|e| IoError::sys("SIOCSIFFLAGS", name, e))
+}
+
+/// Moves the calling thread into the network namespace at `path` (for
+/// example `/run/netns/NAME`). Sockets and taps opened afterwards on this
+/// thread live in that namespace, and stay there when used from other threads.
+pub fn enter_netns(path: &std::path::Path) -> Result<(), IoError> {
+    let f = File::open(path).map_err(|e| IoError::Sys {
+        op: "open netns",
+        source: e,
+    })?;
+    sys::setns_net(f.as_raw_fd()).map_err(|e| IoError::Sys {
+        op: "setns",
+        source: e,
+    })
 }
 
 /// The offload settings of a netdev, as ethtool reports them. vecgate only

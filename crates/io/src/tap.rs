@@ -61,6 +61,9 @@ pub struct TapStats {
 pub struct TapPort {
     name: String,
     fd: OwnedFd,
+    /// A datagram socket in the tap's namespace, for interface ioctls.
+    ctl: OwnedFd,
+    mtu: u32,
     vnet_hdr: bool,
     /// Offload flags the kernel accepted (TUN_F_*), 0 if none.
     offload_flags: u32,
@@ -118,9 +121,13 @@ impl TapPort {
                 m
             }
         };
+        let ctl = netdev::ctl_socket()?;
+        let mtu = netdev::mtu_on(ctl.as_raw_fd(), &name)?;
         Ok(TapPort {
             name,
             fd,
+            ctl,
+            mtu,
             vnet_hdr: opts.vnet_hdr,
             offload_flags,
             mac,
@@ -138,9 +145,14 @@ impl TapPort {
         self.stats
     }
 
-    /// Whether the tap netdev still exists.
+    /// Whether the tap netdev still exists (in the namespace it was created in).
     pub fn is_alive(&self) -> bool {
-        netdev::ifindex(&self.name).is_ok()
+        netdev::ifindex_on(self.ctl.as_raw_fd(), &self.name).is_ok()
+    }
+
+    /// Link state of the tap netdev (the kernel side sets it up).
+    pub fn link_state(&self) -> Result<netdev::LinkState, IoError> {
+        netdev::link_state_on(self.ctl.as_raw_fd(), &self.name)
     }
 }
 
@@ -241,7 +253,7 @@ impl Port for TapPort {
     }
 
     fn mtu(&self) -> u32 {
-        netdev::mtu(&self.name).unwrap_or(1500)
+        self.mtu
     }
 
     fn offloads(&self) -> bool {
