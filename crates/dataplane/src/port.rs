@@ -39,4 +39,11 @@ pub trait Port: Send {
 
     /// Whether the backend exchanges super-packets (vnet headers) with the kernel.
     fn offloads(&self) -> bool;
+
+    /// Whether the netdev behind the port still exists. A syscall: the
+    /// worker asks after POLLERR on `poll_fd` or an error from a burst, and
+    /// when false drops the port and re-opens it later.
+    fn is_alive(&self) -> bool {
+        true
+    }
 }

@@ -492,4 +492,7 @@ impl Port for AfPacketPort {
     fn offloads(&self) -> bool {
         self.vnet_hdr
     }
+    fn is_alive(&self) -> bool {
+        Self::is_alive(self)
+    }
 }

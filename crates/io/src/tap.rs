@@ -259,4 +259,7 @@ impl Port for TapPort {
     fn offloads(&self) -> bool {
         self.vnet_hdr && self.offload_flags != 0
     }
+    fn is_alive(&self) -> bool {
+        Self::is_alive(self)
+    }
 }
