@@ -1,0 +1,358 @@
+#!/usr/bin/python3
+"""vecgate's benchmark suite: builds namespace topologies, runs every scenario
+side by side in one run (medians of several runs, interleaved so drift on a
+shared machine hits every contender alike), and writes docs/benchmarks.md with
+tables and plots.
+
+Instrument: `vecgate perf` (NTttcp-style) for traffic; the gateway's own cost
+is measured two ways and both are named in the output:
+  * gateway process cycles/byte: CPU time of the gateway process (utime+stime
+    from /proc/PID/stat) x TSC frequency / bytes received;
+  * path cycles/byte: system-wide busy cycles (all CPUs, /proc/stat, counted by
+    `vecgate perf` on the receiver) / bytes; the cost of a forwarding hop is
+    path(hop) - path(direct veth), which is the only fair figure for kernel
+    forwarding (it has no process to account).
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VECGATE = os.environ.get("VECGATE", os.path.join(ROOT, "target", "release", "vecgate"))
+OUT = os.path.join(ROOT, "bench", "out")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PID = os.getpid()
+_seq = [0]
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def sh(cmd, check=True):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"command failed: {cmd}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+class NS:
+    """A network namespace; `close()` deletes it and kills what runs in it."""
+
+    def __init__(self, tag):
+        _seq[0] += 1
+        self.name = f"vgb{PID % 100000}{tag}{_seq[0]}"
+        sh(f"ip netns add {self.name}")
+        self.sh("ip link set lo up")
+
+    def sh(self, cmd, check=True):
+        return sh(f"ip netns exec {self.name} sh -c '{cmd}'", check)
+
+    def popen(self, args, **kw):
+        return subprocess.Popen(["ip", "netns", "exec", self.name] + args, **kw)
+
+    def close(self):
+        sh(f"ip netns pids {self.name} | xargs -r kill -9; ip netns del {self.name}", check=False)
+
+
+def veth(a, aif, b, bif):
+    sh(f"ip link add {aif} netns {a.name} type veth peer name {bif} netns {b.name}")
+    a.sh(f"ip link set {aif} up")
+    b.sh(f"ip link set {bif} up")
+
+
+def tsc_hz():
+    """Nominal TSC frequency: the kernel's tsc_khz if exported, else cpu MHz."""
+    try:
+        out = sh("dmesg 2>/dev/null | grep -o 'tsc: Refined TSC clocksource calibration: [0-9.]* MHz' | tail -1", check=False)
+        if out.strip():
+            return float(out.split()[-2]) * 1e6
+    except Exception:
+        pass
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) * 1e6
+    return 2.0e9
+
+
+def proc_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "tsc_ghz": round(tsc_hz() / 1e9, 3)}
+
+
+# ---------------------------------------------------------------- topologies
+
+class Router:
+    """h1 -- R -- h2, where R is a direct veth (no hop), Linux kernel
+    forwarding, or vecgate with AF_PACKET ports."""
+
+    def __init__(self, mode, workers=1):
+        self.mode = mode
+        self.gw = None
+        self.h1, self.h2 = NS("h1"), NS("h2")
+        self.nss = [self.h1, self.h2]
+        if mode == "direct":
+            veth(self.h1, "eth0", self.h2, "eth0")
+            self.h1.sh("ip addr add 10.1.0.2/24 dev eth0")
+            self.h2.sh("ip addr add 10.1.0.3/24 dev eth0")
+            self.dst = "10.1.0.3"
+            return
+        self.r = NS("r")
+        self.nss.append(self.r)
+        veth(self.h1, "eth0", self.r, "r-h1")
+        veth(self.h2, "eth0", self.r, "r-h2")
+        self.h1.sh("ip addr add 10.1.0.2/24 dev eth0; ip route add default via 10.1.0.1")
+        self.h2.sh("ip addr add 10.2.0.2/24 dev eth0; ip route add default via 10.2.0.1")
+        self.dst = "10.2.0.2"
+        if mode == "kernel":
+            self.r.sh("ip addr add 10.1.0.1/24 dev r-h1; ip addr add 10.2.0.1/24 dev r-h2; "
+                      "sysctl -qw net.ipv4.ip_forward=1")
+        elif mode == "vecgate":
+            cfg = os.path.join(OUT, f"{self.r.name}.toml")
+            with open(cfg, "w") as f:
+                f.write(f"""[gateway]
+name = "bench"
+workers = {workers}
+api = "unix:{OUT}/{self.r.name}.sock"
+
+[[interface]]
+name = "h1"
+host = "r-h1"
+driver = "af_packet"
+addresses = ["10.1.0.1/24"]
+
+[[interface]]
+name = "h2"
+host = "r-h2"
+driver = "af_packet"
+addresses = ["10.2.0.1/24"]
+""")
+            self.gw = self.r.popen([VECGATE, "run", "--config", cfg],
+                                   stdout=subprocess.DEVNULL, stderr=open(cfg + ".log", "w"))
+            deadline = time.time() + 20
+            while True:
+                with open(cfg + ".log") as f:
+                    if "ready" in f.read():
+                        break
+                if self.gw.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("vecgate did not start:\n" + open(cfg + ".log").read())
+                time.sleep(0.05)
+        self.h1.sh(f"ping -c 1 -W 2 {self.dst} >/dev/null || ping -c 3 -W 2 {self.dst} >/dev/null")
+
+    def gateway_pid(self):
+        if self.gw is None:
+            return None
+        # `ip netns exec` execs the binary, so the Popen pid is vecgate's.
+        return self.gw.pid
+
+    def close(self):
+        if self.gw is not None:
+            self.gw.terminate()
+            try:
+                self.gw.wait(5)
+            except subprocess.TimeoutExpired:
+                self.gw.kill()
+        for ns in self.nss:
+            ns.close()
+
+
+def perf_run(topo, streams, duration, port=5201):
+    """One `vecgate perf` TCP run from h1 to h2; returns a result dict."""
+    rx = topo.h2.popen([VECGATE, "perf", "receive", "-p", str(port), "--json", "-q", "--timeout", "20"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    pid = topo.gateway_pid()
+    c0 = proc_cpu_seconds(pid) if pid else None
+    tx = topo.h1.popen([VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
+                        "-d", str(duration), "--warmup", "1", "--json", "-q"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    txo, txe = tx.communicate(timeout=duration + 60)
+    rxo, rxe = rx.communicate(timeout=30)
+    c1 = proc_cpu_seconds(pid) if pid else None
+    if tx.returncode != 0 or rx.returncode != 0:
+        raise RuntimeError(f"perf failed: send rc={tx.returncode} {txe}\nreceive rc={rx.returncode} {rxe}")
+    r = json.loads(rxo)
+    s = json.loads(txo)
+    out = {
+        "gbps": r["throughput_gbps"],
+        "path_cpb": r.get("cycles_per_byte_system"),
+        "cpu_pct_system": r.get("cpu_pct_system"),
+        "retrans": s.get("retransmits"),
+        "bytes": r["bytes"],
+    }
+    if pid:
+        # The gateway's CPU over the whole run (warm-up included) divided by
+        # the bytes of the whole run, as the sender counted them.
+        total = s.get("total_bytes") or r["bytes"]
+        out["gw_cpb"] = (c1 - c0) * tsc_hz() / max(total, 1)
+        out["gw_cpu_s"] = c1 - c0
+    return out
+
+
+def median_of(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+# ---------------------------------------------------------------- scenarios
+
+def scenario_router(args):
+    """Issue 3: kernel forwarding vs vecgate, 1 and 8 TCP streams."""
+    modes = ["direct", "kernel", "vecgate"]
+    topos = {}
+    results = {}
+    try:
+        for m in modes:
+            log(f"[router] setting up {m}")
+            topos[m] = Router(m, workers=args.workers)
+        for streams in (1, 8):
+            for i in range(args.runs):
+                for m in modes:
+                    log(f"[router] {m:8s} {streams} stream(s) run {i + 1}/{args.runs}")
+                    res = perf_run(topos[m], streams, args.duration)
+                    results.setdefault((m, streams), []).append(res)
+                    log(f"           {res['gbps']:.2f} Gbit/s")
+    finally:
+        for t in topos.values():
+            t.close()
+    rows = []
+    for (m, streams), runs in sorted(results.items(), key=lambda kv: (kv[0][1], modes.index(kv[0][0]))):
+        rows.append({"scenario": "router", "mode": m, "streams": streams, "runs": len(runs),
+                     "gbps": median_of(runs, "gbps"), "path_cpb": median_of(runs, "path_cpb"),
+                     "gw_cpb": median_of(runs, "gw_cpb"), "retrans": median_of(runs, "retrans"),
+                     "all_gbps": [r["gbps"] for r in runs]})
+    # Cost of the hop: path minus the direct-veth path at the same stream count.
+    for r in rows:
+        base = next((x for x in rows if x["mode"] == "direct" and x["streams"] == r["streams"]), None)
+        if base and r["path_cpb"] is not None and base["path_cpb"] is not None and r["mode"] != "direct":
+            r["hop_cpb"] = r["path_cpb"] - base["path_cpb"]
+    return rows
+
+
+SCENARIOS = {"router": scenario_router}
+
+LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)"}
+
+
+def fmt(v, nd=2):
+    return "—" if v is None else f"{v:.{nd}f}"
+
+
+def table_router(rows):
+    lines = ["| path | streams | Gbit/s (median) | runs (Gbit/s) | path cycles/byte | hop cycles/byte (path − direct) | gateway process cycles/byte | TCP retransmits |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {LABELS[r['mode']]} | {r['streams']} | {fmt(r['gbps'])} | "
+                     f"{', '.join(fmt(x) for x in r['all_gbps'])} | {fmt(r['path_cpb'])} | "
+                     f"{fmt(r.get('hop_cpb'))} | {fmt(r.get('gw_cpb'))} | {fmt(r['retrans'], 0)} |")
+    ratios = []
+    for s in (1, 8):
+        k = next((x for x in rows if x["mode"] == "kernel" and x["streams"] == s), None)
+        v = next((x for x in rows if x["mode"] == "vecgate" and x["streams"] == s), None)
+        if k and v and k["gbps"]:
+            ratios.append(f"- {s} stream(s): vecgate / kernel forwarding throughput = **{v['gbps'] / k['gbps']:.2f}×**"
+                          + (f"; hop cycles/byte vecgate {fmt(v.get('hop_cpb'))} vs kernel {fmt(k.get('hop_cpb'))}"
+                             if v.get("hop_cpb") is not None and k.get("hop_cpb") is not None else ""))
+    return "\n".join(lines + [""] + ratios)
+
+
+def plot_router(rows, path_base):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no plot")
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    modes = [m for m in ("direct", "kernel", "vecgate") if any(r["mode"] == m for r in rows)]
+    width = 0.8 / len(modes)
+    for i, m in enumerate(modes):
+        xs, ys = [], []
+        for j, s in enumerate((1, 8)):
+            r = next((x for x in rows if x["mode"] == m and x["streams"] == s), None)
+            if r:
+                xs.append(j + i * width)
+                ys.append(r["gbps"] or 0)
+        ax.bar(xs, ys, width, label=LABELS[m])
+    ax.set_xticks([width * (len(modes) - 1) / 2, 1 + width * (len(modes) - 1) / 2])
+    ax.set_xticklabels(["1 TCP stream", "8 TCP streams"])
+    ax.set_ylabel("Gbit/s (median)")
+    ax.set_title("Routing one hop: h1 → router → h2")
+    ax.legend()
+    fig.tight_layout()
+    outs = []
+    for ext in ("svg", "png"):
+        fig.savefig(f"{path_base}.{ext}")
+        outs.append(f"{path_base}.{ext}")
+    return outs
+
+
+def write_doc(mach, args, all_rows, doc):
+    parts = ["# vecgate benchmarks", "",
+             f"Machine: {mach['cpu']}, {mach['cores']} cores, kernel {mach['kernel']}, TSC {mach['tsc_ghz']} GHz.",
+             f"Generated by `make bench` (bench/bench.py) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+             f"{args.runs} runs of {args.duration} s per cell (plus 1 s warm-up), medians, contenders interleaved run by run.",
+             "", "Instrument: `vecgate perf` (TCP, 64 KB writes). *path cycles/byte*: busy cycles of all CPUs / bytes "
+             "received (the whole path: sender, hop, receiver); *hop cycles/byte*: path minus the direct-veth path at the "
+             "same stream count; *gateway process cycles/byte*: CPU time of the vecgate process × TSC / bytes. "
+             "The machine is shared and noisy: compare rows of one run, not across runs.", ""]
+    if "router" in all_rows:
+        parts += ["## Routing: kernel forwarding vs vecgate (issue 3)", "",
+                  "Topology: h1 —veth— router —veth— h2, offloads on (TSO/GSO/GRO on every veth); vecgate uses AF_PACKET "
+                  "with virtio-net headers so 64 KB super-packets cross it whole.", "",
+                  table_router(all_rows["router"]), "", "![routing throughput](bench-router.svg)", ""]
+    os.makedirs(os.path.dirname(doc), exist_ok=True)
+    with open(doc, "w") as f:
+        f.write("\n".join(parts))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=5)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--summary", action="store_true", help="print a short table only (the demo)")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: needs root (network namespaces)")
+    if not os.path.exists(VECGATE):
+        sys.exit(f"bench: {VECGATE} missing: run `cargo build --release -p vecgate` (make bench does)")
+    os.makedirs(OUT, exist_ok=True)
+    mach = machine()
+    all_rows = {}
+    for name in args.scenarios.split(","):
+        all_rows[name] = SCENARIOS[name](args)
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
+    if "router" in all_rows:
+        print(table_router(all_rows["router"]))
+    if not args.summary:
+        plot_router(all_rows.get("router", []), os.path.join(os.path.dirname(args.doc), "bench-router"))
+        write_doc(mach, args, all_rows, args.doc)
+        log(f"bench: wrote {args.doc}")
+
+
+if __name__ == "__main__":
+    main()
