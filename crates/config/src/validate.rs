@@ -245,8 +245,7 @@ fn check_mtu(v: &mut V<'_>, label: &str, p: &ObjPos, mtu: Option<u32>, min: u32,
 
 fn interfaces(v: &mut V<'_>) {
     let mut hosts: HashMap<&str, (&str, Pos)> = HashMap::new();
-    // (vrf, connected subnet, owner, position) for the overlap check.
-    let mut nets: Vec<(&str, Prefix, &str, Pos)> = Vec::new();
+    let mut nets: Vec<Net<'_>> = Vec::new();
     for (i, ifc) in v.cfg.interfaces.iter().enumerate() {
         let p = nth(&v.pos.interfaces, i);
         let label = format!("[[interface]] \"{}\"", ifc.name);
@@ -285,22 +284,77 @@ fn interfaces(v: &mut V<'_>) {
                 v.err(at, &label, format!("address {a} is not a unicast address"));
                 continue;
             }
-            let net = a.network();
-            let clash = nets
-                .iter()
-                .find(|(vrf, n, _, _)| *vrf == ifc.vrf && n.overlaps(&net))
-                .map(|(_, n, owner, first)| (*n, owner.to_string(), *first));
-            if let Some((n, owner, first)) = clash {
-                let m = format!(
-                    "address {a} overlaps {n} of interface \"{owner}\"{} in VRF \"{}\"",
-                    at_line(first),
-                    ifc.vrf
-                );
-                v.err(at, &label, m);
-            } else {
-                nets.push((&ifc.vrf, net, &ifc.name, at));
-            }
+            nets.push(Net {
+                vrf: &ifc.vrf,
+                addr: *a,
+                range: range(a.network()),
+                owner: &ifc.name,
+                at,
+                order: nets.len(),
+            });
         }
+    }
+    overlaps(v, nets);
+}
+
+/// An interface subnet for the overlap check.
+struct Net<'a> {
+    vrf: &'a str,
+    addr: IfAddr,
+    /// Family, first and last address of the subnet.
+    range: (bool, u128, u128),
+    owner: &'a str,
+    at: Pos,
+    /// Position in file order, to report a clash on the later address.
+    order: usize,
+}
+
+fn range(p: Prefix) -> (bool, u128, u128) {
+    match p.addr {
+        IpAddr::V4(a) => {
+            let host = u32::MAX.checked_shr(u32::from(p.len)).unwrap_or(0);
+            let start = u32::from(a) & !host;
+            (false, u128::from(start), u128::from(start | host))
+        }
+        IpAddr::V6(a) => {
+            let host = u128::MAX.checked_shr(u32::from(p.len)).unwrap_or(0);
+            let start = u128::from(a) & !host;
+            (true, start, start | host)
+        }
+    }
+}
+
+/// Connected subnets may not overlap within a VRF: the FIB could not tell
+/// which interface a neighbour is on. Sorted sweep, O(n log n): prefixes
+/// either nest or are disjoint, so a subnet overlaps an earlier-starting one
+/// exactly when it starts before the widest one seen so far ends.
+fn overlaps(v: &mut V<'_>, mut nets: Vec<Net<'_>>) {
+    nets.sort_by_key(|n| (n.vrf, n.range.0, n.range.1, std::cmp::Reverse(n.range.2)));
+    let mut cover: Option<usize> = None;
+    for i in 0..nets.len() {
+        let Some(c) = cover.filter(|c| {
+            let (a, b) = (&nets[*c], &nets[i]);
+            a.vrf == b.vrf && a.range.0 == b.range.0 && b.range.1 <= a.range.2
+        }) else {
+            cover = Some(i);
+            continue;
+        };
+        let (first, later) = if nets[c].order < nets[i].order {
+            (&nets[c], &nets[i])
+        } else {
+            (&nets[i], &nets[c])
+        };
+        let m = format!(
+            "address {} overlaps {} of interface \"{}\"{} in VRF \"{}\"",
+            later.addr,
+            first.addr.network(),
+            first.owner,
+            at_line(first.at),
+            later.vrf
+        );
+        let label = format!("[[interface]] \"{}\"", later.owner);
+        let at = later.at;
+        v.err(at, &label, m);
     }
 }
 
@@ -421,6 +475,19 @@ fn tunnels(v: &mut V<'_>) {
 
 fn routes(v: &mut V<'_>, broken_names: &HashSet<String>) {
     let mut seen: HashMap<(&str, Prefix, &Via), Pos> = HashMap::new();
+    // Name -> VRF, so each route is checked in constant time.
+    let ifs: HashMap<&str, &str> = v
+        .cfg
+        .interfaces
+        .iter()
+        .map(|i| (i.name.as_str(), i.vrf.as_str()))
+        .collect();
+    let tuns: HashMap<&str, &str> = v
+        .cfg
+        .tunnels
+        .iter()
+        .map(|t| (t.name.as_str(), t.vrf.as_str()))
+        .collect();
     for (i, r) in v.cfg.routes.iter().enumerate() {
         let p = nth(&v.pos.routes, i);
         let label = format!("[[route]] \"{}\"", r.prefix);
@@ -459,8 +526,8 @@ fn routes(v: &mut V<'_>, broken_names: &HashSet<String>) {
                 }
                 None
             }
-            Via::Interface(n) => match (v.cfg.interface(n), v.cfg.tunnel(n)) {
-                (Some(ifc), _) => Some(("interface", n, &ifc.vrf)),
+            Via::Interface(n) => match (ifs.get(n.as_str()), tuns.get(n.as_str())) {
+                (Some(vrf), _) => Some(("interface", n, *vrf)),
                 (None, Some(_)) => {
                     v.err(
                         vp,
@@ -480,8 +547,8 @@ fn routes(v: &mut V<'_>, broken_names: &HashSet<String>) {
                     None
                 }
             },
-            Via::Tunnel(n) => match (v.cfg.tunnel(n), v.cfg.interface(n)) {
-                (Some(t), _) => Some(("tunnel", n, &t.vrf)),
+            Via::Tunnel(n) => match (tuns.get(n.as_str()), ifs.get(n.as_str())) {
+                (Some(vrf), _) => Some(("tunnel", n, *vrf)),
                 (None, Some(_)) => {
                     v.err(
                         vp,
@@ -503,7 +570,7 @@ fn routes(v: &mut V<'_>, broken_names: &HashSet<String>) {
             },
         };
         if let Some((kind, n, vrf)) = target {
-            if *vrf != r.vrf {
+            if vrf != r.vrf {
                 let m = format!(
                     "route in VRF \"{}\" cannot point at {kind} \"{n}\" in VRF \"{vrf}\" (a route only reaches its own VRF)",
                     r.vrf

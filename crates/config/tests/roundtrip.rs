@@ -258,3 +258,56 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The sorted-sweep overlap check agrees with a brute-force pairwise one.
+    #[test]
+    fn overlap_check_matches_brute_force(
+        addrs in prop::collection::vec((0u32..16, 0u8..=32, any::<bool>()), 1..12),
+    ) {
+        let addresses: Vec<IfAddr> = addrs
+            .iter()
+            .map(|(a, len, v6)| {
+                let addr = if *v6 {
+                    IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, *a as u16 + 1))
+                } else {
+                    IpAddr::V4(Ipv4Addr::from(0x0a00_0001 + (a << 20)))
+                };
+                IfAddr { addr, prefix_len: *len }
+            })
+            .collect();
+        // Components of the overlap graph (prefixes nest or are disjoint, so
+        // each component is one widest prefix and what it contains).
+        let n = addresses.len();
+        let mut comp: Vec<usize> = (0..n).collect();
+        for i in 0..n {
+            for j in 0..i {
+                if addresses[i].network().overlaps(&addresses[j].network()) {
+                    let (from, to) = (comp[i], comp[j]);
+                    comp.iter_mut().filter(|c| **c == from).for_each(|c| *c = to);
+                }
+            }
+        }
+        let mut roots = comp.clone();
+        roots.sort();
+        roots.dedup();
+        let cfg = Config {
+            gateway: Gateway { name: "g".into(), workers: 1, api: ApiEndpoint::default_for("g") },
+            interfaces: vec![Interface {
+                name: "a".into(),
+                host: "v".into(),
+                driver: Driver::Tap,
+                addresses,
+                vrf: "default".into(),
+                mtu: None,
+                rsc: true,
+                offloads: true,
+            }],
+            tunnels: vec![],
+            routes: vec![],
+        };
+        let found = validate(&cfg).iter().filter(|d| d.message.contains("overlaps")).count();
+        // One diagnostic per address beyond the first of each component.
+        prop_assert_eq!(found, n - roots.len());
+    }
+}

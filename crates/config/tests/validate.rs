@@ -693,3 +693,21 @@ fn serde_json_shape_is_stable() {
         "unix:/run/vecgate/gw.sock"
     );
 }
+
+#[test]
+fn one_wide_subnet_overlapping_two() {
+    let e = errs(&with_gw(
+        "[[interface]]\nname = \"a\"\nhost = \"v1\"\ndriver = \"tap\"\naddresses = [\"10.1.0.1/24\", \"10.2.0.1/24\"]\n\
+         [[interface]]\nname = \"b\"\nhost = \"v2\"\ndriver = \"tap\"\n\naddresses = [\"10.0.0.1/8\"]\n",
+    ));
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e.iter()
+            .all(|e| e.starts_with("line 13: [[interface]] \"b\": address 10.0.0.1/8 overlaps")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|e| e.contains("10.1.0.0/24")) && e.iter().any(|e| e.contains("10.2.0.0/24")),
+        "{e:?}"
+    );
+}
