@@ -31,6 +31,11 @@
 //!
 //! The key names are a public contract: they may gain optional keys, never
 //! lose or rename one. See `examples/*.toml` for every optional key.
+//!
+//! `kind = "ipsec"` tunnels are accepted with the common keys only (name,
+//! local, remote, vrf, underlay_vrf, mtu); the keys IPsec needs (IKEv2
+//! identities, secrets, proposals) arrive with the IPsec work and will be
+//! validated here then.
 
 mod emit;
 mod model;
@@ -38,7 +43,8 @@ mod parse;
 mod validate;
 
 pub use model::*;
-pub use validate::{validate, Pos};
+pub use validate::validate;
+use validate::Pos;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 /// A 1-based line and column; `line == 0` means "not from a file".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pos {
+pub(crate) struct Pos {
     /// 1-based line, 0 when unknown.
     pub line: usize,
     /// 1-based column (bytes), 0 when unknown.
