@@ -1,1 +1,1093 @@
-//! (being written)
+//! ICMPv6 (RFC 4443) and the Neighbor Discovery messages vecgate needs
+//! (RFC 4861): router solicitation/advertisement (minimal), neighbor
+//! solicitation/advertisement with their link-layer address options; plus
+//! the solicited-node and multicast-MAC mappings and an error builder.
+
+use core::net::Ipv6Addr;
+
+use crate::checksum;
+use crate::ethernet::MacAddr;
+use crate::ipv6::{self, protocol};
+use crate::{Error, Result};
+
+/// ICMPv6 message types (RFC 4443 §2.1, RFC 4861 §4).
+pub mod msg_type {
+    pub const DST_UNREACHABLE: u8 = 1;
+    pub const PKT_TOO_BIG: u8 = 2;
+    pub const TIME_EXCEEDED: u8 = 3;
+    pub const PARAM_PROBLEM: u8 = 4;
+    pub const ECHO_REQUEST: u8 = 128;
+    pub const ECHO_REPLY: u8 = 129;
+    pub const ROUTER_SOLICIT: u8 = 133;
+    pub const ROUTER_ADVERT: u8 = 134;
+    pub const NEIGHBOR_SOLICIT: u8 = 135;
+    pub const NEIGHBOR_ADVERT: u8 = 136;
+    pub const REDIRECT: u8 = 137;
+
+    /// Error messages have the high bit of the type clear (RFC 4443 §2.1).
+    pub fn is_error(t: u8) -> bool {
+        t < 128
+    }
+}
+
+/// Destination unreachable codes (RFC 4443 §3.1).
+pub mod unreach_code {
+    pub const NO_ROUTE: u8 = 0;
+    pub const ADMIN_PROHIBITED: u8 = 1;
+    pub const BEYOND_SCOPE: u8 = 2;
+    pub const ADDR_UNREACHABLE: u8 = 3;
+    pub const PORT_UNREACHABLE: u8 = 4;
+    pub const POLICY_FAILED: u8 = 5;
+    pub const REJECT_ROUTE: u8 = 6;
+}
+
+/// Parameter problem codes (RFC 4443 §3.4).
+pub mod param_problem_code {
+    pub const ERRONEOUS_HEADER: u8 = 0;
+    pub const UNRECOGNIZED_NXT_HDR: u8 = 1;
+    pub const UNRECOGNIZED_OPTION: u8 = 2;
+}
+
+/// Neighbor Advertisement flags (RFC 4861 §4.4).
+pub mod na_flags {
+    pub const ROUTER: u8 = 0x80;
+    pub const SOLICITED: u8 = 0x40;
+    pub const OVERRIDE: u8 = 0x20;
+}
+
+/// NDP option types (RFC 4861 §4.6).
+pub mod ndp_option {
+    pub const SOURCE_LL_ADDR: u8 = 1;
+    pub const TARGET_LL_ADDR: u8 = 2;
+    pub const PREFIX_INFO: u8 = 3;
+    pub const REDIRECTED_HDR: u8 = 4;
+    pub const MTU: u8 = 5;
+}
+
+mod field {
+    use core::ops::Range;
+    pub const TYPE: usize = 0;
+    pub const CODE: usize = 1;
+    pub const CHECKSUM: Range<usize> = 2..4;
+    pub const REST: Range<usize> = 4..8;
+    pub const ECHO_IDENT: Range<usize> = 4..6;
+    pub const ECHO_SEQNO: Range<usize> = 6..8;
+    /// NS/NA target address.
+    pub const TARGET: Range<usize> = 8..24;
+    /// RA fields.
+    pub const RA_HOP_LIMIT: usize = 4;
+    pub const RA_FLAGS: usize = 5;
+    pub const RA_LIFETIME: Range<usize> = 6..8;
+    pub const RA_REACHABLE: Range<usize> = 8..12;
+    pub const RA_RETRANS: Range<usize> = 12..16;
+}
+
+/// Length of the ICMPv6 header (type, code, checksum, 4 bytes of rest).
+pub const HEADER_LEN: usize = 8;
+/// Largest error message, IPv6 header included (RFC 4443 §2.4 (c)).
+pub const MAX_ERROR_LEN: usize = ipv6::MIN_MTU;
+const NS_NA_LEN: usize = 24;
+const RS_LEN: usize = 8;
+const RA_LEN: usize = 16;
+
+/// The solicited-node multicast address of `addr` (RFC 4291 §2.7.1):
+/// ff02::1:ff00:0/104 followed by the low 24 bits of `addr`.
+pub fn solicited_node(addr: &Ipv6Addr) -> Ipv6Addr {
+    let o = addr.octets();
+    Ipv6Addr::from([
+        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, o[13], o[14], o[15],
+    ])
+}
+
+/// The Ethernet address of an IPv6 multicast group (RFC 2464 §7): 33:33
+/// followed by the last 32 bits of the group.
+pub fn multicast_mac(group: &Ipv6Addr) -> MacAddr {
+    let o = group.octets();
+    MacAddr([0x33, 0x33, o[12], o[13], o[14], o[15]])
+}
+
+/// A view of an ICMPv6 message.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
+        let p = Packet::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// The 8-byte header fits, and for NDP types the fixed part of the
+    /// message too (RFC 4861 §7.1.1 "ICMP length ... is 24 or more octets"),
+    /// so the NDP getters below cannot go out of bounds.
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let need = match self.msg_type() {
+            msg_type::NEIGHBOR_SOLICIT | msg_type::NEIGHBOR_ADVERT => NS_NA_LEN,
+            msg_type::ROUTER_ADVERT => RA_LEN,
+            msg_type::ROUTER_SOLICIT => RS_LEN,
+            _ => HEADER_LEN,
+        };
+        if len < need {
+            return Err(Error::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    fn u16_at(&self, r: core::ops::Range<usize>) -> u16 {
+        u16::from_be_bytes([self.b()[r.start], self.b()[r.start + 1]])
+    }
+
+    fn u32_at(&self, r: core::ops::Range<usize>) -> u32 {
+        let b = &self.b()[r];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    pub fn msg_type(&self) -> u8 {
+        self.b()[field::TYPE]
+    }
+
+    pub fn code(&self) -> u8 {
+        self.b()[field::CODE]
+    }
+
+    pub fn checksum(&self) -> u16 {
+        self.u16_at(field::CHECKSUM)
+    }
+
+    pub fn echo_ident(&self) -> u16 {
+        self.u16_at(field::ECHO_IDENT)
+    }
+
+    pub fn echo_seq_no(&self) -> u16 {
+        self.u16_at(field::ECHO_SEQNO)
+    }
+
+    /// The 4 bytes after the checksum: the MTU of packet too big, the
+    /// pointer of parameter problem.
+    pub fn rest_of_header(&self) -> u32 {
+        self.u32_at(field::REST)
+    }
+
+    /// Echo data, or the quoted packet of an error message.
+    pub fn data(&self) -> &[u8] {
+        &self.b()[HEADER_LEN..]
+    }
+
+    /// Target of an NS/NA (valid after `new_checked` on those types).
+    pub fn target_addr(&self) -> Ipv6Addr {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.b()[field::TARGET]);
+        Ipv6Addr::from(a)
+    }
+
+    /// R/S/O flags of an NA (see [`na_flags`]).
+    pub fn na_flags(&self) -> u8 {
+        self.b()[field::REST.start] & 0xe0
+    }
+
+    pub fn ra_hop_limit(&self) -> u8 {
+        self.b()[field::RA_HOP_LIMIT]
+    }
+
+    /// M (0x80) and O (0x40) flags of an RA.
+    pub fn ra_flags(&self) -> u8 {
+        self.b()[field::RA_FLAGS]
+    }
+
+    pub fn ra_router_lifetime(&self) -> u16 {
+        self.u16_at(field::RA_LIFETIME)
+    }
+
+    pub fn ra_reachable_time(&self) -> u32 {
+        self.u32_at(field::RA_REACHABLE)
+    }
+
+    pub fn ra_retrans_time(&self) -> u32 {
+        self.u32_at(field::RA_RETRANS)
+    }
+
+    /// Offset of the NDP options for this message type (0 if none).
+    fn ndp_options_offset(&self) -> Option<usize> {
+        match self.msg_type() {
+            msg_type::NEIGHBOR_SOLICIT | msg_type::NEIGHBOR_ADVERT => Some(NS_NA_LEN),
+            msg_type::ROUTER_ADVERT => Some(RA_LEN),
+            msg_type::ROUTER_SOLICIT => Some(RS_LEN),
+            _ => None,
+        }
+    }
+
+    /// The NDP options of an RS/RA/NS/NA; empty for other types.
+    pub fn ndp_options(&self) -> NdpOptions<'_> {
+        match self.ndp_options_offset() {
+            Some(off) => NdpOptions::new(self.b().get(off..).unwrap_or(&[])),
+            None => NdpOptions::new(&[]),
+        }
+    }
+
+    /// Checksum over the IPv6 pseudo-header and the whole buffer (RFC 4443
+    /// §2.3).
+    pub fn verify_checksum(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
+        let Ok(len) = u32::try_from(self.b().len()) else {
+            return false;
+        };
+        let ph = checksum::pseudo_header_v6(src, dst, protocol::ICMPV6, len);
+        checksum::combine(&[ph, checksum::data(self.b())]) == 0xffff
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    pub fn set_msg_type(&mut self, v: u8) {
+        self.bm()[field::TYPE] = v;
+    }
+
+    pub fn set_code(&mut self, v: u8) {
+        self.bm()[field::CODE] = v;
+    }
+
+    pub fn set_checksum(&mut self, v: u16) {
+        self.bm()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
+    }
+
+    pub fn set_rest_of_header(&mut self, v: u32) {
+        self.bm()[field::REST].copy_from_slice(&v.to_be_bytes());
+    }
+
+    pub fn set_target_addr(&mut self, a: &Ipv6Addr) {
+        self.bm()[field::TARGET].copy_from_slice(&a.octets());
+    }
+
+    /// Computes the checksum over the pseudo-header and the whole buffer.
+    pub fn fill_checksum(&mut self, src: &Ipv6Addr, dst: &Ipv6Addr) {
+        self.set_checksum(0);
+        let len = u32::try_from(self.b().len()).unwrap_or(u32::MAX);
+        let ph = checksum::pseudo_header_v6(src, dst, protocol::ICMPV6, len);
+        let c = !checksum::combine(&[ph, checksum::data(self.b())]);
+        self.set_checksum(c);
+    }
+
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.bm()[HEADER_LEN..]
+    }
+}
+
+/// One NDP option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NdpOption<'a> {
+    SourceLinkLayerAddr(MacAddr),
+    TargetLinkLayerAddr(MacAddr),
+    Mtu(u32),
+    PrefixInfo {
+        prefix_len: u8,
+        /// L (0x80) and A (0x40).
+        flags: u8,
+        valid_lifetime: u32,
+        preferred_lifetime: u32,
+        prefix: Ipv6Addr,
+    },
+    /// Anything else: the type and the bytes after type and length.
+    Other {
+        kind: u8,
+        data: &'a [u8],
+    },
+}
+
+impl NdpOption<'_> {
+    /// Bytes the option takes on the wire.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            NdpOption::SourceLinkLayerAddr(_)
+            | NdpOption::TargetLinkLayerAddr(_)
+            | NdpOption::Mtu(_) => 8,
+            NdpOption::PrefixInfo { .. } => 32,
+            NdpOption::Other { data, .. } => (data.len() + 2).div_ceil(8) * 8,
+        }
+    }
+
+    /// Writes the option (zero-padded to its 8-byte multiple) at the start
+    /// of `buf`; [`Error::Truncated`] if it does not fit, [`Error::BadLength`]
+    /// if an `Other` option is too long for the length octet.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let len = self.buffer_len();
+        let units = u8::try_from(len / 8).map_err(|_| Error::BadLength)?;
+        let buf = buf.get_mut(..len).ok_or(Error::Truncated)?;
+        buf.fill(0);
+        buf[1] = units;
+        match self {
+            NdpOption::SourceLinkLayerAddr(m) | NdpOption::TargetLinkLayerAddr(m) => {
+                buf[0] = if matches!(self, NdpOption::SourceLinkLayerAddr(_)) {
+                    ndp_option::SOURCE_LL_ADDR
+                } else {
+                    ndp_option::TARGET_LL_ADDR
+                };
+                buf[2..8].copy_from_slice(&m.0);
+            }
+            NdpOption::Mtu(mtu) => {
+                buf[0] = ndp_option::MTU;
+                buf[4..8].copy_from_slice(&mtu.to_be_bytes());
+            }
+            NdpOption::PrefixInfo {
+                prefix_len,
+                flags,
+                valid_lifetime,
+                preferred_lifetime,
+                prefix,
+            } => {
+                buf[0] = ndp_option::PREFIX_INFO;
+                buf[2] = *prefix_len;
+                buf[3] = *flags;
+                buf[4..8].copy_from_slice(&valid_lifetime.to_be_bytes());
+                buf[8..12].copy_from_slice(&preferred_lifetime.to_be_bytes());
+                buf[16..32].copy_from_slice(&prefix.octets());
+            }
+            NdpOption::Other { kind, data } => {
+                buf[0] = *kind;
+                buf[2..2 + data.len()].copy_from_slice(data);
+            }
+        }
+        Ok(len)
+    }
+}
+
+/// Iterator over NDP options. An option of length 0 (RFC 4861 §4.6: "nodes
+/// MUST silently discard an ND packet that contains an option with length
+/// zero"), one running past the buffer, or a known option too short for its
+/// contents yields `Err` once and ends the iteration. Bounded by the buffer
+/// since every option advances at least 8 bytes.
+#[derive(Debug, Clone)]
+pub struct NdpOptions<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> NdpOptions<'a> {
+    pub fn new(options: &'a [u8]) -> NdpOptions<'a> {
+        NdpOptions { rest: options }
+    }
+}
+
+impl<'a> Iterator for NdpOptions<'a> {
+    type Item = Result<NdpOption<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let r = self.parse_one();
+        if r.is_err() {
+            self.rest = &[];
+        }
+        Some(r)
+    }
+}
+
+impl<'a> NdpOptions<'a> {
+    fn parse_one(&mut self) -> Result<NdpOption<'a>> {
+        let (kind, units) = match self.rest {
+            [k, u, ..] => (*k, usize::from(*u)),
+            _ => return Err(Error::Truncated),
+        };
+        if units == 0 {
+            return Err(Error::Malformed);
+        }
+        let len = units * 8;
+        let opt = self.rest.get(..len).ok_or(Error::Truncated)?;
+        self.rest = &self.rest[len..];
+        let u32_at = |o: usize| u32::from_be_bytes([opt[o], opt[o + 1], opt[o + 2], opt[o + 3]]);
+        Ok(match kind {
+            ndp_option::SOURCE_LL_ADDR => {
+                NdpOption::SourceLinkLayerAddr(MacAddr::from_bytes(&opt[2..])?)
+            }
+            ndp_option::TARGET_LL_ADDR => {
+                NdpOption::TargetLinkLayerAddr(MacAddr::from_bytes(&opt[2..])?)
+            }
+            ndp_option::MTU => NdpOption::Mtu(u32_at(4)),
+            ndp_option::PREFIX_INFO => {
+                // RFC 4861 §4.6.2: length 4.
+                if units != 4 {
+                    return Err(Error::Malformed);
+                }
+                let mut p = [0u8; 16];
+                p.copy_from_slice(&opt[16..32]);
+                NdpOption::PrefixInfo {
+                    prefix_len: opt[2],
+                    flags: opt[3],
+                    valid_lifetime: u32_at(4),
+                    preferred_lifetime: u32_at(8),
+                    prefix: Ipv6Addr::from(p),
+                }
+            }
+            _ => NdpOption::Other {
+                kind,
+                data: &opt[2..],
+            },
+        })
+    }
+}
+
+/// A parsed ICMPv6 message. NDP messages carry the options vecgate uses;
+/// the rest (prefix information...) is reachable through
+/// [`Packet::ndp_options`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Icmpv6Repr<'a> {
+    DstUnreachable {
+        code: u8,
+        data: &'a [u8],
+    },
+    PktTooBig {
+        mtu: u32,
+        data: &'a [u8],
+    },
+    TimeExceeded {
+        code: u8,
+        data: &'a [u8],
+    },
+    ParamProblem {
+        code: u8,
+        pointer: u32,
+        data: &'a [u8],
+    },
+    EchoRequest {
+        ident: u16,
+        seq_no: u16,
+        data: &'a [u8],
+    },
+    EchoReply {
+        ident: u16,
+        seq_no: u16,
+        data: &'a [u8],
+    },
+    RouterSolicit {
+        lladdr: Option<MacAddr>,
+    },
+    RouterAdvert {
+        hop_limit: u8,
+        /// M (0x80) and O (0x40).
+        flags: u8,
+        router_lifetime: u16,
+        reachable_time: u32,
+        retrans_time: u32,
+        lladdr: Option<MacAddr>,
+        mtu: Option<u32>,
+    },
+    NeighborSolicit {
+        target: Ipv6Addr,
+        /// Source link-layer address option.
+        lladdr: Option<MacAddr>,
+    },
+    NeighborAdvert {
+        /// See [`na_flags`].
+        flags: u8,
+        target: Ipv6Addr,
+        /// Target link-layer address option.
+        lladdr: Option<MacAddr>,
+    },
+}
+
+impl<'a> Icmpv6Repr<'a> {
+    /// Parses a message whose checksum verifies against `src`/`dst`.
+    /// NDP messages are validated as RFC 4861 §6.1/§7.1 asks of the ICMP
+    /// part (code 0, lengths, no zero-length option, target not multicast);
+    /// checking the IP hop limit is 255 is the caller's job. Unknown types
+    /// are [`Error::Unsupported`].
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+        p: &Packet<&'a T>,
+    ) -> Result<Icmpv6Repr<'a>> {
+        p.check_len()?;
+        if !p.verify_checksum(src, dst) {
+            return Err(Error::BadChecksum);
+        }
+        let data: &'a [u8] = &p.buffer.as_ref()[HEADER_LEN..];
+        let t = p.msg_type();
+        let code = p.code();
+        if !msg_type::is_error(t) && code != 0 {
+            return Err(Error::Malformed);
+        }
+        let ll = |want: u8| -> Result<Option<MacAddr>> {
+            let mut found = None;
+            for o in p.ndp_options() {
+                match (o?, want) {
+                    (NdpOption::SourceLinkLayerAddr(m), ndp_option::SOURCE_LL_ADDR)
+                    | (NdpOption::TargetLinkLayerAddr(m), ndp_option::TARGET_LL_ADDR) => {
+                        found = Some(m)
+                    }
+                    _ => {}
+                }
+            }
+            Ok(found)
+        };
+        Ok(match t {
+            msg_type::DST_UNREACHABLE => Icmpv6Repr::DstUnreachable { code, data },
+            msg_type::PKT_TOO_BIG => Icmpv6Repr::PktTooBig {
+                mtu: p.rest_of_header(),
+                data,
+            },
+            msg_type::TIME_EXCEEDED => Icmpv6Repr::TimeExceeded { code, data },
+            msg_type::PARAM_PROBLEM => Icmpv6Repr::ParamProblem {
+                code,
+                pointer: p.rest_of_header(),
+                data,
+            },
+            msg_type::ECHO_REQUEST => Icmpv6Repr::EchoRequest {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            msg_type::ECHO_REPLY => Icmpv6Repr::EchoReply {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            msg_type::ROUTER_SOLICIT => Icmpv6Repr::RouterSolicit {
+                lladdr: ll(ndp_option::SOURCE_LL_ADDR)?,
+            },
+            msg_type::ROUTER_ADVERT => {
+                let mut mtu = None;
+                for o in p.ndp_options() {
+                    if let NdpOption::Mtu(m) = o? {
+                        mtu = Some(m);
+                    }
+                }
+                Icmpv6Repr::RouterAdvert {
+                    hop_limit: p.ra_hop_limit(),
+                    flags: p.ra_flags(),
+                    router_lifetime: p.ra_router_lifetime(),
+                    reachable_time: p.ra_reachable_time(),
+                    retrans_time: p.ra_retrans_time(),
+                    lladdr: ll(ndp_option::SOURCE_LL_ADDR)?,
+                    mtu,
+                }
+            }
+            msg_type::NEIGHBOR_SOLICIT | msg_type::NEIGHBOR_ADVERT => {
+                let target = p.target_addr();
+                if target.is_multicast() {
+                    return Err(Error::Malformed);
+                }
+                if t == msg_type::NEIGHBOR_SOLICIT {
+                    Icmpv6Repr::NeighborSolicit {
+                        target,
+                        lladdr: ll(ndp_option::SOURCE_LL_ADDR)?,
+                    }
+                } else {
+                    Icmpv6Repr::NeighborAdvert {
+                        flags: p.na_flags(),
+                        target,
+                        lladdr: ll(ndp_option::TARGET_LL_ADDR)?,
+                    }
+                }
+            }
+            _ => return Err(Error::Unsupported),
+        })
+    }
+
+    fn opt_len(m: &Option<MacAddr>) -> usize {
+        if m.is_some() {
+            8
+        } else {
+            0
+        }
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            Icmpv6Repr::DstUnreachable { data, .. }
+            | Icmpv6Repr::PktTooBig { data, .. }
+            | Icmpv6Repr::TimeExceeded { data, .. }
+            | Icmpv6Repr::ParamProblem { data, .. }
+            | Icmpv6Repr::EchoRequest { data, .. }
+            | Icmpv6Repr::EchoReply { data, .. } => HEADER_LEN + data.len(),
+            Icmpv6Repr::RouterSolicit { lladdr } => RS_LEN + Self::opt_len(lladdr),
+            Icmpv6Repr::RouterAdvert { lladdr, mtu, .. } => {
+                RA_LEN + Self::opt_len(lladdr) + if mtu.is_some() { 8 } else { 0 }
+            }
+            Icmpv6Repr::NeighborSolicit { lladdr, .. }
+            | Icmpv6Repr::NeighborAdvert { lladdr, .. } => NS_NA_LEN + Self::opt_len(lladdr),
+        }
+    }
+
+    /// Writes the message into the first [`buffer_len`](Self::buffer_len)
+    /// bytes of the view and fills the checksum for `src`/`dst`
+    /// ([`Error::Truncated`] if the buffer is shorter).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(
+        &self,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+        p: &mut Packet<&mut T>,
+    ) -> Result<()> {
+        let len = self.buffer_len();
+        let buf = p.buffer.as_mut().get_mut(..len).ok_or(Error::Truncated)?;
+        buf.fill(0);
+        let mut q = Packet::new_unchecked(&mut *buf);
+        let echo = |ident: u16, seq: u16| (u32::from(ident) << 16) | u32::from(seq);
+        let (t, code, rest, data): (u8, u8, u32, &[u8]) = match *self {
+            Icmpv6Repr::DstUnreachable { code, data } => (msg_type::DST_UNREACHABLE, code, 0, data),
+            Icmpv6Repr::PktTooBig { mtu, data } => (msg_type::PKT_TOO_BIG, 0, mtu, data),
+            Icmpv6Repr::TimeExceeded { code, data } => (msg_type::TIME_EXCEEDED, code, 0, data),
+            Icmpv6Repr::ParamProblem {
+                code,
+                pointer,
+                data,
+            } => (msg_type::PARAM_PROBLEM, code, pointer, data),
+            Icmpv6Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => (msg_type::ECHO_REQUEST, 0, echo(ident, seq_no), data),
+            Icmpv6Repr::EchoReply {
+                ident,
+                seq_no,
+                data,
+            } => (msg_type::ECHO_REPLY, 0, echo(ident, seq_no), data),
+            Icmpv6Repr::RouterSolicit { .. } => (msg_type::ROUTER_SOLICIT, 0, 0, &[]),
+            Icmpv6Repr::RouterAdvert {
+                hop_limit,
+                flags,
+                router_lifetime,
+                ..
+            } => (
+                msg_type::ROUTER_ADVERT,
+                0,
+                (u32::from(hop_limit) << 24)
+                    | (u32::from(flags) << 16)
+                    | u32::from(router_lifetime),
+                &[],
+            ),
+            Icmpv6Repr::NeighborSolicit { .. } => (msg_type::NEIGHBOR_SOLICIT, 0, 0, &[]),
+            Icmpv6Repr::NeighborAdvert { flags, .. } => (
+                msg_type::NEIGHBOR_ADVERT,
+                0,
+                u32::from(flags & 0xe0) << 24,
+                &[],
+            ),
+        };
+        q.set_msg_type(t);
+        q.set_code(code);
+        q.set_rest_of_header(rest);
+        q.data_mut()[..data.len()].copy_from_slice(data);
+        let b = q.bm();
+        match *self {
+            Icmpv6Repr::RouterSolicit { lladdr: Some(m) } => {
+                NdpOption::SourceLinkLayerAddr(m).emit(&mut b[RS_LEN..])?;
+            }
+            Icmpv6Repr::RouterAdvert {
+                reachable_time,
+                retrans_time,
+                lladdr,
+                mtu,
+                ..
+            } => {
+                b[field::RA_REACHABLE].copy_from_slice(&reachable_time.to_be_bytes());
+                b[field::RA_RETRANS].copy_from_slice(&retrans_time.to_be_bytes());
+                let mut off = RA_LEN;
+                if let Some(m) = lladdr {
+                    off += NdpOption::SourceLinkLayerAddr(m).emit(&mut b[off..])?;
+                }
+                if let Some(m) = mtu {
+                    NdpOption::Mtu(m).emit(&mut b[off..])?;
+                }
+            }
+            Icmpv6Repr::NeighborSolicit { target, lladdr }
+            | Icmpv6Repr::NeighborAdvert { target, lladdr, .. } => {
+                b[field::TARGET].copy_from_slice(&target.octets());
+                if let Some(m) = lladdr {
+                    let o = if t == msg_type::NEIGHBOR_SOLICIT {
+                        NdpOption::SourceLinkLayerAddr(m)
+                    } else {
+                        NdpOption::TargetLinkLayerAddr(m)
+                    };
+                    o.emit(&mut b[NS_NA_LEN..])?;
+                }
+            }
+            _ => {}
+        }
+        q.fill_checksum(src, dst);
+        Ok(())
+    }
+}
+
+/// The part of `original` (an IPv6 packet, from its fixed header) an error
+/// quotes: all of it up to its payload length (no link padding), at most
+/// what keeps the error within the minimum MTU (RFC 4443 §2.4 (c)).
+pub fn error_quote(original: &[u8]) -> &[u8] {
+    let mut len = original.len();
+    if let Ok(p) = ipv6::Packet::new_checked(original) {
+        len = p.packet().len();
+    }
+    &original[..len.min(MAX_ERROR_LEN - ipv6::HEADER_LEN - HEADER_LEN)]
+}
+
+/// The kind of error [`build_error`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    DstUnreachable { code: u8 },
+    PktTooBig { mtu: u32 },
+    TimeExceeded { code: u8 },
+    ParamProblem { code: u8, pointer: u32 },
+}
+
+/// Whether an error of `kind` may be sent about `original` (RFC 4443 §2.4
+/// (e)): never about an ICMPv6 error (or a redirect), never to an
+/// unspecified or multicast source, and about a packet sent to a multicast
+/// address only packet too big or parameter problem code 2. Unparsable
+/// originals get no error. (Rate limiting, §2.4 (f), is the caller's.)
+pub fn may_send_error(original: &[u8], kind: ErrorKind) -> bool {
+    let Ok(p) = ipv6::Packet::new_checked(original) else {
+        return false;
+    };
+    let src = p.src_addr();
+    if src.is_unspecified() || src.is_multicast() {
+        return false;
+    }
+    if p.dst_addr().is_multicast() {
+        let allowed = matches!(
+            kind,
+            ErrorKind::PktTooBig { .. }
+                | ErrorKind::ParamProblem {
+                    code: param_problem_code::UNRECOGNIZED_OPTION,
+                    ..
+                }
+        );
+        if !allowed {
+            return false;
+        }
+    }
+    if let Ok(c) = p.header_chain() {
+        if c.protocol == protocol::ICMPV6 {
+            match p.packet().get(c.offset) {
+                Some(&t) if !msg_type::is_error(t) && t != msg_type::REDIRECT => {}
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+/// Builds a complete IPv6 + ICMPv6 error about `original` into `out`, from
+/// `src` to the original's source, and returns its length. The quote is
+/// [`error_quote`], shortened if `out` is smaller (but never below the
+/// original's 40-byte header: then [`Error::Truncated`]). Call
+/// [`may_send_error`] first.
+pub fn build_error(
+    out: &mut [u8],
+    src: &Ipv6Addr,
+    hop_limit: u8,
+    kind: ErrorKind,
+    original: &[u8],
+) -> Result<usize> {
+    let orig = ipv6::Packet::new_checked(original)?;
+    let room = out
+        .len()
+        .checked_sub(ipv6::HEADER_LEN + HEADER_LEN)
+        .ok_or(Error::Truncated)?;
+    let quote = error_quote(original);
+    let quote = &quote[..quote.len().min(room)];
+    if quote.len() < ipv6::HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    let icmp = match kind {
+        ErrorKind::DstUnreachable { code } => Icmpv6Repr::DstUnreachable { code, data: quote },
+        ErrorKind::PktTooBig { mtu } => Icmpv6Repr::PktTooBig { mtu, data: quote },
+        ErrorKind::TimeExceeded { code } => Icmpv6Repr::TimeExceeded { code, data: quote },
+        ErrorKind::ParamProblem { code, pointer } => Icmpv6Repr::ParamProblem {
+            code,
+            pointer,
+            data: quote,
+        },
+    };
+    let dst = orig.src_addr();
+    let ip = ipv6::Ipv6Repr {
+        src_addr: *src,
+        dst_addr: dst,
+        next_header: protocol::ICMPV6,
+        payload_len: icmp.buffer_len(),
+        hop_limit,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let total = ip.buffer_len();
+    let (hdr, rest) = out.split_at_mut(ipv6::HEADER_LEN);
+    ip.emit(&mut ipv6::Packet::new_unchecked(hdr))?;
+    icmp.emit(
+        src,
+        &dst,
+        &mut Packet::new_unchecked(&mut rest[..icmp.buffer_len()]),
+    )?;
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    // NS fe80::1 -> ff02::1:ff00:2 for fe80::2, SLLA 52:54:00:12:34:56.
+    const NS: [u8; 32] = [
+        0x87, 0x00, 0xf5, 0xdb, 0x00, 0x00, 0x00, 0x00, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x01, 0x52, 0x54, 0x00, 0x12,
+        0x34, 0x56,
+    ];
+    // NA fe80::2 -> fe80::1, S|O, TLLA 52:54:00:ab:cd:ef.
+    const NA: [u8; 32] = [
+        0x88, 0x00, 0xf9, 0x2c, 0x60, 0x00, 0x00, 0x00, 0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x01, 0x52, 0x54, 0x00, 0xab,
+        0xcd, 0xef,
+    ];
+    // Echo request 2001:db8::1 -> 2001:db8::2, id 0x1234 seq 1 "abcd".
+    const ECHO: [u8; 12] = [
+        0x80, 0x00, 0x4d, 0x48, 0x12, 0x34, 0x00, 0x01, 0x61, 0x62, 0x63, 0x64,
+    ];
+
+    #[test]
+    fn echo() {
+        let (s, d) = (a("2001:db8::1"), a("2001:db8::2"));
+        let p = Packet::new_checked(&ECHO[..]).unwrap();
+        assert!(p.verify_checksum(&s, &d));
+        assert!(!p.verify_checksum(&d, &a("2001:db8::3")));
+        let r = Icmpv6Repr::parse(&s, &d, &p).unwrap();
+        assert_eq!(
+            r,
+            Icmpv6Repr::EchoRequest {
+                ident: 0x1234,
+                seq_no: 1,
+                data: b"abcd"
+            }
+        );
+        let mut out = [0u8; 12];
+        r.emit(&s, &d, &mut Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out, ECHO);
+    }
+
+    #[test]
+    fn neighbor_solicit() {
+        let (s, d) = (a("fe80::1"), a("ff02::1:ff00:2"));
+        let p = Packet::new_checked(&NS[..]).unwrap();
+        assert_eq!(p.target_addr(), a("fe80::2"));
+        let r = Icmpv6Repr::parse(&s, &d, &p).unwrap();
+        let want = Icmpv6Repr::NeighborSolicit {
+            target: a("fe80::2"),
+            lladdr: Some(MacAddr([0x52, 0x54, 0, 0x12, 0x34, 0x56])),
+        };
+        assert_eq!(r, want);
+        assert_eq!(want.buffer_len(), 32);
+        let mut out = [0xaau8; 32];
+        want.emit(&s, &d, &mut Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out, NS);
+        assert_eq!(solicited_node(&a("fe80::2")), d);
+    }
+
+    #[test]
+    fn neighbor_advert() {
+        let (s, d) = (a("fe80::2"), a("fe80::1"));
+        let p = Packet::new_checked(&NA[..]).unwrap();
+        assert_eq!(p.na_flags(), na_flags::SOLICITED | na_flags::OVERRIDE);
+        let want = Icmpv6Repr::NeighborAdvert {
+            flags: na_flags::SOLICITED | na_flags::OVERRIDE,
+            target: a("fe80::2"),
+            lladdr: Some(MacAddr([0x52, 0x54, 0, 0xab, 0xcd, 0xef])),
+        };
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p).unwrap(), want);
+        let mut out = [0u8; 32];
+        want.emit(&s, &d, &mut Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out, NA);
+    }
+
+    #[test]
+    fn router_messages_roundtrip() {
+        let (s, d) = (a("fe80::1"), a("ff02::1"));
+        let ra = Icmpv6Repr::RouterAdvert {
+            hop_limit: 64,
+            flags: 0x40,
+            router_lifetime: 1800,
+            reachable_time: 30_000,
+            retrans_time: 1000,
+            lladdr: Some(MacAddr([2, 0, 0, 0, 0, 1])),
+            mtu: Some(1450),
+        };
+        let mut out = vec![0u8; ra.buffer_len()];
+        ra.emit(&s, &d, &mut Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        assert_eq!(out.len(), 32);
+        assert_eq!(&out[4..8], &[64, 0x40, 0x07, 0x08]);
+        assert_eq!(&out[24..32], &[5, 1, 0, 0, 0, 0, 0x05, 0xaa]);
+        let p = Packet::new_checked(&out[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p).unwrap(), ra);
+        let rs = Icmpv6Repr::RouterSolicit { lladdr: None };
+        let mut out = vec![0u8; rs.buffer_len()];
+        rs.emit(&s, &d, &mut Packet::new_unchecked(&mut out[..]))
+            .unwrap();
+        let p = Packet::new_checked(&out[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p).unwrap(), rs);
+    }
+
+    #[test]
+    fn ndp_malformed() {
+        let (s, d) = (a("fe80::1"), a("ff02::1:ff00:2"));
+        // Every truncation: header/fixed part -> Truncated; the rest fails
+        // the checksum; never a panic.
+        for n in 0..NS.len() {
+            match Packet::new_checked(&NS[..n]) {
+                Err(e) => assert_eq!(e, Error::Truncated),
+                Ok(p) => assert!(Icmpv6Repr::parse(&s, &d, &p).is_err()),
+            }
+        }
+        // Option length 0 is invalid (RFC 4861 §4.6).
+        let mut b = NS;
+        b[25] = 0;
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.fill_checksum(&s, &d);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p), Err(Error::Malformed));
+        // Option longer than the message.
+        let mut b = NS;
+        b[25] = 2;
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.fill_checksum(&s, &d);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p), Err(Error::Truncated));
+        // Multicast target.
+        let mut b = NS;
+        b[8] = 0xff;
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.fill_checksum(&s, &d);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p), Err(Error::Malformed));
+        // Non-zero code.
+        let mut b = NS;
+        b[1] = 1;
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.fill_checksum(&s, &d);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&s, &d, &p), Err(Error::Malformed));
+    }
+
+    #[test]
+    fn prefix_info_option() {
+        let o = NdpOption::PrefixInfo {
+            prefix_len: 64,
+            flags: 0xc0,
+            valid_lifetime: 86400,
+            preferred_lifetime: 14400,
+            prefix: a("2001:db8:1::"),
+        };
+        let mut b = [0u8; 32];
+        assert_eq!(o.emit(&mut b), Ok(32));
+        assert_eq!(&b[..4], &[3, 4, 64, 0xc0]);
+        let mut it = NdpOptions::new(&b);
+        assert_eq!(it.next(), Some(Ok(o)));
+        assert_eq!(it.next(), None);
+        // A prefix option with the wrong length.
+        b[1] = 1;
+        assert_eq!(NdpOptions::new(&b[..8]).next(), Some(Err(Error::Malformed)));
+    }
+
+    #[test]
+    fn multicast_mapping() {
+        assert_eq!(
+            multicast_mac(&a("ff02::1:ff00:2")).0,
+            [0x33, 0x33, 0xff, 0x00, 0x00, 0x02]
+        );
+        assert_eq!(
+            solicited_node(&a("2001:db8::abcd:ef12:3456")),
+            a("ff02::1:ff12:3456")
+        );
+    }
+
+    fn original(len: usize, dst: &str) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        let r = ipv6::Ipv6Repr {
+            src_addr: a("2001:db8::1"),
+            dst_addr: a(dst),
+            next_header: protocol::UDP,
+            payload_len: len - 40,
+            hop_limit: 1,
+            traffic_class: 0,
+            flow_label: 0,
+        };
+        r.emit(&mut ipv6::Packet::new_unchecked(&mut v[..]))
+            .unwrap();
+        v
+    }
+
+    #[test]
+    fn errors() {
+        let orig = original(1500, "2001:db8::2");
+        assert!(may_send_error(&orig, ErrorKind::TimeExceeded { code: 0 }));
+        let mut out = [0u8; 2000];
+        let me = a("2001:db8::ff");
+        let n = build_error(&mut out, &me, 64, ErrorKind::PktTooBig { mtu: 1280 }, &orig).unwrap();
+        assert_eq!(n, MAX_ERROR_LEN);
+        let ip = ipv6::Packet::new_checked(&out[..n]).unwrap();
+        assert_eq!(ip.dst_addr(), a("2001:db8::1"));
+        assert_eq!(ip.next_header(), protocol::ICMPV6);
+        let icmp = Packet::new_checked(ip.payload()).unwrap();
+        let r = Icmpv6Repr::parse(&me, &a("2001:db8::1"), &icmp).unwrap();
+        assert_eq!(
+            r,
+            Icmpv6Repr::PktTooBig {
+                mtu: 1280,
+                data: &orig[..1232]
+            }
+        );
+        // A short original is quoted whole.
+        let small = original(60, "2001:db8::2");
+        let n = build_error(
+            &mut out,
+            &me,
+            64,
+            ErrorKind::TimeExceeded { code: 0 },
+            &small,
+        )
+        .unwrap();
+        assert_eq!(n, 40 + 8 + 60);
+        // Output too small for the original header.
+        let mut tiny = [0u8; 87];
+        assert_eq!(
+            build_error(
+                &mut tiny,
+                &me,
+                64,
+                ErrorKind::TimeExceeded { code: 0 },
+                &small
+            ),
+            Err(Error::Truncated)
+        );
+        // Rules: multicast destination only for PTB; not about errors.
+        let mc = original(60, "ff02::1");
+        assert!(!may_send_error(&mc, ErrorKind::TimeExceeded { code: 0 }));
+        assert!(may_send_error(&mc, ErrorKind::PktTooBig { mtu: 1280 }));
+        let mut err = small.clone();
+        err[6] = protocol::ICMPV6;
+        err[40] = msg_type::DST_UNREACHABLE;
+        assert!(!may_send_error(&err, ErrorKind::PktTooBig { mtu: 1280 }));
+        err[40] = msg_type::ECHO_REQUEST;
+        assert!(may_send_error(&err, ErrorKind::PktTooBig { mtu: 1280 }));
+    }
+}
