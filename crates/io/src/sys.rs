@@ -357,18 +357,6 @@ pub fn sendmmsg_hdr_frames(
     cvt(r).map(|r| r as usize)
 }
 
-/// `poll(2)` on one descriptor; returns the revents.
-pub fn poll1(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    // SAFETY: `p` is one valid pollfd.
-    cvt(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
-    Ok(p.revents)
-}
-
 /// Switches the calling thread into the network namespace `ns_fd` refers to.
 pub fn setns_net(ns_fd: RawFd) -> io::Result<()> {
     // SAFETY: plain syscall; only affects the calling thread.
@@ -426,7 +414,7 @@ impl Mmap {
     /// kernel: accessed atomically.
     #[inline]
     fn status(&self, off: usize) -> Option<&AtomicU32> {
-        if off % 4 != 0 || off.checked_add(4)? > self.len {
+        if off & 3 != 0 || off.checked_add(4)? > self.len {
             return None;
         }
         // SAFETY: in bounds and 4-byte aligned (the mapping is page aligned);
