@@ -622,7 +622,8 @@ fn receive(a: ReceiveArgs) -> Result<(), String> {
     let bind = SocketAddr::new(a.bind, a.common.port);
     let listener = TcpListener::bind(bind).map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     bufs(&listener, &a.common)?;
-    if !a.common.quiet && !a.common.json {
+    // On stderr even with --json (stdout stays pure JSON): scripts wait for it.
+    if !a.common.quiet {
         eprintln!("vecgate perf: waiting for a sender on {bind}");
     }
     let (ctl_stream, peer) = accept_until(&listener, Instant::now() + timeout)
