@@ -68,6 +68,11 @@ pub struct Meta {
     pub offload: Offload,
     /// Record this packet's path in the trace buffer.
     pub trace: bool,
+    /// Graph flags (`dataplane::graph::flags`), e.g. "locally originated".
+    pub flags: u16,
+    /// Scratch word handed from a node to its next node (e.g. which ICMP
+    /// error icmp-error must send, and the MTU it carries).
+    pub aux: u32,
 }
 
 /// One packet: a pool buffer plus the window of it that holds the frame.

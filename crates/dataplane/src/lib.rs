@@ -7,11 +7,15 @@
 //! drives ports and the graph).
 
 pub mod buffer;
+pub mod counters;
 pub mod fib;
+pub mod graph;
 pub mod neighbour;
+pub mod nodes;
 pub mod offload;
 pub mod port;
 pub mod tables;
+pub mod trace;
 
 pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
 pub use port::Port;

@@ -1,0 +1,74 @@
+//! interface-output: sorts packets into per-port transmit vectors. A port
+//! that cannot take offloads gets no super-packets or partial checksums:
+//! those are segmented / completed in software here first.
+
+use crate::buffer::{Gso, Packet};
+use crate::graph::{Ctx, Next, Node, NodeId};
+use crate::offload::{csum, gso};
+
+#[derive(Default)]
+pub struct InterfaceOutput {
+    segs: Vec<Packet>,
+}
+
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum E {
+    InterfaceDown,
+    SegmentationFailed,
+    ChecksumFailed,
+}
+
+const ERRORS: &[&str] = &["interface-down", "segmentation-failed", "checksum-failed"];
+const NEXT: &[NodeId] = &[];
+
+impl Node for InterfaceOutput {
+    fn name(&self) -> &'static str {
+        "interface-output"
+    }
+    fn error_names(&self) -> &'static [&'static str] {
+        ERRORS
+    }
+    fn next_nodes(&self) -> &'static [NodeId] {
+        NEXT
+    }
+
+    fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
+        for mut p in input.drain(..) {
+            let port = usize::from(p.meta.tx_port);
+            if port >= cx.tx.len() || !cx.port_up[port] {
+                next.drop(p, E::InterfaceDown as u16);
+                continue;
+            }
+            if p.meta.trace {
+                let name = cx
+                    .tables
+                    .iface(p.meta.tx_port)
+                    .map_or("?", |i| i.name.as_str());
+                cx.trace
+                    .add("interface-output", format_args!("{name} len {}", p.len()));
+            }
+            if !cx.port_offloads[port] {
+                if p.meta.offload.gso != Gso::None {
+                    self.segs.clear();
+                    match gso::segment(&p, &mut cx.pool, &mut self.segs) {
+                        Ok(_) => {
+                            cx.tx[port].append(&mut self.segs);
+                            cx.pool.free(p);
+                        }
+                        Err(_) => {
+                            cx.pool.free_all(&mut self.segs);
+                            next.drop(p, E::SegmentationFailed as u16);
+                        }
+                    }
+                    continue;
+                }
+                if p.meta.offload.needs_csum && csum::complete(&mut p).is_err() {
+                    next.drop(p, E::ChecksumFailed as u16);
+                    continue;
+                }
+            }
+            cx.tx[port].push(p);
+        }
+    }
+}

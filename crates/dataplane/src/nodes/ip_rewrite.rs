@@ -1,0 +1,199 @@
+//! ip-rewrite: the last L3 step before a packet leaves. Checks the MTU
+//! (DF or IPv6 → ICMP too big; IPv4 without DF → ip4-fragment; a GSO
+//! super-packet is judged by its segments: headers + gso_size), decrements
+//! the TTL / hop limit exactly once with an RFC 1624 incremental checksum
+//! update, then resolves the next hop's MAC and writes the L2 header. An
+//! unresolved next hop queues the packet in the neighbour table and sends
+//! an ARP request / Neighbor Solicitation.
+
+use super::nd::{arp_request, neighbor_solicit};
+use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push_eth, put16};
+use crate::buffer::{Gso, Packet};
+use crate::graph::{flags, Ctx, Next, Node, NodeId};
+use crate::neighbour::fmt_mac;
+use crate::tables::Adj;
+use std::net::IpAddr;
+use wire::checksum;
+
+pub struct IpRewrite;
+
+#[derive(Clone, Copy)]
+#[repr(u16)]
+pub(crate) enum E {
+    NoInterface,
+    InterfaceDown,
+    NeighbourQueueFull,
+    NeighbourUnresolved,
+    NoHeadroom,
+    GsoTooBig,
+    BadAdjacency,
+}
+
+pub(crate) const ERRORS: &[&str] = &[
+    "no-interface",
+    "interface-down",
+    "neighbour-queue-full",
+    "neighbour-unresolved",
+    "no-headroom",
+    "gso-segment-too-big",
+    "bad-adjacency",
+];
+
+/// The drop reason the worker counts when a resolution times out.
+pub const NEIGHBOUR_UNRESOLVED: u16 = E::NeighbourUnresolved as u16;
+
+const NEXT: &[NodeId] = &[
+    NodeId::InterfaceOutput,
+    NodeId::IcmpError,
+    NodeId::Ip4Fragment,
+];
+
+impl Node for IpRewrite {
+    fn name(&self) -> &'static str {
+        "ip-rewrite"
+    }
+    fn error_names(&self) -> &'static [&'static str] {
+        ERRORS
+    }
+    fn next_nodes(&self) -> &'static [NodeId] {
+        NEXT
+    }
+
+    fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
+        let tables = cx.tables.clone();
+        for mut p in input.drain(..) {
+            let adj = tables.adj(p.meta.adj);
+            let (port, nh) = match adj {
+                Adj::Neighbor { port, nh } => (port, Some(nh)),
+                Adj::Glean { port } => (port, None),
+                Adj::Port { port } => (port, None),
+                _ => {
+                    next.drop(p, E::BadAdjacency as u16);
+                    continue;
+                }
+            };
+            let Some(ifc) = tables.iface(port) else {
+                next.drop(p, E::NoInterface as u16);
+                continue;
+            };
+            if !cx.port_up.get(usize::from(port)).copied().unwrap_or(false) {
+                next.drop(p, E::InterfaceDown as u16);
+                continue;
+            }
+            let v6 = p.data()[0] >> 4 == 6;
+            if p.meta.flags & flags::L3_DONE == 0 {
+                // MTU check on the original packet, so an ICMP error
+                // quotes it with its TTL untouched.
+                let mtu = ifc.mtu as usize;
+                let o = p.meta.offload;
+                let too_big = if o.gso != Gso::None {
+                    let hdr = if o.hdr_len > 0 {
+                        usize::from(o.hdr_len)
+                    } else {
+                        60
+                    };
+                    hdr + usize::from(o.gso_size) > mtu
+                } else {
+                    p.len() > mtu
+                };
+                if too_big {
+                    let df = v6 || be16(p.data(), 6) & 0x4000 != 0;
+                    if df {
+                        p.meta.aux = icmp_aux(kind::TOO_BIG, ifc.mtu);
+                        if p.meta.trace {
+                            cx.trace.add(
+                                "ip-rewrite",
+                                format_args!("len {} > mtu {}: too big", p.len(), ifc.mtu),
+                            );
+                        }
+                        next.enqueue(NodeId::IcmpError, p);
+                    } else if o.gso != Gso::None {
+                        next.drop(p, E::GsoTooBig as u16);
+                    } else {
+                        decrement_ttl(&mut p, v6);
+                        p.meta.flags |= flags::L3_DONE;
+                        p.meta.tx_port = port;
+                        next.enqueue(NodeId::Ip4Fragment, p);
+                    }
+                    continue;
+                }
+                decrement_ttl(&mut p, v6);
+                p.meta.flags |= flags::L3_DONE;
+            }
+            p.meta.tx_port = port;
+            let mac = match adj {
+                Adj::Port { .. } => Some([0xff; 6]),
+                _ => {
+                    let d = p.data();
+                    let ip = nh.unwrap_or_else(|| {
+                        if v6 {
+                            IpAddr::V6(ip6_at(d, 24))
+                        } else {
+                            IpAddr::V4(ip4_at(d, 16))
+                        }
+                    });
+                    match cx.neighbour(port, ip) {
+                        Some(m) => Some(m),
+                        None => {
+                            if p.meta.trace {
+                                cx.trace.add(
+                                    "ip-rewrite",
+                                    format_args!("{ip} unresolved on {}: queued", ifc.name),
+                                );
+                            }
+                            match cx.neigh.enqueue(port, ip, p, cx.now) {
+                                Ok(true) => {
+                                    let s = match ip {
+                                        IpAddr::V4(a) => arp_request(&mut cx.pool, ifc, a, None),
+                                        IpAddr::V6(a) => {
+                                            neighbor_solicit(&mut cx.pool, ifc, a, None)
+                                        }
+                                    };
+                                    if let Some(s) = s {
+                                        next.enqueue(NodeId::InterfaceOutput, s);
+                                    }
+                                }
+                                Ok(false) => {}
+                                Err(p) => next.drop(p, E::NeighbourQueueFull as u16),
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            let Some(mac) = mac else { continue };
+            let et = ip_ethertype(&p);
+            if !push_eth(&mut p, mac, ifc.mac, et) {
+                next.drop(p, E::NoHeadroom as u16);
+                continue;
+            }
+            if p.meta.trace {
+                cx.trace.add(
+                    "ip-rewrite",
+                    format_args!("{} -> {} on {}", fmt_mac(ifc.mac), fmt_mac(mac), ifc.name),
+                );
+            }
+            next.enqueue(NodeId::InterfaceOutput, p);
+        }
+    }
+}
+
+/// TTL / hop limit minus one. The IPv4 header checksum is updated
+/// incrementally over the 16-bit word holding TTL and protocol (RFC 1624
+/// eqn. 3); IPv6 has no header checksum. Our own packets keep theirs.
+#[inline]
+fn decrement_ttl(p: &mut Packet, v6: bool) {
+    if p.meta.flags & flags::LOCAL != 0 {
+        return;
+    }
+    let d = p.data_mut();
+    if v6 {
+        d[7] = d[7].saturating_sub(1);
+    } else {
+        let old = be16(d, 8);
+        d[8] = d[8].saturating_sub(1);
+        let new = be16(d, 8);
+        let c = checksum::update_u16(be16(d, 10), old, new);
+        put16(d, 10, c);
+    }
+}

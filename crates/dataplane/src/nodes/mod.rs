@@ -1,0 +1,146 @@
+//! The graph's nodes, one file each, and helpers they share.
+//!
+//! Inside the graph, after ethernet-input, a packet's data starts at its L3
+//! header (`meta.l3_offset == 0`); ip-rewrite (or whoever sends a frame
+//! directly) pushes the L2 header back, after which `l3_offset == 14`. The
+//! virtio-net offload offsets follow the data start (see [`pull`] and
+//! [`push_eth`]).
+
+pub mod arp_input;
+pub mod ethernet_input;
+pub mod icmp_error;
+pub mod interface_output;
+pub mod ip4_fragment;
+pub mod ip4_input;
+pub mod ip4_lookup;
+pub mod ip6_input;
+pub mod ip6_lookup;
+pub mod ip_local;
+pub mod ip_rewrite;
+pub mod nd;
+
+use crate::buffer::{Gso, Packet};
+use crate::graph::{Ctx, Next, Node, NodeId};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// One node per [`NodeId`], in order.
+pub fn standard() -> Vec<Box<dyn Node>> {
+    vec![
+        Box::new(ethernet_input::EthernetInput),
+        Box::new(arp_input::ArpInput::default()),
+        Box::new(ip4_input::Ip4Input),
+        Box::new(ip6_input::Ip6Input),
+        Box::new(ip_local::IpLocal::default()),
+        Box::new(icmp_error::IcmpError),
+        Box::new(ip4_lookup::Ip4Lookup),
+        Box::new(ip6_lookup::Ip6Lookup),
+        Box::new(ip_rewrite::IpRewrite),
+        Box::new(ip4_fragment::Ip4Fragment::default()),
+        Box::new(interface_output::InterfaceOutput::default()),
+    ]
+}
+
+pub(crate) const ETH_LEN: usize = 14;
+pub(crate) const ETHERTYPE_IPV4: u16 = 0x0800;
+pub(crate) const ETHERTYPE_ARP: u16 = 0x0806;
+pub(crate) const ETHERTYPE_IPV6: u16 = 0x86dd;
+
+fn has_offload_offsets(p: &Packet) -> bool {
+    let o = &p.meta.offload;
+    o.needs_csum || o.gso != Gso::None
+}
+
+/// Removes `n` header bytes from the front, keeping the offload offsets
+/// relative to the new data start.
+#[inline]
+pub(crate) fn pull(p: &mut Packet, n: usize) -> bool {
+    if !p.pull_front(n) {
+        return false;
+    }
+    if has_offload_offsets(p) {
+        let o = &mut p.meta.offload;
+        o.csum_start = o.csum_start.saturating_sub(n as u16);
+        o.hdr_len = o.hdr_len.saturating_sub(n as u16);
+    }
+    p.meta.l3_offset = 0;
+    true
+}
+
+/// Prepends an Ethernet header; `false` if there is no headroom.
+#[inline]
+pub(crate) fn push_eth(p: &mut Packet, dst: [u8; 6], src: [u8; 6], ethertype: u16) -> bool {
+    let Some(h) = p.push_front(ETH_LEN) else {
+        return false;
+    };
+    h[0..6].copy_from_slice(&dst);
+    h[6..12].copy_from_slice(&src);
+    h[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    if has_offload_offsets(p) {
+        let o = &mut p.meta.offload;
+        o.csum_start = o.csum_start.saturating_add(ETH_LEN as u16);
+        o.hdr_len = o.hdr_len.saturating_add(ETH_LEN as u16);
+    }
+    p.meta.l3_offset = ETH_LEN as u16;
+    true
+}
+
+#[inline]
+pub(crate) fn be16(d: &[u8], off: usize) -> u16 {
+    u16::from_be_bytes([d[off], d[off + 1]])
+}
+
+#[inline]
+pub(crate) fn put16(d: &mut [u8], off: usize, v: u16) {
+    d[off..off + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// IPv4 address at `off`; the caller checked `off + 4 <= d.len()`.
+#[inline]
+pub(crate) fn ip4_at(d: &[u8], off: usize) -> Ipv4Addr {
+    Ipv4Addr::new(d[off], d[off + 1], d[off + 2], d[off + 3])
+}
+
+/// IPv6 address at `off`; the caller checked `off + 16 <= d.len()`.
+#[inline]
+pub(crate) fn ip6_at(d: &[u8], off: usize) -> Ipv6Addr {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&d[off..off + 16]);
+    Ipv6Addr::from(a)
+}
+
+/// Ethertype for the IP packet at the start of `p` (by version nibble).
+#[inline]
+pub(crate) fn ip_ethertype(p: &Packet) -> u16 {
+    match p.data().first().map(|b| b >> 4) {
+        Some(6) => ETHERTYPE_IPV6,
+        _ => ETHERTYPE_IPV4,
+    }
+}
+
+/// Sends packets released by a neighbour resolution: each gets its L2
+/// header (to `mac`, from `port`'s MAC) and goes to interface-output.
+pub(crate) fn send_released(
+    cx: &mut Ctx,
+    next: &mut Next<'_>,
+    port: u16,
+    mac: [u8; 6],
+    released: &mut Vec<Packet>,
+    no_headroom: u16,
+) {
+    let src = cx.tables.iface(port).map_or([0; 6], |i| i.mac);
+    for mut p in released.drain(..) {
+        let et = ip_ethertype(&p);
+        if push_eth(&mut p, mac, src, et) {
+            p.meta.tx_port = port;
+            next.enqueue(NodeId::InterfaceOutput, p);
+        } else {
+            next.drop(p, no_headroom);
+        }
+    }
+}
+
+/// Decodes `meta.aux` for icmp-error: (kind, mtu).
+#[inline]
+pub(crate) fn icmp_aux(kind: u16, mtu: u32) -> u32 {
+    (u32::from(kind) << 16) | mtu.min(0xffff)
+}
