@@ -16,6 +16,8 @@ use wire::checksum;
 use wire::esp::{self, Esp, EspRepr, EspTrailer};
 use wire::ethernet::{ethertype, EthernetRepr, Frame, MacAddr, VlanTag};
 use wire::gre::{Gre, GreRepr, Protocol};
+use wire::icmpv4::{self, Icmpv4Repr};
+use wire::icmpv6::{self, Icmpv6Repr};
 use wire::ipv4::{self, protocol, Ipv4Repr};
 use wire::ipv6::{self, FragmentHeader, FragmentRepr, Ipv6Repr};
 use wire::nvgre::{Nvgre, NvgreRepr};
@@ -105,6 +107,42 @@ fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, payload: &[u8]) -> Vec<u8> {
         .unwrap();
     b[ipv6::HEADER_LEN..].copy_from_slice(payload);
     b
+}
+
+fn icmp4(src: Ipv4Addr, dst: Ipv4Addr, r: Icmpv4Repr) -> Vec<u8> {
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut icmpv4::Packet::new_unchecked(&mut b[..]))
+        .unwrap();
+    ipv4(src, dst, protocol::ICMP, &b)
+}
+
+fn icmp4_error(kind: icmpv4::ErrorKind, original: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; 576];
+    let n = icmpv4::build_error(&mut out, V4_B, 64, kind, original).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// ICMPv6 in IPv6; NDP messages get hop limit 255 as RFC 4861 requires.
+fn icmp6(src: Ipv6Addr, dst: Ipv6Addr, r: Icmpv6Repr) -> Vec<u8> {
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&src, &dst, &mut icmpv6::Packet::new_unchecked(&mut b[..]))
+        .unwrap();
+    let mut p = ipv6(src, dst, protocol::ICMPV6, &b);
+    if matches!(
+        r,
+        Icmpv6Repr::NeighborSolicit { .. } | Icmpv6Repr::NeighborAdvert { .. }
+    ) {
+        ipv6::Packet::new_unchecked(&mut p[..]).set_hop_limit(255);
+    }
+    p
+}
+
+fn icmp6_error(kind: icmpv6::ErrorKind, original: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; 1280];
+    let n = icmpv6::build_error(&mut out, &V6_B, 64, kind, original).unwrap();
+    out.truncate(n);
+    out
 }
 
 /// A Hop-by-Hop or Destination Options header (RFC 8200 §4.3, §4.6) of
@@ -384,6 +422,199 @@ fn cases() -> Vec<Case> {
             ("ipv6.fraghdr.more", "1"),
             ("ipv6.fraghdr.ident", "0xabcd0001"),
             ("ipv6.flow", "0x012345"),
+        ],
+    );
+
+    // --- ICMPv4: echo, unreachable (fragmentation needed), time exceeded.
+    add(
+        &mut v,
+        "icmpv4 echo request",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV4,
+            &icmp4(
+                V4_A,
+                V4_B,
+                Icmpv4Repr::EchoRequest {
+                    ident: 0x1234,
+                    seq_no: 7,
+                    data: b"ping-data",
+                },
+            ),
+        ),
+        &[
+            ("icmp.type", "8"),
+            ("icmp.code", "0"),
+            ("icmp.seq", "7"),
+            ("icmp.checksum.status", GOOD),
+        ],
+    );
+    add(
+        &mut v,
+        "icmpv4 echo reply",
+        eth(
+            MAC_A,
+            MAC_B,
+            None,
+            ethertype::IPV4,
+            &icmp4(
+                V4_B,
+                V4_A,
+                Icmpv4Repr::EchoReply {
+                    ident: 0x1234,
+                    seq_no: 7,
+                    data: b"ping-data",
+                },
+            ),
+        ),
+        &[
+            ("icmp.type", "0"),
+            ("icmp.seq", "7"),
+            ("icmp.checksum.status", GOOD),
+        ],
+    );
+    let big = ipv4(V4_A, V4_IN_B, PROTO_EXPERIMENT, &[0x77; 1400]);
+    add(
+        &mut v,
+        "icmpv4 frag needed",
+        eth(
+            MAC_A,
+            MAC_B,
+            None,
+            ethertype::IPV4,
+            &icmp4_error(
+                icmpv4::ErrorKind::DstUnreachable {
+                    code: icmpv4::unreach_code::FRAG_NEEDED,
+                    next_hop_mtu: 1400,
+                },
+                &big,
+            ),
+        ),
+        &[
+            ("icmp.type", "3"),
+            ("icmp.code", "4"),
+            ("icmp.mtu", "1400"),
+            ("icmp.checksum.status", GOOD),
+            ("ip.dst", "192.0.2.1,10.1.0.2"),
+        ],
+    );
+    add(
+        &mut v,
+        "icmpv4 time exceeded",
+        eth(
+            MAC_A,
+            MAC_B,
+            None,
+            ethertype::IPV4,
+            &icmp4_error(icmpv4::ErrorKind::TimeExceeded { code: 0 }, &inner_v4()),
+        ),
+        &[
+            ("icmp.type", "11"),
+            ("icmp.code", "0"),
+            ("icmp.checksum.status", GOOD),
+            ("ip.src", "192.0.2.2,10.1.0.1"),
+        ],
+    );
+
+    // --- ICMPv6: echo, packet too big, neighbour solicitation/advert.
+    add(
+        &mut v,
+        "icmpv6 echo request",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV6,
+            &icmp6(
+                V6_A,
+                V6_B,
+                Icmpv6Repr::EchoRequest {
+                    ident: 0x4321,
+                    seq_no: 9,
+                    data: b"ping6",
+                },
+            ),
+        ),
+        &[
+            ("icmpv6.type", "128"),
+            ("icmpv6.echo.identifier", "0x4321"),
+            ("icmpv6.echo.sequence_number", "9"),
+            ("icmpv6.checksum.status", GOOD),
+        ],
+    );
+    let big6 = ipv6(V6_A, V6_IN_B, PROTO_EXPERIMENT, &[0x66; 1400]);
+    add(
+        &mut v,
+        "icmpv6 packet too big",
+        eth(
+            MAC_A,
+            MAC_B,
+            None,
+            ethertype::IPV6,
+            &icmp6_error(icmpv6::ErrorKind::PktTooBig { mtu: 1280 }, &big6),
+        ),
+        &[
+            ("icmpv6.type", "2"),
+            ("icmpv6.mtu", "1280"),
+            ("icmpv6.checksum.status", GOOD),
+            ("ipv6.dst", "2001:db8::1,fd00::2"),
+        ],
+    );
+    let sn = icmpv6::solicited_node(&V6_B);
+    add(
+        &mut v,
+        "icmpv6 neighbor solicitation",
+        eth(
+            icmpv6::multicast_mac(&sn),
+            MAC_A,
+            None,
+            ethertype::IPV6,
+            &icmp6(
+                V6_A,
+                sn,
+                Icmpv6Repr::NeighborSolicit {
+                    target: V6_B,
+                    lladdr: Some(MAC_A),
+                },
+            ),
+        ),
+        &[
+            ("icmpv6.type", "135"),
+            ("icmpv6.nd.ns.target_address", "2001:db8::2"),
+            ("icmpv6.opt.linkaddr", "02:00:00:00:00:0a"),
+            ("icmpv6.checksum.status", GOOD),
+            ("ipv6.dst", "ff02::1:ff00:2"),
+            ("eth.dst", "33:33:ff:00:00:02"),
+        ],
+    );
+    add(
+        &mut v,
+        "icmpv6 neighbor advertisement",
+        eth(
+            MAC_A,
+            MAC_B,
+            None,
+            ethertype::IPV6,
+            &icmp6(
+                V6_B,
+                V6_A,
+                Icmpv6Repr::NeighborAdvert {
+                    flags: icmpv6::na_flags::SOLICITED | icmpv6::na_flags::OVERRIDE,
+                    target: V6_B,
+                    lladdr: Some(MAC_B),
+                },
+            ),
+        ),
+        &[
+            ("icmpv6.type", "136"),
+            ("icmpv6.nd.na.target_address", "2001:db8::2"),
+            ("icmpv6.nd.na.flag.s", "1"),
+            ("icmpv6.nd.na.flag.o", "1"),
+            ("icmpv6.nd.na.flag.r", "0"),
+            ("icmpv6.opt.linkaddr", "02:00:00:00:00:0b"),
+            ("icmpv6.checksum.status", GOOD),
         ],
     );
 
