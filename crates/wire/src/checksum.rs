@@ -7,7 +7,9 @@
 //! offset of the covered data (RFC 1071 §2(B): byte order independence holds
 //! per 16-bit word).
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::{Error, Result};
 
 /// Fold a wide accumulator of 16-bit words into a 16-bit one's-complement sum
 /// (RFC 1071 §4.1 "fold 32-bit sum to 16 bits", done twice for 64 bits).
@@ -101,6 +103,21 @@ pub fn pseudo_header_v6(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, length:
     }
     acc += u64::from(length >> 16) + u64::from(length & 0xffff) + u64::from(next_header);
     fold(acc)
+}
+
+/// Pseudo-header sum for either family; [`Error::Malformed`] when the two
+/// addresses are of different families. For IPv4 the length must fit in 16
+/// bits ([`Error::BadLength`]).
+#[inline]
+pub fn pseudo_header(src: &IpAddr, dst: &IpAddr, protocol: u8, length: u32) -> Result<u16> {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let len = u16::try_from(length).map_err(|_| Error::BadLength)?;
+            Ok(pseudo_header_v4(s, d, protocol, len))
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => Ok(pseudo_header_v6(s, d, protocol, length)),
+        _ => Err(Error::Malformed),
+    }
 }
 
 /// New checksum after one 16-bit word covered by `csum` changed from `old`
@@ -228,6 +245,25 @@ mod tests {
         bytes[32..36].copy_from_slice(&0x1_0000u32.to_be_bytes());
         bytes[39] = 58;
         assert_eq!(p6, data(&bytes));
+    }
+
+    #[test]
+    fn pseudo_header_either_family() {
+        let a4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let b4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+        assert_eq!(pseudo_header(&a4, &b4, 17, 8), Ok(0x141c));
+        assert_eq!(pseudo_header(&a4, &b4, 17, 70_000), Err(Error::BadLength));
+        let a6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        assert_eq!(pseudo_header(&a4, &a6, 17, 8), Err(Error::Malformed));
+        assert_eq!(
+            pseudo_header(&a6, &a6, 58, 8),
+            Ok(pseudo_header_v6(
+                &Ipv6Addr::LOCALHOST,
+                &Ipv6Addr::LOCALHOST,
+                58,
+                8
+            ))
+        );
     }
 
     proptest! {
