@@ -16,6 +16,10 @@ pub mod offload;
 pub mod port;
 pub mod tables;
 pub mod trace;
+pub mod worker;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
 pub use port::Port;

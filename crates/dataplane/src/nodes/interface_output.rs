@@ -48,7 +48,14 @@ impl Node for InterfaceOutput {
                 cx.trace
                     .add("interface-output", format_args!("{name} len {}", p.len()));
             }
-            if !cx.port_offloads[port] {
+            // Offloads only when the backend can (vnet headers) and the
+            // interface allows it.
+            let offloads = cx.port_offloads[port]
+                && cx
+                    .tables
+                    .iface(p.meta.tx_port)
+                    .is_some_and(|i| i.flags.offloads);
+            if !offloads {
                 if p.meta.offload.gso != Gso::None {
                     self.segs.clear();
                     match gso::segment(&p, &mut cx.pool, &mut self.segs) {

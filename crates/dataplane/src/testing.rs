@@ -1,0 +1,308 @@
+//! Test support: an in-memory [`MockPort`] and frame builders / dissectors
+//! written with the `wire` crate's Reprs (independent of the nodes' own
+//! byte handling). Compiled for this crate's tests and with the `testing`
+//! feature.
+
+use crate::buffer::{Offload, Packet, Pool};
+use crate::port::Port;
+use std::collections::VecDeque;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use wire::arp::{ArpRepr, Operation};
+use wire::ethernet::{EthernetRepr, Frame, MacAddr};
+use wire::icmpv4::Icmpv4Repr;
+use wire::icmpv6::Icmpv6Repr;
+use wire::ipv4::Ipv4Repr;
+use wire::ipv6::Ipv6Repr;
+
+#[derive(Default)]
+struct Queues {
+    rx: VecDeque<(Vec<u8>, Offload)>,
+    tx: Vec<(Vec<u8>, Offload)>,
+}
+
+/// The test side of a [`MockPort`]: inject frames, collect transmitted ones.
+#[derive(Clone)]
+pub struct MockHandle {
+    q: Arc<Mutex<Queues>>,
+    fail: Arc<AtomicBool>,
+}
+
+impl MockHandle {
+    pub fn inject(&self, frame: Vec<u8>) {
+        self.inject_with(frame, Offload::default());
+    }
+
+    pub fn inject_with(&self, frame: Vec<u8>, o: Offload) {
+        self.q
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rx
+            .push_back((frame, o));
+    }
+
+    /// Frames transmitted since the last call.
+    pub fn take_tx(&self) -> Vec<Vec<u8>> {
+        self.take_tx_with().into_iter().map(|(f, _)| f).collect()
+    }
+
+    pub fn take_tx_with(&self) -> Vec<(Vec<u8>, Offload)> {
+        std::mem::take(&mut self.q.lock().unwrap_or_else(|e| e.into_inner()).tx)
+    }
+
+    /// Makes every burst fail (netdev gone) until reset.
+    pub fn set_fail(&self, fail: bool) {
+        self.fail.store(fail, Ordering::Relaxed);
+    }
+}
+
+/// An in-memory port.
+pub struct MockPort {
+    name: String,
+    mac: [u8; 6],
+    mtu: u32,
+    offloads: bool,
+    h: MockHandle,
+}
+
+impl MockPort {
+    pub fn new(name: &str, mac: [u8; 6], mtu: u32) -> (Self, MockHandle) {
+        let h = MockHandle {
+            q: Arc::default(),
+            fail: Arc::default(),
+        };
+        (
+            MockPort {
+                name: name.to_string(),
+                mac,
+                mtu,
+                offloads: false,
+                h: h.clone(),
+            },
+            h,
+        )
+    }
+
+    pub fn with_offloads(mut self, on: bool) -> Self {
+        self.offloads = on;
+        self
+    }
+}
+
+impl Port for MockPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize> {
+        if self.h.fail.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while n < max {
+            let Some((f, o)) = q.rx.pop_front() else {
+                break;
+            };
+            let Some(mut p) = pool.alloc() else {
+                q.rx.push_front((f, o));
+                break;
+            };
+            p.set_data(&f);
+            p.meta.offload = o;
+            out.push(p);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
+        if self.h.fail.load(Ordering::Relaxed) {
+            pool.free_all(pkts);
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
+        let n = pkts.len();
+        for p in pkts.drain(..) {
+            q.tx.push((p.data().to_vec(), p.meta.offload));
+            pool.free(p);
+        }
+        Ok(n)
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        -1
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    fn offloads(&self) -> bool {
+        self.offloads
+    }
+}
+
+/// Ethernet frame around `payload`.
+pub fn eth(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let r = EthernetRepr {
+        src_addr: MacAddr(src),
+        dst_addr: MacAddr(dst),
+        vlan: None,
+        inner_vlan: None,
+        ethertype,
+    };
+    let mut b = vec![0u8; r.buffer_len(payload.len())];
+    r.emit(&mut Frame::new_unchecked(&mut b[..]));
+    b[r.header_len()..].copy_from_slice(payload);
+    b
+}
+
+/// ARP packet (28 bytes).
+pub fn arp(op: Operation, sha: [u8; 6], spa: Ipv4Addr, tha: [u8; 6], tpa: Ipv4Addr) -> Vec<u8> {
+    let r = ArpRepr {
+        operation: op,
+        source_hardware_addr: MacAddr(sha),
+        source_protocol_addr: spa,
+        target_hardware_addr: MacAddr(tha),
+        target_protocol_addr: tpa,
+    };
+    let mut b = vec![0u8; wire::arp::ETH_IPV4_LEN];
+    r.emit(&mut wire::arp::Packet::new_unchecked(&mut b[..]));
+    b
+}
+
+/// IPv4 packet with a valid header checksum.
+pub fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, ttl: u8, df: bool, payload: &[u8]) -> Vec<u8> {
+    let r = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        protocol: proto,
+        payload_len: payload.len(),
+        ttl,
+        tos: 0,
+        ident: 0x1234,
+        dont_frag: df,
+        more_frags: false,
+        frag_offset: 0,
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut wire::ipv4::Packet::new_unchecked(&mut b[..]))
+        .expect("ipv4 emit");
+    b[20..].copy_from_slice(payload);
+    b
+}
+
+/// ICMP echo request.
+pub fn icmp4_echo(ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
+    let r = Icmpv4Repr::EchoRequest {
+        ident,
+        seq_no,
+        data,
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut wire::icmpv4::Packet::new_unchecked(&mut b[..]))
+        .expect("icmp emit");
+    b
+}
+
+/// IPv6 packet.
+pub fn ipv6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    next_header: u8,
+    hop_limit: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let r = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header,
+        payload_len: payload.len(),
+        hop_limit,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut wire::ipv6::Packet::new_unchecked(&mut b[..]))
+        .expect("ipv6 emit");
+    b[40..].copy_from_slice(payload);
+    b
+}
+
+/// ICMPv6 message with its checksum for `src`/`dst`.
+pub fn icmp6(src: Ipv6Addr, dst: Ipv6Addr, r: &Icmpv6Repr<'_>) -> Vec<u8> {
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(
+        &src,
+        &dst,
+        &mut wire::icmpv6::Packet::new_unchecked(&mut b[..]),
+    )
+    .expect("icmpv6 emit");
+    b
+}
+
+/// What a transmitted frame is, as an independent dissector (the `wire`
+/// Reprs, which verify every checksum) sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Arp(EthernetRepr, ArpRepr),
+    Icmp4(EthernetRepr, Ipv4Repr, u8, u8, Vec<u8>),
+    Icmp6(EthernetRepr, Ipv6Repr, u8, u8, Vec<u8>),
+    Ip4(EthernetRepr, Ipv4Repr),
+    Ip6(EthernetRepr, Ipv6Repr),
+}
+
+/// Dissects a frame; panics (test helper) on anything invalid, including a
+/// bad checksum.
+pub fn dissect(f: &[u8]) -> Seen {
+    let fr = Frame::new_checked(f).expect("ethernet");
+    let e = EthernetRepr::parse(&fr).expect("ethernet repr");
+    let pl = &f[e.header_len()..];
+    match e.ethertype {
+        0x0806 => Seen::Arp(
+            e,
+            ArpRepr::parse(&wire::arp::Packet::new_checked(pl).expect("arp")).expect("arp repr"),
+        ),
+        0x0800 => {
+            let p = wire::ipv4::Packet::new_checked(pl).expect("ipv4");
+            let r = Ipv4Repr::parse(&p).expect("ipv4 repr (checksum)");
+            let body = &pl[p.header_len()..p.header_len() + r.payload_len];
+            if r.protocol == 1 {
+                let ip = wire::icmpv4::Packet::new_checked(body).expect("icmp");
+                assert!(ip.verify_checksum(), "icmp checksum");
+                Seen::Icmp4(e, r, body[0], body[1], body.to_vec())
+            } else {
+                Seen::Ip4(e, r)
+            }
+        }
+        0x86dd => {
+            let p = wire::ipv6::Packet::new_checked(pl).expect("ipv6");
+            let r = Ipv6Repr::parse(&p).expect("ipv6 repr");
+            let body = &pl[40..40 + r.payload_len];
+            if r.next_header == 58 {
+                let ip = wire::icmpv6::Packet::new_checked(body).expect("icmpv6");
+                assert!(
+                    ip.verify_checksum(&r.src_addr, &r.dst_addr),
+                    "icmpv6 checksum"
+                );
+                Seen::Icmp6(e, r, body[0], body[1], body.to_vec())
+            } else {
+                Seen::Ip6(e, r)
+            }
+        }
+        t => panic!("unexpected ethertype {t:#x}"),
+    }
+}

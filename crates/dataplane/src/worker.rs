@@ -1,0 +1,373 @@
+//! The worker loop: one thread, its own ports, pool, graph and counters.
+//!
+//! Each iteration receives a burst from every port into ethernet-input,
+//! runs the graph, and transmits the per-port vectors. When a burst came
+//! back empty the worker blocks in `poll(2)` on the ports' descriptors (up
+//! to the next timer), so an idle gateway costs no CPU on a machine whose
+//! cores it shares with the traffic; while packets keep coming it loops
+//! without sleeping. Neighbour timers run every [`TIMER_MS`]. A port that
+//! fails (netdev gone) is closed, marked down and re-opened through the
+//! [`PortFactory`] every [`RETRY_MS`].
+
+use crate::buffer::{Packet, Pool};
+use crate::counters::WorkerCounters;
+use crate::graph::{Ctx, Graph, NodeId};
+use crate::neighbour::{NeighConfig, NeighbourShared, Solicit};
+use crate::nodes::icmp_error::RateLimit;
+use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
+use crate::nodes::nd;
+use crate::port::Port;
+use crate::tables::SharedTables;
+use crate::VECTOR_SIZE;
+use std::io;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Period of the neighbour / ICMP timers.
+pub const TIMER_MS: u64 = 100;
+/// Period of re-open attempts for a failed port.
+pub const RETRY_MS: u64 = 1000;
+
+/// Re-opens port `index` named `name` (supplied by the binary).
+pub type PortFactory = Box<dyn FnMut(u16, &str) -> io::Result<Box<dyn Port>> + Send>;
+
+/// Worker parameters.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Buffers in the worker's pool.
+    pub pool_size: usize,
+    pub neigh: NeighConfig,
+    /// ICMP errors per second and burst (RFC 1812 §4.3.2.8).
+    pub icmp_rate: u32,
+    pub icmp_burst: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            pool_size: 2048,
+            neigh: NeighConfig::default(),
+            icmp_rate: 100,
+            icmp_burst: 100,
+        }
+    }
+}
+
+struct PortSlot {
+    name: String,
+    port: Option<Box<dyn Port>>,
+}
+
+/// One dataplane thread.
+pub struct Worker {
+    pub id: usize,
+    ports: Vec<PortSlot>,
+    graph: Graph,
+    cx: Ctx,
+    shared: Arc<SharedTables>,
+    factory: Option<PortFactory>,
+    rx: Vec<Packet>,
+    solicit: Vec<Solicit>,
+    failed: Vec<Packet>,
+    announce: Vec<Packet>,
+    last_timer: u64,
+    last_retry: u64,
+}
+
+impl Worker {
+    /// A worker over `ports` (index = port id, as in the tables).
+    pub fn new(
+        id: usize,
+        ports: Vec<Box<dyn Port>>,
+        shared: Arc<SharedTables>,
+        cfg: WorkerConfig,
+    ) -> Self {
+        let n = ports.len();
+        let mut cx = Ctx::new(shared.load(), Pool::new(cfg.pool_size), n, cfg.neigh);
+        cx.icmp_limit = RateLimit::new(cfg.icmp_rate, cfg.icmp_burst);
+        for (i, p) in ports.iter().enumerate() {
+            cx.port_offloads[i] = p.offloads();
+        }
+        Worker {
+            id,
+            ports: ports
+                .into_iter()
+                .map(|p| PortSlot {
+                    name: p.name().to_string(),
+                    port: Some(p),
+                })
+                .collect(),
+            graph: Graph::standard(n),
+            cx,
+            shared,
+            factory: None,
+            rx: Vec::with_capacity(VECTOR_SIZE * 2),
+            solicit: Vec::with_capacity(64),
+            failed: Vec::with_capacity(64),
+            announce: Vec::with_capacity(16),
+            last_timer: 0,
+            last_retry: 0,
+        }
+    }
+
+    /// How failed ports are re-opened.
+    pub fn set_port_factory(&mut self, f: PortFactory) {
+        self.factory = Some(f);
+    }
+
+    /// Joins the cross-worker neighbour hint exchange.
+    pub fn set_neighbour_shared(&mut self, s: Arc<NeighbourShared>) {
+        self.cx.neigh_shared = Some(s);
+    }
+
+    pub fn counters(&self) -> Arc<WorkerCounters> {
+        self.graph.counters()
+    }
+
+    /// Graph and worker state (tests, `show` commands).
+    pub fn ctx(&self) -> &Ctx {
+        &self.cx
+    }
+
+    pub fn ctx_mut(&mut self) -> &mut Ctx {
+        &mut self.cx
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Traces the next `n` received packets.
+    pub fn trace_arm(&mut self, n: usize) {
+        self.cx.trace.arm(n);
+    }
+
+    pub fn trace_drain(&mut self) -> Vec<String> {
+        self.cx.trace.drain()
+    }
+
+    pub fn port_is_up(&self, port: u16) -> bool {
+        self.cx
+            .port_up
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Sends gratuitous ARP and unsolicited NAs for every address of port
+    /// `port` (interface up, RFC 5227 §3 / RFC 4861 §7.2.6).
+    pub fn announce_port(&mut self, port: u16) {
+        let t = self.shared.load();
+        if let Some(ifc) = t.iface(port) {
+            nd::announce(&mut self.cx.pool, ifc, &mut self.announce);
+            self.graph
+                .input(NodeId::InterfaceOutput, &mut self.announce);
+        }
+    }
+
+    /// Announces every port that is up.
+    pub fn announce_all(&mut self, now: u64) {
+        self.cx.now = now;
+        self.cx.tables = self.shared.load();
+        for i in 0..self.ports.len() {
+            if self.cx.port_up[i] {
+                self.announce_port(i as u16);
+            }
+        }
+        self.graph.run(&mut self.cx);
+        self.flush();
+    }
+
+    /// One iteration at time `now` (ms, monotonic): receive from every
+    /// port, run the graph, transmit, run due timers. Returns the number of
+    /// packets received. Tests call this directly with a hand-driven clock.
+    pub fn step(&mut self, now: u64) -> usize {
+        self.cx.now = now;
+        self.cx.tables = self.shared.load();
+        if let Some(s) = &self.cx.neigh_shared {
+            self.cx.neigh_hints = s.snapshot();
+        }
+        let mut received = 0;
+        let counters = self.graph.counters();
+        for i in 0..self.ports.len() {
+            let Some(port) = self.ports[i].port.as_mut() else {
+                continue;
+            };
+            let before = self.rx.len();
+            match port.rx_burst(&mut self.cx.pool, &mut self.rx, VECTOR_SIZE) {
+                Ok(_) => {
+                    let pc = &counters.ports[i];
+                    let mut bytes = 0u64;
+                    for p in &mut self.rx[before..] {
+                        p.meta.rx_port = i as u16;
+                        p.meta.tx_port = i as u16;
+                        bytes += p.len() as u64;
+                    }
+                    let n = self.rx.len() - before;
+                    pc.rx_packets.add(n as u64);
+                    pc.rx_bytes.add(bytes);
+                    received += n;
+                }
+                Err(_) => self.port_failed(i),
+            }
+        }
+        if !self.rx.is_empty() {
+            self.graph.input(NodeId::EthernetInput, &mut self.rx);
+            self.graph.run(&mut self.cx);
+        }
+        if now.saturating_sub(self.last_timer) >= TIMER_MS {
+            self.last_timer = now;
+            self.timers(now);
+        }
+        self.flush();
+        if now.saturating_sub(self.last_retry) >= RETRY_MS {
+            self.last_retry = now;
+            self.retry_ports();
+        }
+        received
+    }
+
+    /// Neighbour retransmits, failures and aging; cross-worker sync.
+    fn timers(&mut self, now: u64) {
+        self.cx.neigh.tick(now, &mut self.solicit, &mut self.failed);
+        if !self.failed.is_empty() {
+            self.graph.count_drops(
+                NodeId::IpRewrite,
+                NEIGHBOUR_UNRESOLVED,
+                self.failed.len() as u64,
+            );
+            self.cx.pool.free_all(&mut self.failed);
+        }
+        let t = self.cx.tables.clone();
+        for s in self.solicit.drain(..) {
+            let Some(ifc) = t.iface(s.port) else { continue };
+            let p = match s.ip {
+                IpAddr::V4(a) => nd::arp_request(&mut self.cx.pool, ifc, a, s.unicast),
+                IpAddr::V6(a) => nd::neighbor_solicit(&mut self.cx.pool, ifc, a, s.unicast),
+            };
+            if let Some(p) = p {
+                self.graph.input_one(NodeId::InterfaceOutput, p);
+            }
+        }
+        self.graph.run(&mut self.cx);
+        if let Some(s) = &self.cx.neigh_shared {
+            s.sync(now);
+        }
+        for i in 0..self.ports.len() {
+            if self.ports[i].port.as_ref().is_some_and(|p| !p.is_alive()) {
+                self.port_failed(i);
+            }
+        }
+    }
+
+    /// Hands every per-port transmit vector to its port.
+    fn flush(&mut self) {
+        let counters = self.graph.counters();
+        for i in 0..self.cx.tx.len() {
+            if self.cx.tx[i].is_empty() {
+                continue;
+            }
+            let n = self.cx.tx[i].len() as u64;
+            let bytes: u64 = self.cx.tx[i].iter().map(|p| p.len() as u64).sum();
+            let pc = &counters.ports[i];
+            match self.ports[i].port.as_mut() {
+                Some(port) => match port.tx_burst(&mut self.cx.tx[i], &mut self.cx.pool) {
+                    Ok(sent) => {
+                        pc.tx_packets.add(sent as u64);
+                        pc.tx_bytes.add(bytes);
+                        pc.drops.add(n.saturating_sub(sent as u64));
+                    }
+                    Err(_) => {
+                        pc.drops.add(n);
+                        self.port_failed(i);
+                    }
+                },
+                None => pc.drops.add(n),
+            }
+            // Whatever the backend left behind goes back to the pool.
+            self.cx.pool.free_all(&mut self.cx.tx[i]);
+        }
+    }
+
+    /// Closes a failed port; it is re-opened by [`Worker::retry_ports`].
+    fn port_failed(&mut self, i: usize) {
+        if self.ports[i].port.take().is_some() {
+            tracing::warn!(worker = self.id, port = %self.ports[i].name, "port failed, marked down");
+        }
+        self.cx.port_up[i] = false;
+        self.cx.neigh.flush_port(i as u16, &mut self.failed);
+        self.cx.pool.free_all(&mut self.failed);
+        self.cx.pool.free_all(&mut self.cx.tx[i]);
+    }
+
+    fn retry_ports(&mut self) {
+        let Some(f) = self.factory.as_mut() else {
+            return;
+        };
+        let mut reopened = Vec::new();
+        for (i, slot) in self.ports.iter_mut().enumerate() {
+            if slot.port.is_some() {
+                continue;
+            }
+            if let Ok(p) = f(i as u16, &slot.name) {
+                tracing::info!(port = %slot.name, "port re-opened");
+                self.cx.port_offloads[i] = p.offloads();
+                slot.port = Some(p);
+                self.cx.port_up[i] = true;
+                reopened.push(i as u16);
+            }
+        }
+        for i in reopened {
+            self.announce_port(i);
+        }
+        self.graph.run(&mut self.cx);
+        self.flush();
+    }
+
+    /// Runs until `stop` is set: announce, then step; block in `poll(2)`
+    /// while idle.
+    pub fn run(&mut self, stop: &AtomicBool) {
+        let start = Instant::now();
+        let now = || start.elapsed().as_millis() as u64;
+        self.announce_all(now());
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.ports.len());
+        while !stop.load(Ordering::Relaxed) {
+            let received = self.step(now());
+            if received > 0 {
+                continue;
+            }
+            fds.clear();
+            for s in &self.ports {
+                if let Some(p) = &s.port {
+                    let fd = p.poll_fd();
+                    if fd >= 0 {
+                        fds.push(libc::pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                    }
+                }
+            }
+            let wait = TIMER_MS
+                .saturating_sub(now().saturating_sub(self.last_timer))
+                .max(1);
+            poll(&mut fds, wait as i32);
+        }
+    }
+}
+
+/// `poll(2)` on `fds` for up to `timeout_ms`; errors (EINTR) just return.
+fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) {
+    if fds.is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+        return;
+    }
+    // SAFETY: `fds` is a valid, exclusively borrowed slice of `pollfd` and
+    // its length is passed alongside; poll(2) writes only `revents` within it.
+    unsafe {
+        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms);
+    }
+}
