@@ -7,12 +7,11 @@
 //! tshark is required: a missing binary fails the test (CI installs it).
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use wire::checksum;
 use wire::esp::{self, Esp, EspRepr, EspTrailer};
 use wire::ethernet::{ethertype, EthernetRepr, Frame, MacAddr, VlanTag};
 use wire::gre::{Gre, GreRepr, Protocol};
@@ -22,6 +21,7 @@ use wire::ipv4::{self, protocol, Ipv4Repr};
 use wire::ipv6::{self, FragmentHeader, FragmentRepr, Ipv6Repr};
 use wire::nvgre::{Nvgre, NvgreRepr};
 use wire::pcap::{LinkType, Writer, DEFAULT_SNAPLEN};
+use wire::udp::{self, UdpRepr};
 use wire::vxlan::{self, Vxlan, VxlanRepr};
 use wire::{arp, pcap};
 
@@ -169,23 +169,33 @@ fn ipv6_fragment(next: u8, offset: u16, more: bool, ident: u32) -> Vec<u8> {
     b
 }
 
-/// UDP over IPv4 with a valid checksum (hand-built until the udp builder
-/// lands).
+fn udp_bytes(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let r = UdpRepr {
+        src_port: sport,
+        dst_port: dport,
+        payload_len: payload.len(),
+    };
+    let mut u = vec![0u8; r.buffer_len()];
+    r.emit(
+        &mut udp::Packet::new_unchecked(&mut u[..]),
+        &src,
+        &dst,
+        payload,
+    )
+    .unwrap();
+    u
+}
+
+/// UDP in IPv4 with its checksum.
 fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let len = (8 + payload.len()) as u16;
-    let mut u = Vec::with_capacity(len as usize);
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&len.to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    let ph = checksum::pseudo_header_v4(&src, &dst, protocol::UDP, len);
-    let mut c = !checksum::combine(&[ph, checksum::data(&u)]);
-    if c == 0 {
-        c = 0xffff;
-    }
-    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let u = udp_bytes(src.into(), dst.into(), sport, dport, payload);
     ipv4(src, dst, protocol::UDP, &u)
+}
+
+/// UDP in IPv6 with its (mandatory) checksum.
+fn udp6(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let u = udp_bytes(src.into(), dst.into(), sport, dport, payload);
+    ipv6(src, dst, protocol::UDP, &u)
 }
 
 fn gre(repr: GreRepr, payload: &[u8]) -> Vec<u8> {
@@ -618,6 +628,42 @@ fn cases() -> Vec<Case> {
         ],
     );
 
+    // --- UDP over IPv4 and IPv6 (odd payload length: checksum padding).
+    add(
+        &mut v,
+        "udp/ipv4",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV4,
+            &udp4(V4_A, V4_B, 40000, 40001, b"udp-v4!"),
+        ),
+        &[
+            ("udp.srcport", "40000"),
+            ("udp.dstport", "40001"),
+            ("udp.length", "15"),
+            ("udp.checksum.status", GOOD),
+        ],
+    );
+    add(
+        &mut v,
+        "udp/ipv6",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV6,
+            &udp6(V6_A, V6_B, 40002, 40003, b"udp-v6!"),
+        ),
+        &[
+            ("udp.srcport", "40002"),
+            ("udp.dstport", "40003"),
+            ("udp.length", "15"),
+            ("udp.checksum.status", GOOD),
+        ],
+    );
+
     // --- GRE with checksum + key + sequence over IPv4 and IPv6.
     let full = |protocol, key, seq| GreRepr {
         checksum: true,
@@ -801,6 +847,22 @@ fn cases() -> Vec<Case> {
             ("vxlan.flag_i", "1"),
             ("vxlan.vni", "11259375"),
             ("eth.src", "02:00:00:00:00:0a,02:00:00:00:00:0c"),
+        ],
+    );
+    add(
+        &mut v,
+        "vxlan/ipv6",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV6,
+            &udp6(V6_A, V6_B, 49153, vxlan::PORT, &vxlan(7, &inner_eth)),
+        ),
+        &[
+            ("udp.checksum.status", GOOD),
+            ("vxlan.vni", "7"),
+            ("ip.dst", "10.1.0.2"),
         ],
     );
     // --- ESP, raw and UDP-encapsulated.
