@@ -724,7 +724,7 @@ fn receive(a: ReceiveArgs) -> Result<(), String> {
     for (i, s) in udp_socks.into_iter().enumerate() {
         let sh = shared.clone();
         let from = peer.ip();
-        run.spawn(i, &cpus, move || crate::udp::receive(s, from, sh, i))?;
+        run.spawn(i, &cpus, move || crate::udp::receive(s, io, from, sh, i))?;
     }
     run.start_progress(&a.common);
     let phases = receiver_phases(&mut ctl, &run, &cfg, timeout);

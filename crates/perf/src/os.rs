@@ -137,3 +137,180 @@ mod tests {
         assert_eq!(tcp_total_retrans(&u), None);
     }
 }
+
+/// Batched UDP I/O with `sendmmsg(2)` / `recvmmsg(2)`: one system call moves
+/// up to `batch` datagrams, which is what lets a single thread keep up with
+/// a gateway at MTU-sized packets. All memory is allocated once, up front.
+pub struct Mmsg {
+    bufs: Vec<u8>,
+    slot: usize,
+    iov: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+impl Mmsg {
+    /// For receiving: `batch` buffers of `slot` bytes, each with an address.
+    pub fn for_recv(batch: usize, slot: usize) -> Mmsg {
+        let batch = batch.max(1);
+        let slot = slot.max(1);
+        let mut m = Mmsg {
+            bufs: vec![0u8; batch * slot],
+            slot,
+            // SAFETY (zeroed): iovec, sockaddr_storage and mmsghdr are plain
+            // C structs for which all-zero (null pointers, zero lengths) is a
+            // valid value; the pointers are filled in below before any use.
+            iov: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            addrs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            hdrs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+        };
+        for i in 0..batch {
+            m.iov[i].iov_base = m.bufs[i * slot..].as_mut_ptr().cast();
+            m.iov[i].iov_len = slot;
+        }
+        m.link(true);
+        m
+    }
+
+    /// For sending: `batch` headers that all point at one `payload` copy
+    /// (the socket is connected, so no per-message address).
+    pub fn for_send(batch: usize, payload: &[u8]) -> Mmsg {
+        let batch = batch.max(1);
+        let mut m = Mmsg {
+            bufs: payload.to_vec(),
+            slot: payload.len(),
+            // SAFETY (zeroed): as in `for_recv`.
+            iov: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            addrs: Vec::new(),
+            hdrs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+        };
+        let base = m.bufs.as_mut_ptr();
+        for v in &mut m.iov {
+            v.iov_base = base.cast();
+            v.iov_len = payload.len();
+        }
+        m.link(false);
+        m
+    }
+
+    /// Points every header at its iovec (and address slot when receiving).
+    /// The Vecs are never resized afterwards, so the pointers stay valid.
+    fn link(&mut self, with_addr: bool) {
+        for i in 0..self.hdrs.len() {
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_iov = &mut self.iov[i];
+            h.msg_iovlen = 1;
+            if with_addr {
+                h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+                h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            }
+        }
+    }
+
+    pub fn batch(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Sends up to `n` (≤ batch) datagrams; returns how many left.
+    pub fn send<S: AsRawFd>(&mut self, sock: &S, n: usize) -> io::Result<usize> {
+        let n = n.min(self.hdrs.len());
+        // SAFETY: `hdrs[..n]` are initialised mmsghdrs whose iovecs point
+        // into `self.bufs`, alive and unmoved for the call; the kernel reads
+        // them and writes only `msg_len` of each header.
+        let rc = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                0,
+            )
+        };
+        usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// Receives up to a batch, waiting (up to SO_RCVTIMEO) only for the
+    /// first. For each datagram `f(len, sender ip)` is called.
+    pub fn recv<S: AsRawFd>(
+        &mut self,
+        sock: &S,
+        mut f: impl FnMut(usize, Option<std::net::IpAddr>),
+    ) -> io::Result<usize> {
+        for h in &mut self.hdrs {
+            h.msg_hdr.msg_namelen =
+                std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_len = 0;
+        }
+        // SAFETY: every header points at its own `slot`-byte region of
+        // `self.bufs` and its own sockaddr_storage, all alive and unmoved for
+        // the call; the kernel writes at most those sizes. A null timeout
+        // means "use the socket's SO_RCVTIMEO".
+        let rc = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                self.hdrs.len() as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        let n = usize::try_from(rc).map_err(|_| io::Error::last_os_error())?;
+        for i in 0..n.min(self.hdrs.len()) {
+            let len = (self.hdrs[i].msg_len as usize).min(self.slot);
+            f(len, sockaddr_ip(&self.addrs[i]));
+        }
+        Ok(n)
+    }
+}
+
+/// The IP address in a sockaddr the kernel filled in.
+fn sockaddr_ip(sa: &libc::sockaddr_storage) -> Option<std::net::IpAddr> {
+    match libc::c_int::from(sa.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says this storage holds a sockaddr_in, and
+            // sockaddr_storage is large and aligned enough for it.
+            let sin =
+                unsafe { &*(sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into())
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 =
+                unsafe { &*(sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod mmsg_tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn batch_round_trip() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let mut s = Mmsg::for_send(8, &[7u8; 100]);
+        assert_eq!(s.send(&tx, 5).unwrap(), 5);
+        let mut r = Mmsg::for_recv(4, 2048);
+        let mut got = Vec::new();
+        let mut total = 0;
+        while total < 5 {
+            total += r.recv(&rx, |len, ip| got.push((len, ip))).unwrap();
+        }
+        assert_eq!(total, 5);
+        assert!(got
+            .iter()
+            .all(|&(l, ip)| l == 100 && ip == Some("127.0.0.1".parse().unwrap())));
+        // Nothing more: the receive times out instead of blocking forever.
+        let e = r.recv(&rx, |_, _| {}).unwrap_err();
+        assert!(matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ));
+    }
+}
