@@ -162,7 +162,11 @@ pub fn fragment_ipv4(
         f.meta.offload = Offload::default();
         let s = f.data_mut();
         hdr::set_ip_len(s, l3, false, len);
-        let mf = if !last || frag & IPV4_MF != 0 { IPV4_MF } else { 0 };
+        let mf = if !last || frag & IPV4_MF != 0 {
+            IPV4_MF
+        } else {
+            0
+        };
         let off = ((orig_off + pos) / 8) as u16;
         put16(s, l3 + 6, (frag & IPV4_RESERVED) | mf | off);
         hdr::set_ipv4_csum(s, l3);
@@ -204,7 +208,11 @@ mod tests {
             let mf = w & 0x2000 != 0;
             assert_eq!(*id.get_or_insert(rd16(d, l3 + 4)), rd16(d, l3 + 4));
             if mf {
-                assert_eq!((total - ihl) % 8, 0, "non-last fragment data on 8-byte boundary");
+                assert_eq!(
+                    (total - ihl) % 8,
+                    0,
+                    "non-last fragment data on 8-byte boundary"
+                );
             }
             if parts.is_empty() {
                 first_hdr = d[..l3 + ihl].to_vec();
@@ -300,11 +308,17 @@ mod tests {
             Err(OffloadError::DontFragment { mtu: 1400 })
         );
         let p = packet(&mut pool, &frame(&[], 0, 2000), 14);
-        assert_eq!(fragment_ipv4(&p, 14, 67, &mut pool, &mut out), Err(OffloadError::MtuTooSmall));
+        assert_eq!(
+            fragment_ipv4(&p, 14, 67, &mut pool, &mut out),
+            Err(OffloadError::MtuTooSmall)
+        );
         assert_eq!(fragment_ipv4(&p, 14, 2020, &mut pool, &mut out), Ok(0));
         assert!(out.is_empty());
         let p6 = packet(&mut pool, &udp_frame(true, &[0; 3000]), 14);
-        assert_eq!(fragment_ipv4(&p6, 14, 1280, &mut pool, &mut out), Err(OffloadError::Unsupported));
+        assert_eq!(
+            fragment_ipv4(&p6, 14, 1280, &mut pool, &mut out),
+            Err(OffloadError::Unsupported)
+        );
     }
 
     #[test]

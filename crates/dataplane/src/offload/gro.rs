@@ -338,7 +338,12 @@ impl Coalescer {
     /// when the table is full.
     fn lookup(&self, key: &FlowKey) -> Option<usize> {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in key.src.iter().chain(key.dst.iter()).chain(key.ports.to_be_bytes().iter()) {
+        for b in key
+            .src
+            .iter()
+            .chain(key.dst.iter())
+            .chain(key.ports.to_be_bytes().iter())
+        {
             h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
         let mut i = (h ^ (h >> 29)) as usize & self.mask;
@@ -437,7 +442,13 @@ impl Coalescer {
 
     /// Checks the merge rules; on success returns the new TSval to store
     /// in the super-packet, if timestamps may advance and did.
-    fn can_merge(&self, slot: &Slot, head: &Packet, pkt: &Packet, seg: &Seg) -> Result<Option<u32>, Refusal> {
+    fn can_merge(
+        &self,
+        slot: &Slot,
+        head: &Packet,
+        pkt: &Packet,
+        seg: &Seg,
+    ) -> Result<Option<u32>, Refusal> {
         let h = head.data();
         let d = pkt.data();
         let l3 = seg.ip.l3;
@@ -495,7 +506,9 @@ impl Coalescer {
             let Some(t) = slot.ts_at.filter(|_| self.cfg.allow_ts_advance) else {
                 return Err(Refusal::OptionsDiffer);
             };
-            if d[l4 + 20..l4 + t] != h[hl4 + 20..hl4 + t] || d[l4 + t + 4..l4 + thl] != h[hl4 + t + 4..hl4 + thl] {
+            if d[l4 + 20..l4 + t] != h[hl4 + 20..hl4 + t]
+                || d[l4 + t + 4..l4 + thl] != h[hl4 + t + 4..hl4 + thl]
+            {
                 return Err(Refusal::OptionsDiffer);
             }
             let tsval = be32(d, l4 + t);
@@ -511,7 +524,10 @@ impl Coalescer {
         let head_end = hl4 + thl + (slot.next_seq.wrapping_sub(be32(h, hl4 + 4)) as usize);
         let new_end = head_end + seg.payload;
         let ip_len = new_end - l3 - if seg.ip.v6 { hdr::IPV6_HDR_LEN } else { 0 };
-        if ip_len > usize::from(u16::MAX) || new_end > MAX_FRAME || seg.payload > head.tailroom() + (head.len() - head_end.min(head.len())) {
+        if ip_len > usize::from(u16::MAX)
+            || new_end > MAX_FRAME
+            || seg.payload > head.tailroom() + (head.len() - head_end.min(head.len()))
+        {
             return Err(Refusal::TooBig);
         }
         Ok(new_ts)
@@ -667,7 +683,10 @@ mod tests {
         let at = usize::from(o.csum_start + o.csum_offset);
         let c = rfc1071(&d[usize::from(o.csum_start)..]);
         d[at..at + 2].copy_from_slice(&c.to_be_bytes());
-        assert!(l4_ok(&d, 14), "super-packet checksum completes to a valid one");
+        assert!(
+            l4_ok(&d, 14),
+            "super-packet checksum completes to a valid one"
+        );
         d
     }
 
@@ -717,7 +736,13 @@ mod tests {
         let mut c = Coalescer::new(cfg);
         let out = run(&mut c, frames, &mut pool);
         assert_eq!(out.len(), n, "packets out");
-        assert_eq!(c.stats().refused(r), 1, "refusal {} counted: {:?}", r.name(), c.stats());
+        assert_eq!(
+            c.stats().refused(r),
+            1,
+            "refusal {} counted: {:?}",
+            r.name(),
+            c.stats()
+        );
         assert_eq!(c.stats().refused.iter().sum::<u64>(), 1, "{:?}", c.stats());
         out
     }
@@ -792,10 +817,14 @@ mod tests {
     #[test]
     fn ipv4_id_rules() {
         // DF clear: the ID must increment.
-        expect(&second_with(|t| {
-            t.df = false;
-            t.id -= 1;
-        }), 2, Refusal::IpFieldsDiffer);
+        expect(
+            &second_with(|t| {
+                t.df = false;
+                t.id -= 1;
+            }),
+            2,
+            Refusal::IpFieldsDiffer,
+        );
         let t = Tcp {
             df: false,
             ..Tcp::new(false)
@@ -821,9 +850,17 @@ mod tests {
 
     #[test]
     fn refuses_different_options() {
-        expect(&second_with(|t| t.opts = ts_opt(100, 51)), 2, Refusal::OptionsDiffer);
+        expect(
+            &second_with(|t| t.opts = ts_opt(100, 51)),
+            2,
+            Refusal::OptionsDiffer,
+        );
         // The kernel's rule: even an advancing TSval is a difference.
-        expect(&second_with(|t| t.opts = ts_opt(101, 50)), 2, Refusal::OptionsDiffer);
+        expect(
+            &second_with(|t| t.opts = ts_opt(101, 50)),
+            2,
+            Refusal::OptionsDiffer,
+        );
     }
 
     #[test]
@@ -844,8 +881,18 @@ mod tests {
         assert_eq!(out.len(), 1);
         let d = complete_and_verify(&out[0]);
         assert_eq!(d[58..62], 101u32.to_be_bytes(), "latest TSval carried");
-        expect_cfg(cfg, &second_with(|t| t.opts = ts_opt(99, 50)), 2, Refusal::TimestampBackwards);
-        expect_cfg(cfg, &second_with(|t| t.opts = ts_opt(101, 49)), 2, Refusal::OptionsDiffer);
+        expect_cfg(
+            cfg,
+            &second_with(|t| t.opts = ts_opt(99, 50)),
+            2,
+            Refusal::TimestampBackwards,
+        );
+        expect_cfg(
+            cfg,
+            &second_with(|t| t.opts = ts_opt(101, 49)),
+            2,
+            Refusal::OptionsDiffer,
+        );
     }
 
     #[test]
@@ -870,7 +917,11 @@ mod tests {
         t3.id += 2;
         f.extend(segs(&t3, &[1000, 1000]));
         let out = expect(&f, 2, Refusal::Pushed);
-        assert_eq!(out[0].data()[47] & PSH, PSH, "PSH carried on the super-packet");
+        assert_eq!(
+            out[0].data()[47] & PSH,
+            PSH,
+            "PSH carried on the super-packet"
+        );
         assert_eq!(out[0].len(), f[0].len() + 1000);
         assert_eq!(out[1].data()[47] & PSH, 0);
         assert_eq!(out[1].meta.offload.gso, Gso::TcpV4);
@@ -970,7 +1021,14 @@ mod tests {
         let fa = segs(&a, &[800, 800, 800]);
         let fb = segs(&b, &[700, 700]);
         let udp = udp_frame(false, &[3; 50]);
-        let frames = vec![fa[0].clone(), fb[0].clone(), udp.clone(), fa[1].clone(), fb[1].clone(), fa[2].clone()];
+        let frames = vec![
+            fa[0].clone(),
+            fb[0].clone(),
+            udp.clone(),
+            fa[1].clone(),
+            fb[1].clone(),
+            fa[2].clone(),
+        ];
         let mut pool = Pool::new(16);
         let mut c = gro();
         let out = run(&mut c, &frames, &mut pool);

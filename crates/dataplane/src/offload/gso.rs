@@ -87,7 +87,11 @@ impl SegmentSpec {
 /// Segments a plain super-packet whose IP header is at `meta.l3_offset`,
 /// computing full checksums. Returns the number of segments appended to
 /// `out`. See [`segment_with`].
-pub fn segment(pkt: &Packet, pool: &mut Pool, out: &mut Vec<Packet>) -> Result<usize, OffloadError> {
+pub fn segment(
+    pkt: &Packet,
+    pool: &mut Pool,
+    out: &mut Vec<Packet>,
+) -> Result<usize, OffloadError> {
     segment_with(
         pkt,
         &SegmentSpec::plain(usize::from(pkt.meta.l3_offset)),
@@ -509,7 +513,13 @@ mod tests {
         (f, udp)
     }
 
-    fn check_encapsulated(segs: &[Packet], inner_orig: &[u8], inner_at: usize, mss: usize, t: &Tcp) {
+    fn check_encapsulated(
+        segs: &[Packet],
+        inner_orig: &[u8],
+        inner_at: usize,
+        mss: usize,
+        t: &Tcp,
+    ) {
         let inner: Vec<Packet> = {
             let mut pool = Pool::new(segs.len());
             segs.iter()
@@ -665,14 +675,26 @@ mod tests {
         let t = Tcp::new(false);
         let (_, mut p) = super_tcp(&t, 3000, &mut pool, 0);
         let mut out = Vec::new();
-        assert_eq!(segment(&p, &mut pool, &mut out), Err(OffloadError::BadSegmentSize));
+        assert_eq!(
+            segment(&p, &mut pool, &mut out),
+            Err(OffloadError::BadSegmentSize)
+        );
         p.meta.offload.gso_size = 1000;
         p.meta.offload.gso = Gso::TcpV6;
-        assert_eq!(segment(&p, &mut pool, &mut out), Err(OffloadError::Unsupported));
+        assert_eq!(
+            segment(&p, &mut pool, &mut out),
+            Err(OffloadError::Unsupported)
+        );
         p.meta.offload.gso = Gso::UdpL4;
-        assert_eq!(segment(&p, &mut pool, &mut out), Err(OffloadError::Unsupported));
+        assert_eq!(
+            segment(&p, &mut pool, &mut out),
+            Err(OffloadError::Unsupported)
+        );
         p.meta.offload.gso = Gso::None;
-        assert_eq!(segment(&p, &mut pool, &mut out), Err(OffloadError::Unsupported));
+        assert_eq!(
+            segment(&p, &mut pool, &mut out),
+            Err(OffloadError::Unsupported)
+        );
         assert!(out.is_empty());
     }
 
@@ -683,7 +705,10 @@ mod tests {
         let (_, p) = super_tcp(&t, 5000, &mut pool, 1000);
         let mut out = Vec::new();
         assert_eq!(pool.available(), 3);
-        assert_eq!(segment(&p, &mut pool, &mut out), Err(OffloadError::NoBuffers));
+        assert_eq!(
+            segment(&p, &mut pool, &mut out),
+            Err(OffloadError::NoBuffers)
+        );
         assert!(out.is_empty());
         assert_eq!(pool.available(), 3);
     }

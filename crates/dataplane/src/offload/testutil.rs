@@ -23,7 +23,11 @@ pub fn rfc1071(data: &[u8]) -> u16 {
     let mut i = 0;
     while i < data.len() {
         let hi = u32::from(data[i]);
-        let lo = if i + 1 < data.len() { u32::from(data[i + 1]) } else { 0 };
+        let lo = if i + 1 < data.len() {
+            u32::from(data[i + 1])
+        } else {
+            0
+        };
         acc += (hi << 8) | lo;
         if acc > 0xffff {
             acc -= 0xffff;
@@ -59,7 +63,11 @@ pub fn ip_info(frame: &[u8], l3: usize) -> (usize, u8, usize) {
         let ihl = usize::from(frame[l3] & 15) * 4;
         (ihl, frame[l3 + 9], l3 + usize::from(rd16(frame, l3 + 2)))
     } else {
-        (40, frame[l3 + 6], l3 + 40 + usize::from(rd16(frame, l3 + 4)))
+        (
+            40,
+            frame[l3 + 6],
+            l3 + 40 + usize::from(rd16(frame, l3 + 4)),
+        )
     }
 }
 
@@ -155,13 +163,21 @@ pub fn tcp_frame(t: &Tcp, payload: &[u8]) -> Vec<u8> {
     let mut seg = vec![0x30, 0x39, 0x01, 0xbb];
     seg.extend_from_slice(&t.seq.to_be_bytes());
     seg.extend_from_slice(&t.ack.to_be_bytes());
-    seg.push(((20 + t.opts.len()) / 4 << 4) as u8);
+    seg.push((((20 + t.opts.len()) / 4) << 4) as u8);
     seg.push(t.flags);
     seg.extend_from_slice(&t.window.to_be_bytes());
     seg.extend_from_slice(&[0, 0, 0, 0]);
     seg.extend_from_slice(&t.opts);
     seg.extend_from_slice(payload);
-    finish_frame(t.v6, 6, &seg, t.id, if t.df { 0x4000 } else { 0 }, t.ttl, 16)
+    finish_frame(
+        t.v6,
+        6,
+        &seg,
+        t.id,
+        if t.df { 0x4000 } else { 0 },
+        t.ttl,
+        16,
+    )
 }
 
 /// Ethernet + IP + UDP + payload with correct checksums.
@@ -173,7 +189,15 @@ pub fn udp_frame(v6: bool, payload: &[u8]) -> Vec<u8> {
     finish_frame(v6, 17, &seg, 7, 0, 64, 6)
 }
 
-fn finish_frame(v6: bool, proto: u8, seg: &[u8], id: u16, frag: u16, ttl: u8, csum_at: usize) -> Vec<u8> {
+fn finish_frame(
+    v6: bool,
+    proto: u8,
+    seg: &[u8],
+    id: u16,
+    frag: u16,
+    ttl: u8,
+    csum_at: usize,
+) -> Vec<u8> {
     let mut f = if v6 {
         let mut f = eth(0x86dd);
         let mut h = ipv6(seg.len(), proto);
@@ -198,7 +222,9 @@ fn finish_frame(v6: bool, proto: u8, seg: &[u8], id: u16, frag: u16, ttl: u8, cs
 }
 
 pub fn payload(n: usize, salt: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ (i >> 8) as u8).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ (i >> 8) as u8)
+        .collect()
 }
 
 pub fn packet(pool: &mut Pool, bytes: &[u8], l3: u16) -> Packet {
