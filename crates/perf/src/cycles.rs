@@ -261,10 +261,28 @@ mod sys {
     /// Opens an enabled cycle counter for (`pid`, `cpu`) as perf_event_open(2)
     /// defines them: (-1, n) = everything on CPU n; (0, -1) = this process.
     pub(super) fn open_cycles(pid: i32, cpu: i32, inherit: bool) -> std::io::Result<File> {
+        open_counter(
+            PERF_TYPE_HARDWARE,
+            PERF_COUNT_HW_CPU_CYCLES,
+            pid,
+            cpu,
+            inherit,
+        )
+    }
+
+    /// Any counting event; `inherit` extends it to threads created later,
+    /// and reading the parent's fd then sums the live children too.
+    pub(super) fn open_counter(
+        type_: u32,
+        config: u64,
+        pid: i32,
+        cpu: i32,
+        inherit: bool,
+    ) -> std::io::Result<File> {
         let attr = PerfEventAttr {
-            type_: PERF_TYPE_HARDWARE,
+            type_,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
-            config: PERF_COUNT_HW_CPU_CYCLES,
+            config,
             read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
             flags: if inherit { FLAG_INHERIT } else { 0 },
             ..Default::default()
@@ -390,6 +408,48 @@ mod tests {
             c.window(&s, &s, 1.5, Duration::from_millis(500)),
             (3_000_000_000, 1_000_000_000)
         );
+    }
+
+    /// The perf_event plumbing (attr layout, read format, inheritance into
+    /// threads, per-CPU system-wide counting) checked with software clocks,
+    /// which exist even where the VM has no PMU.
+    #[test]
+    fn perf_event_plumbing_with_software_clocks() {
+        const PERF_TYPE_SOFTWARE: u32 = 1;
+        const SW_CPU_CLOCK: u64 = 0;
+        const SW_TASK_CLOCK: u64 = 1;
+        let proc_clock =
+            Counter(sys::open_counter(PERF_TYPE_SOFTWARE, SW_TASK_CLOCK, 0, -1, true).unwrap());
+        let cpu0 =
+            Counter(sys::open_counter(PERF_TYPE_SOFTWARE, SW_CPU_CLOCK, -1, 0, false).unwrap());
+        let (p0, c0) = (proc_clock.read().unwrap(), cpu0.read().unwrap());
+        // A thread created after the open burns 100 ms of CPU and is still
+        // alive when the counter is read.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let burned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s2, b2) = (stop.clone(), burned.clone());
+        let h = std::thread::spawn(move || {
+            let t = Instant::now();
+            let mut x = 0u64;
+            while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_add(1));
+                if t.elapsed() > Duration::from_millis(100) {
+                    b2.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        while !burned.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (p1, c1) = (proc_clock.read().unwrap(), cpu0.read().unwrap());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        h.join().unwrap();
+        let task_ns = scaled_delta(&p0, &p1);
+        // Wall-clock ≥ 100 ms elapsed on CPU 0's clock; the thread's CPU time
+        // counts although it never exited (a busy machine may deschedule it).
+        assert!(scaled_delta(&c0, &c1) >= 90_000_000, "{c0:?} {c1:?}");
+        assert!(task_ns >= 20_000_000, "inherited task clock {task_ns} ns");
+        assert!(p1.enabled > p0.enabled && p1.running > p0.running);
     }
 
     #[test]
