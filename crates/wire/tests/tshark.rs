@@ -21,6 +21,7 @@ use wire::ipv4::{self, protocol, Ipv4Repr};
 use wire::ipv6::{self, FragmentHeader, FragmentRepr, Ipv6Repr};
 use wire::nvgre::{Nvgre, NvgreRepr};
 use wire::pcap::{LinkType, Writer, DEFAULT_SNAPLEN};
+use wire::tcp::{self, TcpRepr};
 use wire::udp::{self, UdpRepr};
 use wire::vxlan::{self, Vxlan, VxlanRepr};
 use wire::{arp, pcap};
@@ -196,6 +197,36 @@ fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, payload: &[u8]) ->
 fn udp6(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let u = udp_bytes(src.into(), dst.into(), sport, dport, payload);
     ipv6(src, dst, protocol::UDP, &u)
+}
+
+fn tcp_bytes(src: IpAddr, dst: IpAddr, r: TcpRepr, payload: &[u8]) -> Vec<u8> {
+    let mut t = vec![0u8; r.buffer_len()];
+    r.emit(
+        &mut tcp::Packet::new_unchecked(&mut t[..]),
+        &src,
+        &dst,
+        payload,
+    )
+    .unwrap();
+    t
+}
+
+fn tcp_repr(sport: u16, dport: u16, seq: u32, flags: u8, payload_len: usize) -> TcpRepr {
+    TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq_number: seq,
+        ack_number: None,
+        flags,
+        window_len: 64240,
+        urgent_at: 0,
+        max_seg_size: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload_len,
+    }
 }
 
 fn gre(repr: GreRepr, payload: &[u8]) -> Vec<u8> {
@@ -661,6 +692,99 @@ fn cases() -> Vec<Case> {
             ("udp.dstport", "40003"),
             ("udp.length", "15"),
             ("udp.checksum.status", GOOD),
+        ],
+    );
+
+    // --- TCP: SYN and SYN-ACK with MSS, window scale, SACK-permitted and
+    // timestamps over IPv4; a data segment with SACK blocks over IPv6.
+    let mut syn = tcp_repr(40000, 80, 0x0102_0304, tcp::flags::SYN, 0);
+    syn.max_seg_size = Some(1460);
+    syn.window_scale = Some(7);
+    syn.sack_permitted = true;
+    syn.timestamp = Some((1000, 0));
+    add(
+        &mut v,
+        "tcp syn/ipv4",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV4,
+            &ipv4(
+                V4_A,
+                V4_B,
+                protocol::TCP,
+                &tcp_bytes(V4_A.into(), V4_B.into(), syn, &[]),
+            ),
+        ),
+        &[
+            ("tcp.flags.syn", "1"),
+            ("tcp.flags.ack", "0"),
+            ("tcp.seq_raw", "16909060"),
+            ("tcp.options.mss_val", "1460"),
+            ("tcp.options.wscale.shift", "7"),
+            ("tcp.options.sack_perm", "0402"),
+            ("tcp.options.timestamp.tsval", "1000"),
+            ("tcp.checksum.status", GOOD),
+        ],
+    );
+    let mut synack = tcp_repr(80, 40000, 0x0a0b_0c0d, tcp::flags::SYN, 0);
+    synack.ack_number = Some(0x0102_0305);
+    synack.max_seg_size = Some(1400);
+    synack.window_scale = Some(9);
+    synack.sack_permitted = true;
+    synack.timestamp = Some((5000, 1000));
+    add(
+        &mut v,
+        "tcp syn-ack/ipv4",
+        eth(
+            MAC_A,
+            MAC_B,
+            None,
+            ethertype::IPV4,
+            &ipv4(
+                V4_B,
+                V4_A,
+                protocol::TCP,
+                &tcp_bytes(V4_B.into(), V4_A.into(), synack, &[]),
+            ),
+        ),
+        &[
+            ("tcp.flags.syn", "1"),
+            ("tcp.flags.ack", "1"),
+            ("tcp.ack_raw", "16909061"),
+            ("tcp.options.mss_val", "1400"),
+            ("tcp.options.wscale.shift", "9"),
+            ("tcp.options.timestamp.tsecr", "1000"),
+            ("tcp.checksum.status", GOOD),
+        ],
+    );
+    let mut data = tcp_repr(40010, 443, 1000, tcp::flags::PSH, b"tcp-over-v6".len());
+    data.ack_number = Some(2000);
+    data.timestamp = Some((7, 8));
+    data.sack_ranges = [Some((3000, 4000)), Some((5000, 6000)), None];
+    add(
+        &mut v,
+        "tcp data+sack/ipv6",
+        eth(
+            MAC_B,
+            MAC_A,
+            None,
+            ethertype::IPV6,
+            &ipv6(
+                V6_A,
+                V6_B,
+                protocol::TCP,
+                &tcp_bytes(V6_A.into(), V6_B.into(), data, b"tcp-over-v6"),
+            ),
+        ),
+        &[
+            ("tcp.flags.push", "1"),
+            ("tcp.len", "11"),
+            ("tcp.options.sack_le", "3000,5000"),
+            ("tcp.options.sack_re", "4000,6000"),
+            ("tcp.options.timestamp.tsval", "7"),
+            ("tcp.checksum.status", GOOD),
         ],
     );
 
