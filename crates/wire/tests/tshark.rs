@@ -1074,6 +1074,9 @@ const PREFS: &[&str] = &[
     "tcp.check_checksum:TRUE",
     "-o",
     "udp.check_checksum:TRUE",
+    // Absolute sequence numbers, so SACK edges read as written.
+    "-o",
+    "tcp.relative_sequence_numbers:FALSE",
 ];
 
 fn tshark(args: &[&str]) -> String {
