@@ -133,7 +133,8 @@ impl OutboundSa {
     pub fn encrypt(&self, pkt: &mut Packet, inner_is_v6: bool, seq: u64) -> Result<(), EspError> {
         self.lifetime.check_now()?;
         let bytes = pkt.len() as u64;
-        self.seal(pkt, inner_is_v6, seq, None)?;
+        let nh = if inner_is_v6 { NH_IPV6 } else { NH_IPV4 };
+        self.seal(pkt, nh, seq, None)?;
         self.lifetime.account(1, bytes);
         Ok(())
     }
@@ -161,8 +162,8 @@ impl OutboundSa {
             } else {
                 let len = p.len() as u64;
                 let r = match p.data().first().map(|b| b >> 4) {
-                    Some(4) => self.seal(p, false, seq, None),
-                    Some(6) => self.seal(p, true, seq, None),
+                    Some(4) => self.seal(p, NH_IPV4, seq, None),
+                    Some(6) => self.seal(p, NH_IPV6, seq, None),
                     _ => Err(EspError::BadInner),
                 };
                 if r.is_ok() {
@@ -178,17 +179,27 @@ impl OutboundSa {
         Ok(event)
     }
 
-    /// The encapsulation proper; `iv` overrides the IV for known-answer
-    /// tests (production IVs are the sequence number for the AEADs, random
-    /// for CBC).
+    /// Last sequence number the SA may send: 2^32 - 1, or 2^64 - 1 with ESN.
+    fn last_seq(&self) -> u64 {
+        if self.esn {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        }
+    }
+
+    /// The encapsulation proper. `next_header` is 4 or 41 in tunnel mode
+    /// (other values only in known-answer tests); `iv` overrides the IV for
+    /// those tests (production IVs are the sequence number for the AEADs,
+    /// random for CBC).
     pub(crate) fn seal(
         &self,
         pkt: &mut Packet,
-        inner_is_v6: bool,
+        next_header: u8,
         seq: u64,
         iv: Option<&[u8]>,
     ) -> Result<(), EspError> {
-        if seq == 0 || seq >= self.seq_end() {
+        if seq == 0 || seq > self.last_seq() {
             return Err(EspError::SeqExhausted);
         }
         let alg = self.alg;
@@ -210,7 +221,7 @@ impl OutboundSa {
         let t = pkt.push_back(trailer + icv_len).ok_or(EspError::NoRoom)?;
         EspTrailer {
             pad_len: pad as u8,
-            next_header: if inner_is_v6 { NH_IPV6 } else { NH_IPV4 },
+            next_header,
         }
         .emit(&mut t[..trailer])
         .map_err(|_| EspError::Crypto)?;
@@ -475,3 +486,7 @@ impl InboundSa {
         Ok(event)
     }
 }
+
+#[cfg(test)]
+#[path = "esp_vectors.rs"]
+mod vectors;
