@@ -233,7 +233,20 @@ fn tcp_both_sides_agree() {
 fn udp_counts_packets() {
     let _g = serial();
     let pair = NsPair::new();
-    let (s, r) = perf(&pair, &["--udp", "-d", "2", "-t", "2", "-l", "1K"]);
+    let (s, r) = perf(
+        &pair,
+        &[
+            "--udp",
+            "-d",
+            "2",
+            "-t",
+            "2",
+            "-l",
+            "1K",
+            "--affinity",
+            "0-1",
+        ],
+    );
     common_checks(&s, "sender");
     common_checks(&r, "receiver");
     assert_eq!(r["mode"], "udp");
@@ -341,6 +354,59 @@ fn agrees_with_iperf3() {
     panic!(
         "throughputs disagree by more than 10 %:\n{}",
         log.join("\n")
+    );
+}
+
+/// NTttcp's `-r` / `-s` spellings, the human table, and the per-second
+/// progress lines (forced on although stderr is a pipe here).
+#[test]
+fn ntttcp_flags_table_and_progress() {
+    let _g = serial();
+    let pair = NsPair::new();
+    let recv = pair.cmd(
+        &pair.rx,
+        BIN,
+        &["perf", "-r", "-b", RX_IP, "--timeout", "20"],
+    );
+    let (rx, _) = spawn_ready(recv, "waiting for a sender", true);
+    let tx = pair
+        .cmd(&pair.tx, BIN, &["perf", "-s", RX_IP, "-d", "2.2"])
+        .env("VECGATE_PERF_PROGRESS", "1")
+        .output()
+        .expect("sender");
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let rx = rx.wait(Duration::from_secs(30));
+    assert!(rx.status.success());
+    for (out, role) in [(&tx.stdout, "sender"), (&rx.stdout, "receiver")] {
+        let t = String::from_utf8_lossy(out);
+        let row = |k: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(k))
+                .unwrap_or_else(|| panic!("no `{k}` row in\n{t}"))
+                .to_string()
+        };
+        assert!(row("role:").ends_with(role), "{t}");
+        let g: f64 = row("throughput (Gbit/s):")
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("number");
+        assert!(g > 0.0);
+        row("cycles/byte (system):");
+        row("cpu % process (sum of cores):");
+        // Aligned: every colon in the same column.
+        let cols: Vec<usize> = t.lines().filter_map(|l| l.find(':')).collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{t}");
+    }
+    let progress = String::from_utf8_lossy(&tx.stderr);
+    let lines = progress.lines().filter(|l| l.contains("Gbit/s")).count();
+    assert!(
+        lines >= 2,
+        "one progress line per second expected: {progress}"
     );
 }
 
