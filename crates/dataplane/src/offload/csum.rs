@@ -205,4 +205,21 @@ mod tests {
         p.meta.offload.csum_offset = 0;
         assert_eq!(complete(&mut p), Err(OffloadError::BadCsumOffsets));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn complete_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+                                 start in 0u16..400, off in 0u16..400, l3 in 0u16..64) {
+            let mut pool = Pool::new(1);
+            let mut p = pool.alloc().unwrap();
+            assert!(p.set_data(&bytes));
+            p.meta.l3_offset = l3;
+            p.meta.offload.needs_csum = true;
+            p.meta.offload.csum_start = start;
+            p.meta.offload.csum_offset = off;
+            let fits = usize::from(start) < bytes.len() && usize::from(start + off) + 2 <= bytes.len();
+            proptest::prop_assert_eq!(complete(&mut p).is_ok(), fits);
+            let _ = verify_l4(&p);
+        }
+    }
 }

@@ -355,7 +355,9 @@ mod tests {
                 // timestamp-like, type 68) 4-byte options.
                 opts.extend_from_slice(&[if k % 2 == 0 { 0x88 } else { 68 }, 4, k as u8, 1]);
             }
-            let mut pool = Pool::new(200);
+            // Enough buffers for the worst case: 8 data bytes per fragment.
+            let per = ((usize::from(mtu) - 60) & !7).max(8);
+            let mut pool = Pool::new(n / per + 3);
             let f = frame(&opts, 0, n);
             let p = packet(&mut pool, &f, 14);
             let mut out = Vec::new();

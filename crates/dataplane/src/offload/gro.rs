@@ -1015,6 +1015,124 @@ mod tests {
     }
 
     #[test]
+    fn ip_options_extension_headers_and_fragments_pass() {
+        // IPv4 with a (copied, NOP-padded) option: IHL 6.
+        let mut f = Vec::new();
+        for i in 0..2u32 {
+            let t = Tcp::new(false);
+            let base = tcp_frame(
+                &Tcp {
+                    seq: t.seq + i * 100,
+                    id: t.id + i as u16,
+                    ..t
+                },
+                &payload(100, 0),
+            );
+            let mut x = base[..14].to_vec();
+            let seg = &base[34..];
+            x.extend_from_slice(&ipv4(
+                24 + seg.len(),
+                0x4242 + i as u16,
+                0x4000,
+                64,
+                6,
+                &[0x94, 4, 0, 0],
+            ));
+            x.extend_from_slice(seg);
+            f.push(x);
+        }
+        expect_two(&f, Refusal::IpLayout);
+        // IPv6 with a hop-by-hop header in front of TCP.
+        let t = Tcp::new(true);
+        let f: Vec<Vec<u8>> = segs(&t, &[100, 100])
+            .into_iter()
+            .map(|b| {
+                let mut x = b[..14].to_vec();
+                let mut ip = b[14..54].to_vec();
+                let plen = u16::from_be_bytes([ip[4], ip[5]]) + 8;
+                ip[4..6].copy_from_slice(&plen.to_be_bytes());
+                ip[6] = 0;
+                x.extend_from_slice(&ip);
+                x.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+                x.extend_from_slice(&b[54..]);
+                x
+            })
+            .collect();
+        expect_two(&f, Refusal::IpLayout);
+        // IPv4 fragments (MF set).
+        let mut f = segs(&Tcp::new(false), &[100, 100]);
+        for x in &mut f {
+            x[20] |= 0x20;
+            x[24..26].fill(0);
+            let c = rfc1071(&x[14..34]);
+            x[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        expect_two(&f, Refusal::IpLayout);
+    }
+
+    fn expect_two(frames: &[Vec<u8>], r: Refusal) {
+        let mut pool = Pool::new(8);
+        let mut c = gro();
+        let out = run(&mut c, frames, &mut pool);
+        assert_eq!(out.len(), 2);
+        assert_eq!(c.stats().refused(r), 2, "{:?}", c.stats());
+        for (o, f) in out.iter().zip(frames) {
+            assert_eq!(o.data(), &f[..]);
+        }
+    }
+
+    #[test]
+    fn super_packets_pass_untouched() {
+        let f = segs(&Tcp::new(false), &[1000, 1000]);
+        let mut pool = Pool::new(8);
+        let mut v: Vec<Packet> = f.iter().map(|x| packet(&mut pool, x, 14)).collect();
+        for p in &mut v {
+            p.meta.offload.gso = Gso::TcpV4;
+            p.meta.offload.gso_size = 500;
+        }
+        let mut c = gro();
+        c.coalesce(&mut v, &mut pool);
+        assert_eq!(v.len(), 2);
+        assert_eq!(c.stats().refused(Refusal::AlreadyGso), 2);
+    }
+
+    #[test]
+    fn table_full_passes_extra_flows() {
+        let cfg = GroConfig {
+            max_flows: 1,
+            ..GroConfig::ethernet()
+        };
+        // Table of 2 slots; 3 flows (different source ports), 2 segments each.
+        let mut frames = Vec::new();
+        for port in 0..3u8 {
+            for x in segs(&Tcp::new(false), &[100, 100]) {
+                let mut x = x;
+                x[35] = port; // source port low byte, checksum adjusted below
+                x[50..52].fill(0);
+                let mut all = pseudo(&x, 14, 6, x.len() - 34);
+                all.extend_from_slice(&x[34..]);
+                let c = rfc1071(&all);
+                x[50..52].copy_from_slice(&c.to_be_bytes());
+                frames.push(x);
+            }
+        }
+        let mut pool = Pool::new(16);
+        let mut c = Coalescer::new(cfg);
+        let out = run(&mut c, &frames, &mut pool);
+        assert_eq!(c.stats().super_out, 2);
+        assert_eq!(c.stats().refused(Refusal::TableFull), 2);
+        assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn refusal_table_is_consistent() {
+        for (i, r) in Refusal::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+            assert!(!r.name().is_empty());
+        }
+    }
+
+    #[test]
     fn interleaved_flows_keep_positions() {
         let a = Tcp::new(false);
         let b = Tcp::new(true);
@@ -1149,6 +1267,10 @@ mod tests {
         fn never_panics_on_garbage(frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..20), l3 in 0usize..30) {
             let mut pool = Pool::new(32);
             let mut v: Vec<Packet> = frames.iter().map(|x| packet(&mut pool, x, 14)).collect();
+            for (i, p) in v.iter_mut().enumerate() {
+                p.meta.offload.csum_valid = i % 2 == 0;
+                p.meta.offload.needs_csum = i % 3 == 0;
+            }
             let mut c = Coalescer::new(GroConfig { l3_offset: l3, check_ethertype: false, allow_ts_advance: true, max_flows: 4 });
             c.coalesce(&mut v, &mut pool);
             prop_assert_eq!(v.len() + c.stats().merged as usize, frames.len());
