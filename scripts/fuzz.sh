@@ -5,6 +5,8 @@
 #   scripts/fuzz.sh run SECONDS [T]  run each target (or only T...) for
 #                                    SECONDS, one after the other, then
 #                                    print executions per target
+#   scripts/fuzz.sh seed             write valid frames from the tshark
+#                                    test into fuzz/corpus/{packet,ethernet}
 #   scripts/fuzz.sh list             list the targets
 #
 # Targets run sequentially on purpose: the machine has two cores shared
@@ -14,6 +16,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+self="$root/scripts/fuzz.sh"
 cd "$root/fuzz"
 
 targets() { cargo +nightly fuzz list; }
@@ -25,11 +28,16 @@ build)
 list)
     targets
     ;;
+seed)
+    WIRE_FUZZ_SEEDS="$root/fuzz/corpus" cargo test --manifest-path "$root/Cargo.toml" \
+        -p wire --test tshark tshark_dissects_every_builder
+    ;;
 run)
     secs="${2:?usage: scripts/fuzz.sh run SECONDS [TARGET...]}"
     shift 2
     if [ "$#" -gt 0 ]; then list=("$@"); else mapfile -t list < <(targets); fi
     cargo +nightly fuzz build -O
+    if [ ! -d corpus/packet ]; then "$self" seed || echo "seeding failed; fuzzing unseeded" >&2; fi
     mkdir -p "$root/fuzz/logs"
     summary="$root/fuzz/logs/summary.txt"
     : >"$summary"
@@ -56,7 +64,7 @@ run)
     exit "$failed"
     ;;
 *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

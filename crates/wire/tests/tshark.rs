@@ -1178,6 +1178,27 @@ fn check(cases: &[Case]) -> Vec<String> {
     errors
 }
 
+/// With `WIRE_FUZZ_SEEDS=DIR` set, also writes every frame to
+/// `DIR/packet/` and `DIR/ethernet/`: valid, checksum-correct frames are the
+/// seeds the fuzzers need to get past the checksums (`scripts/fuzz.sh seed`).
+fn write_fuzz_seeds(cases: &[Case]) {
+    let Some(dir) = std::env::var_os("WIRE_FUZZ_SEEDS") else {
+        return;
+    };
+    for target in ["packet", "ethernet"] {
+        let d = PathBuf::from(&dir).join(target);
+        std::fs::create_dir_all(&d).unwrap();
+        for (i, c) in cases.iter().enumerate() {
+            let name: String = c
+                .name
+                .chars()
+                .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '_' })
+                .collect();
+            std::fs::write(d.join(format!("{i:02}-{name}")), &c.frame).unwrap();
+        }
+    }
+}
+
 #[test]
 fn tshark_dissects_every_builder() {
     assert!(
@@ -1185,6 +1206,7 @@ fn tshark_dissects_every_builder() {
         "{TSHARK} is missing: install the Debian package tshark"
     );
     let cases = cases();
+    write_fuzz_seeds(&cases);
     let errors = check(&cases);
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
