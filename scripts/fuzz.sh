@@ -64,7 +64,7 @@ run)
     exit "$failed"
     ;;
 *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$self" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
