@@ -21,5 +21,8 @@ pub mod worker;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(test)]
+mod tests;
+
 pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
 pub use port::Port;

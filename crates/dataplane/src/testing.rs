@@ -280,7 +280,8 @@ pub fn dissect(f: &[u8]) -> Seen {
             let p = wire::ipv4::Packet::new_checked(pl).expect("ipv4");
             let r = Ipv4Repr::parse(&p).expect("ipv4 repr (checksum)");
             let body = &pl[p.header_len()..p.header_len() + r.payload_len];
-            if r.protocol == 1 {
+            // A fragment's ICMP checksum covers data it does not hold.
+            if r.protocol == 1 && !r.more_frags && r.frag_offset == 0 {
                 let ip = wire::icmpv4::Packet::new_checked(body).expect("icmp");
                 assert!(ip.verify_checksum(), "icmp checksum");
                 Seen::Icmp4(e, r, body[0], body[1], body.to_vec())

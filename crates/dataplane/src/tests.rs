@@ -1,0 +1,1074 @@
+//! End-to-end tests of the worker and graph with [`MockPort`]s: frames are
+//! built and checked with the `wire` crate's Reprs (see `testing`).
+
+use crate::counters::CounterSnapshot;
+use crate::fib::Prefix;
+use crate::tables::{link_local_eui64, solicited_node, Route, SharedTables, TablesBuilder};
+use crate::testing::{
+    arp, dissect, eth, icmp4_echo, icmp6, ipv4, ipv6, MockHandle, MockPort, Seen,
+};
+use crate::worker::{Worker, WorkerConfig};
+use crate::Port;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use wire::arp::Operation;
+use wire::ethernet::MacAddr;
+use wire::icmpv6::Icmpv6Repr;
+
+const GW0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const GW1: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const H1: [u8; 6] = [2, 0, 0, 0, 1, 1];
+const H2: [u8; 6] = [2, 0, 0, 0, 2, 2];
+const BCAST: [u8; 6] = [0xff; 6];
+
+fn v4(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+fn v6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+fn p(s: &str) -> Prefix {
+    s.parse().unwrap()
+}
+
+struct Rig {
+    w: Worker,
+    shared: Arc<SharedTables>,
+    h: Vec<MockHandle>,
+    now: u64,
+}
+
+impl Rig {
+    /// lan0 (port 0): 10.1.0.1/24, 2001:db8:1::1/64; lan1 (port 1, MTU
+    /// `mtu1`): 10.2.0.1/24, 2001:db8:2::1/64; 10.9.0.0/16 via 10.2.0.254.
+    fn new(mtu1: u32, cfg: WorkerConfig) -> Rig {
+        let mut b = TablesBuilder::new();
+        b.add_interface(
+            0,
+            "lan0",
+            GW0,
+            1500,
+            0,
+            &[p("10.1.0.1/24"), p("2001:db8:1::1/64")],
+        )
+        .add_interface(
+            1,
+            "lan1",
+            GW1,
+            mtu1,
+            0,
+            &[p("10.2.0.1/24"), p("2001:db8:2::1/64")],
+        )
+        .add_route(
+            0,
+            p("10.9.0.0/16"),
+            Route::Via {
+                next_hop: "10.2.0.254".parse().unwrap(),
+                port: None,
+            },
+        );
+        Self::with_tables(b, &[("lan0", GW0), ("lan1", GW1)], cfg)
+    }
+
+    fn with_tables(b: TablesBuilder, ports: &[(&str, [u8; 6])], cfg: WorkerConfig) -> Rig {
+        let shared = SharedTables::new(b.build().unwrap());
+        let mut hs = Vec::new();
+        let mut ps: Vec<Box<dyn Port>> = Vec::new();
+        for (n, m) in ports {
+            let (port, h) = MockPort::new(n, *m, 1500);
+            ps.push(Box::new(port));
+            hs.push(h);
+        }
+        Rig {
+            w: Worker::new(0, ps, shared.clone(), cfg),
+            shared,
+            h: hs,
+            now: 1,
+        }
+    }
+
+    fn step(&mut self) {
+        self.w.step(self.now);
+    }
+
+    /// Advances the clock by `ms` in 100 ms steps.
+    fn advance(&mut self, ms: u64) {
+        let end = self.now + ms;
+        while self.now < end {
+            self.now = (self.now + 100).min(end);
+            self.step();
+        }
+    }
+
+    fn tx(&self, port: usize) -> Vec<Seen> {
+        self.h[port].take_tx().iter().map(|f| dissect(f)).collect()
+    }
+
+    fn snap(&self) -> CounterSnapshot {
+        self.w.counters().snapshot()
+    }
+
+    /// Teaches the gateway `ip` → `mac` on `port` with an ARP request to
+    /// the gateway, and discards the reply.
+    fn learn4(&mut self, port: usize, mac: [u8; 6], ip: Ipv4Addr, gw: Ipv4Addr) {
+        self.h[port].inject(eth(
+            BCAST,
+            mac,
+            0x0806,
+            &arp(Operation::Request, mac, ip, [0; 6], gw),
+        ));
+        self.step();
+        assert_eq!(self.tx(port).len(), 1);
+    }
+}
+
+fn echo4(src: &str, dst: &str, ttl: u8, df: bool, len: usize) -> Vec<u8> {
+    let data = vec![0xabu8; len];
+    ipv4(v4(src), v4(dst), 1, ttl, df, &icmp4_echo(7, 1, &data))
+}
+
+#[test]
+fn arp_request_for_our_address_is_answered() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.h[0].inject(eth(
+        BCAST,
+        H1,
+        0x0806,
+        &arp(
+            Operation::Request,
+            H1,
+            v4("10.1.0.5"),
+            [0; 6],
+            v4("10.1.0.1"),
+        ),
+    ));
+    r.step();
+    let out = r.tx(0);
+    assert_eq!(out.len(), 1);
+    let Seen::Arp(e, a) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H1));
+    assert_eq!(e.src_addr, MacAddr(GW0));
+    assert_eq!(a.operation, Operation::Reply);
+    assert_eq!(a.source_hardware_addr, MacAddr(GW0));
+    assert_eq!(a.source_protocol_addr, v4("10.1.0.1"));
+    assert_eq!(a.target_hardware_addr, MacAddr(H1));
+    assert_eq!(a.target_protocol_addr, v4("10.1.0.5"));
+    // The requester was learned (RFC 826: we are the target).
+    assert_eq!(r.w.ctx().neigh.get(0, v4("10.1.0.5").into()).unwrap().1, H1);
+    assert!(r.tx(1).is_empty());
+}
+
+#[test]
+fn arp_for_another_address_is_ignored() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.h[0].inject(eth(
+        BCAST,
+        H1,
+        0x0806,
+        &arp(
+            Operation::Request,
+            H1,
+            v4("10.1.0.5"),
+            [0; 6],
+            v4("10.1.0.77"),
+        ),
+    ));
+    r.step();
+    assert!(r.tx(0).is_empty());
+    assert_eq!(r.snap().error("arp-input", "not-for-us"), 1);
+    assert!(r.w.ctx().neigh.get(0, v4("10.1.0.5").into()).is_none());
+}
+
+#[test]
+fn ping_v4_gets_echo_reply() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.1.0.1", 64, false, 56),
+    ));
+    r.step();
+    let out = r.tx(0);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let Seen::Icmp4(e, ip, ty, code, body) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((e.dst_addr, e.src_addr), (MacAddr(H1), MacAddr(GW0)));
+    assert_eq!(
+        (ip.src_addr, ip.dst_addr, ip.ttl),
+        (v4("10.1.0.1"), v4("10.1.0.5"), 64)
+    );
+    assert_eq!((*ty, *code), (0, 0));
+    assert_eq!(&body[8..], &[0xab; 56][..]);
+}
+
+#[test]
+fn ping_v4_unknown_sender_resolves_then_replies() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.1.0.1", 64, false, 8),
+    ));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Arp(e, a)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(BCAST));
+    assert_eq!(
+        (a.operation, a.target_protocol_addr, a.source_protocol_addr),
+        (Operation::Request, v4("10.1.0.5"), v4("10.1.0.1"))
+    );
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0806,
+        &arp(Operation::Reply, H1, v4("10.1.0.5"), GW0, v4("10.1.0.1")),
+    ));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp4(e, _, 0, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H1));
+}
+
+#[test]
+fn ping_v6_after_neighbor_solicitation() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    let (h, gw) = (v6("2001:db8:1::5"), v6("2001:db8:1::1"));
+    let sn = solicited_node(gw);
+    let ns = icmp6(
+        h,
+        sn,
+        &Icmpv6Repr::NeighborSolicit {
+            target: gw,
+            lladdr: Some(MacAddr(H1)),
+        },
+    );
+    r.h[0].inject(eth(
+        [0x33, 0x33, 0xff, 0, 0, 1],
+        H1,
+        0x86dd,
+        &ipv6(h, sn, 58, 255, &ns),
+    ));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp6(e, ip, 136, 0, body)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((e.dst_addr, e.src_addr), (MacAddr(H1), MacAddr(GW0)));
+    assert_eq!((ip.src_addr, ip.dst_addr, ip.hop_limit), (gw, h, 255));
+    let na = Icmpv6Repr::parse(
+        &ip.src_addr,
+        &ip.dst_addr,
+        &wire::icmpv6::Packet::new_checked(&body[..]).unwrap(),
+    )
+    .unwrap();
+    let Icmpv6Repr::NeighborAdvert {
+        flags,
+        target,
+        lladdr,
+    } = na
+    else {
+        panic!("{na:?}")
+    };
+    assert_eq!((target, lladdr), (gw, Some(MacAddr(GW0))));
+    assert_eq!(flags & 0xe0, 0xe0, "router, solicited, override");
+
+    let echo = icmp6(
+        h,
+        gw,
+        &Icmpv6Repr::EchoRequest {
+            ident: 9,
+            seq_no: 3,
+            data: b"hello",
+        },
+    );
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h, gw, 58, 64, &echo)));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp6(e, ip, 129, 0, body)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H1));
+    assert_eq!((ip.src_addr, ip.dst_addr), (gw, h));
+    assert_eq!(&body[8..], b"hello");
+}
+
+#[test]
+fn ping_v6_link_local() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    let gw_ll = link_local_eui64(GW0);
+    let h_ll = link_local_eui64(H1);
+    let ns = icmp6(
+        h_ll,
+        gw_ll,
+        &Icmpv6Repr::NeighborSolicit {
+            target: gw_ll,
+            lladdr: Some(MacAddr(H1)),
+        },
+    );
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h_ll, gw_ll, 58, 255, &ns)));
+    r.step();
+    assert_eq!(r.tx(0).len(), 1);
+    let echo = icmp6(
+        h_ll,
+        gw_ll,
+        &Icmpv6Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: b"x",
+        },
+    );
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h_ll, gw_ll, 58, 64, &echo)));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp6(_, ip, 129, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((ip.src_addr, ip.dst_addr), (gw_ll, h_ll));
+}
+
+#[test]
+fn forwarding_resolves_then_releases_with_ttl_decremented() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 100),
+    ));
+    r.step();
+    assert!(r.tx(0).is_empty());
+    let out = r.tx(1);
+    let [Seen::Arp(e, a)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((e.dst_addr, e.src_addr), (MacAddr(BCAST), MacAddr(GW1)));
+    assert_eq!(
+        (a.source_protocol_addr, a.target_protocol_addr),
+        (v4("10.2.0.1"), v4("10.2.0.7"))
+    );
+    assert_eq!(r.w.ctx().neigh.queued(1, v4("10.2.0.7").into()), 1);
+    r.h[1].inject(eth(
+        GW1,
+        H2,
+        0x0806,
+        &arp(Operation::Reply, H2, v4("10.2.0.7"), GW1, v4("10.2.0.1")),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Icmp4(e, ip, 8, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((e.dst_addr, e.src_addr), (MacAddr(H2), MacAddr(GW1)));
+    assert_eq!(
+        (ip.src_addr, ip.dst_addr, ip.ttl),
+        (v4("10.1.0.5"), v4("10.2.0.7"), 63)
+    );
+    // The next one goes straight through, and so does a routed one via a
+    // gateway once that is known.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 9, false, 10),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Icmp4(_, ip, 8, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(ip.ttl, 8);
+    let s = r.snap();
+    assert_eq!(s.ports[0].rx_packets, 2);
+    assert_eq!(s.ports[1].tx_packets, 3);
+    assert_eq!(s.packets("ip4-lookup"), 2);
+    assert!(s.show_runtime().contains("ip-rewrite"));
+}
+
+#[test]
+fn via_route_resolves_gateway() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(1, H2, v4("10.2.0.254"), v4("10.2.0.1"));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.9.3.3", 64, false, 10),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Icmp4(e, ip, 8, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H2));
+    assert_eq!((ip.dst_addr, ip.ttl), (v4("10.9.3.3"), 63));
+}
+
+#[test]
+fn ttl_one_gets_time_exceeded() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    let orig = echo4("10.1.0.5", "10.2.0.7", 1, false, 20);
+    r.h[0].inject(eth(GW0, H1, 0x0800, &orig));
+    r.step();
+    assert!(r.tx(1).is_empty());
+    let out = r.tx(0);
+    let [Seen::Icmp4(e, ip, 11, 0, body)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H1));
+    assert_eq!((ip.src_addr, ip.dst_addr), (v4("10.1.0.1"), v4("10.1.0.5")));
+    // The whole original (it is short) is quoted, TTL untouched.
+    assert_eq!(&body[8..], &orig[..]);
+}
+
+#[test]
+fn no_route_gets_net_unreachable_v4_and_v6() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "192.0.2.1", 64, false, 20),
+    ));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp4(_, ip, 3, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(ip.dst_addr, v4("10.1.0.5"));
+
+    let h = v6("2001:db8:1::5");
+    let ns = icmp6(
+        h,
+        v6("2001:db8:1::1"),
+        &Icmpv6Repr::NeighborSolicit {
+            target: v6("2001:db8:1::1"),
+            lladdr: Some(MacAddr(H1)),
+        },
+    );
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x86dd,
+        &ipv6(h, v6("2001:db8:1::1"), 58, 255, &ns),
+    ));
+    r.step();
+    r.tx(0);
+    let echo = icmp6(
+        h,
+        v6("2001:db8:99::1"),
+        &Icmpv6Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: b"x",
+        },
+    );
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x86dd,
+        &ipv6(h, v6("2001:db8:99::1"), 58, 64, &echo),
+    ));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp6(_, ip, 1, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((ip.src_addr, ip.dst_addr), (v6("2001:db8:1::1"), h));
+}
+
+#[test]
+fn too_big_with_df_gets_frag_needed_with_mtu() {
+    let mut r = Rig::new(1400, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, true, 1472),
+    ));
+    r.step();
+    assert!(r.tx(1).is_empty());
+    let out = r.tx(0);
+    let [Seen::Icmp4(_, ip, 3, 4, body)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(ip.dst_addr, v4("10.1.0.5"));
+    assert_eq!(u16::from_be_bytes([body[6], body[7]]), 1400);
+    // RFC 1812 §4.3.2.3: at most 576 bytes in all.
+    assert_eq!(ip.payload_len + 20, 576);
+    // Without DF it is fragmented (RFC 791): every fragment at most 1400
+    // bytes, TTL decremented once, all to the neighbour.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 2972),
+    ));
+    r.step();
+    let out = r.tx(1);
+    assert_eq!(out.len(), 3, "{out:?}");
+    let mut data = 0;
+    for (i, s) in out.iter().enumerate() {
+        let f = match s {
+            Seen::Icmp4(e, ip, ..) | Seen::Ip4(e, ip) => {
+                assert_eq!(e.dst_addr, MacAddr(H2));
+                ip
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(f.payload_len + 20 <= 1400);
+        assert_eq!(f.ttl, 63);
+        assert_eq!(f.more_frags, i < 2);
+        assert_eq!(usize::from(f.frag_offset), data);
+        data += f.payload_len;
+    }
+    assert_eq!(data, 2980);
+    // Exactly at the MTU it passes.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, true, 1372),
+    ));
+    r.step();
+    assert_eq!(r.tx(1).len(), 1);
+}
+
+#[test]
+fn too_big_v6_gets_packet_too_big() {
+    let mut r = Rig::new(1400, WorkerConfig::default());
+    let h = v6("2001:db8:1::5");
+    let gw = v6("2001:db8:1::1");
+    let ns = icmp6(
+        h,
+        gw,
+        &Icmpv6Repr::NeighborSolicit {
+            target: gw,
+            lladdr: Some(MacAddr(H1)),
+        },
+    );
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h, gw, 58, 255, &ns)));
+    r.step();
+    r.tx(0);
+    let dst = v6("2001:db8:2::7");
+    let echo = icmp6(
+        h,
+        dst,
+        &Icmpv6Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: &[0; 1400],
+        },
+    );
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h, dst, 58, 64, &echo)));
+    r.step();
+    let out = r.tx(0);
+    let [Seen::Icmp6(_, ip, 2, 0, body)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
+        1400
+    );
+    assert_eq!(ip.payload_len + 40, 1280);
+}
+
+#[test]
+fn vrf_isolation_with_identical_prefixes() {
+    let mut b = TablesBuilder::new();
+    b.add_vrf(7, "blue")
+        .add_interface(
+            0,
+            "red0",
+            [2, 0, 0, 0, 0, 0x10],
+            1500,
+            0,
+            &[p("10.1.0.1/24")],
+        )
+        .add_interface(
+            1,
+            "red1",
+            [2, 0, 0, 0, 0, 0x11],
+            1500,
+            0,
+            &[p("10.2.0.1/24")],
+        )
+        .add_interface(
+            2,
+            "blue0",
+            [2, 0, 0, 0, 0, 0x12],
+            1500,
+            7,
+            &[p("10.1.0.1/24")],
+        )
+        .add_interface(
+            3,
+            "blue1",
+            [2, 0, 0, 0, 0, 0x13],
+            1500,
+            7,
+            &[p("10.2.0.1/24")],
+        );
+    let macs = [
+        [2, 0, 0, 0, 0, 0x10],
+        [2, 0, 0, 0, 0, 0x11],
+        [2, 0, 0, 0, 0, 0x12],
+        [2, 0, 0, 0, 0, 0x13],
+    ];
+    let mut r = Rig::with_tables(
+        b,
+        &[
+            ("red0", macs[0]),
+            ("red1", macs[1]),
+            ("blue0", macs[2]),
+            ("blue1", macs[3]),
+        ],
+        WorkerConfig::default(),
+    );
+    let hr = [2, 0, 0, 0, 9, 1];
+    let hb = [2, 0, 0, 0, 9, 2];
+    r.learn4(1, hr, v4("10.2.0.7"), v4("10.2.0.1"));
+    r.learn4(3, hb, v4("10.2.0.7"), v4("10.2.0.1"));
+    r.h[0].inject(eth(
+        macs[0],
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.h[2].inject(eth(
+        macs[2],
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 2),
+    ));
+    r.step();
+    let red = r.tx(1);
+    let blue = r.tx(3);
+    let [Seen::Icmp4(e, ip, 8, 0, _)] = &red[..] else {
+        panic!("{red:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(hr));
+    assert_eq!(ip.payload_len, 9);
+    let [Seen::Icmp4(e, ip, 8, 0, _)] = &blue[..] else {
+        panic!("{blue:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(hb));
+    assert_eq!(ip.payload_len, 10);
+    assert!(r.tx(0).is_empty() && r.tx(2).is_empty());
+}
+
+#[test]
+fn malformed_frames_are_dropped_with_reasons_and_good_one_passes() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    let good = eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 30),
+    );
+    // Every truncation of a valid frame, with the good frame in the middle
+    // of the same vector.
+    for n in 0..good.len() {
+        r.h[0].inject(good[..n].to_vec());
+        if n == 40 {
+            r.h[0].inject(good.clone());
+        }
+    }
+    r.step();
+    let out = r.tx(1);
+    assert_eq!(out.len(), 1, "only the good frame is forwarded");
+    let s = r.snap();
+    assert_eq!(s.error("ethernet-input", "too-short"), 14);
+    assert_eq!(s.error("ip4-input", "too-short"), 20);
+    assert_eq!(s.error("ip4-input", "bad-length"), (good.len() - 34) as u64);
+
+    let ip = echo4("10.1.0.5", "10.2.0.7", 64, false, 30);
+    let mut bad_ihl = ip.clone();
+    bad_ihl[0] = 0x44;
+    let mut big_ihl = ip.clone();
+    big_ihl[0] = 0x4f;
+    let mut bad_len = ip.clone();
+    bad_len[2..4].copy_from_slice(&2000u16.to_be_bytes());
+    let mut bad_csum = ip.clone();
+    bad_csum[10] ^= 0xff;
+    let mut bad_ver = ip.clone();
+    bad_ver[0] = 0x55;
+    for f in [&bad_ihl, &big_ihl, &bad_len, &bad_csum, &bad_ver] {
+        r.h[0].inject(eth(GW0, H1, 0x0800, f));
+    }
+    r.h[0].inject(good.clone());
+    // IPv6: 9 chained destination-options headers to us (beyond the walk
+    // limit), and a hop-by-hop header that is not first.
+    let me = v6("2001:db8:1::1");
+    let h = v6("2001:db8:1::5");
+    let mut chain = Vec::new();
+    for _ in 0..9 {
+        chain.extend_from_slice(&[60, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h, me, 60, 64, &chain)));
+    let hbh_late = [0u8, 0, 1, 4, 0, 0, 0, 0, 58, 0, 1, 4, 0, 0, 0, 0];
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &ipv6(h, me, 60, 64, &hbh_late)));
+    // Extension header length running past the packet.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x86dd,
+        &ipv6(h, me, 60, 64, &[58, 200, 0, 0, 0, 0, 0, 0]),
+    ));
+    // VLAN-tagged frame.
+    let mut tagged = good.clone();
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    r.h[0].inject(tagged);
+    r.step();
+    assert_eq!(r.tx(1).len(), 1);
+    let s = r.snap();
+    assert_eq!(
+        s.error("ip4-input", "bad-ihl"),
+        2,
+        "IHL below 5 and beyond the packet"
+    );
+    assert_eq!(
+        s.error("ip4-input", "bad-length"),
+        (good.len() - 34) as u64 + 1
+    );
+    assert_eq!(s.error("ip4-input", "bad-checksum"), 1);
+    assert_eq!(s.error("ip4-input", "bad-version"), 1);
+    assert_eq!(s.error("ip-local", "bad-ext-header"), 3);
+    assert_eq!(s.error("ethernet-input", "vlan-tagged"), 1);
+
+    // 64 KB of garbage, as IPv4, IPv6 and raw: each dropped by exactly one
+    // reason of the node that looked at it, and a good frame still passes.
+    let total = |s: &CounterSnapshot, node: &str| -> u64 {
+        s.nodes
+            .iter()
+            .find(|n| n.name == node)
+            .map_or(0, |n| n.errors.iter().map(|(_, c)| c).sum())
+    };
+    let before = r.snap();
+    let garbage: Vec<u8> = (0..65_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    r.h[0].inject(eth(GW0, H1, 0x0800, &garbage));
+    r.h[0].inject(eth(GW0, H1, 0x86dd, &garbage));
+    r.h[0].inject(garbage.clone());
+    r.h[0].inject(good.clone());
+    r.step();
+    assert_eq!(r.tx(1).len(), 1);
+    let after = r.snap();
+    assert_eq!(total(&after, "ip4-input") - total(&before, "ip4-input"), 1);
+    assert_eq!(total(&after, "ip6-input") - total(&before, "ip6-input"), 1);
+    assert_eq!(
+        total(&after, "ethernet-input") - total(&before, "ethernet-input"),
+        1
+    );
+    // Nothing leaked.
+    r.advance(100);
+    assert_eq!(r.w.ctx().pool.available(), r.w.ctx().pool.capacity());
+}
+
+#[test]
+fn neighbour_aging_reprobe_and_unresolved_drop() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    // Resolve 10.2.0.7 by forwarding.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.step();
+    r.tx(1);
+    r.h[1].inject(eth(
+        GW1,
+        H2,
+        0x0806,
+        &arp(Operation::Reply, H2, v4("10.2.0.7"), GW1, v4("10.2.0.1")),
+    ));
+    r.step();
+    assert_eq!(r.tx(1).len(), 1);
+    let ip = v4("10.2.0.7").into();
+    r.advance(30_100);
+    assert_eq!(
+        r.w.ctx().neigh.get(1, ip).unwrap().0,
+        crate::neighbour::State::Stale
+    );
+    assert!(r.tx(1).is_empty());
+    // Used while stale: forwarded at once, then re-probed by unicast.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.step();
+    assert_eq!(r.tx(1).len(), 1);
+    r.advance(100);
+    let out = r.tx(1);
+    let [Seen::Arp(e, a)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (e.dst_addr, a.target_protocol_addr),
+        (MacAddr(H2), v4("10.2.0.7"))
+    );
+    // Nobody answers: after the probes the entry is gone.
+    r.advance(3_100);
+    assert_eq!(r.tx(1).len(), 2, "two more unicast probes");
+    assert!(r.w.ctx().neigh.get(1, ip).is_none());
+    // A new packet starts a broadcast resolution that fails after 3 tries.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.step();
+    r.advance(3_100);
+    let out = r.tx(1);
+    assert_eq!(out.len(), 3);
+    assert!(out
+        .iter()
+        .all(|s| matches!(s, Seen::Arp(e, _) if e.dst_addr == MacAddr(BCAST))));
+    assert_eq!(r.snap().error("ip-rewrite", "neighbour-unresolved"), 1);
+    assert_eq!(r.w.ctx().pool.available(), r.w.ctx().pool.capacity());
+}
+
+#[test]
+fn icmp_errors_are_rate_limited() {
+    let cfg = WorkerConfig {
+        icmp_rate: 10,
+        icmp_burst: 5,
+        ..Default::default()
+    };
+    let mut r = Rig::new(1500, cfg);
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    for _ in 0..20 {
+        r.h[0].inject(eth(
+            GW0,
+            H1,
+            0x0800,
+            &echo4("10.1.0.5", "10.2.0.7", 1, false, 1),
+        ));
+    }
+    r.step();
+    let icmp = |v: Vec<Seen>| {
+        v.into_iter()
+            .filter(|s| matches!(s, Seen::Icmp4(_, _, 11, 0, _)))
+            .count()
+    };
+    assert_eq!(icmp(r.tx(0)), 5);
+    assert_eq!(r.snap().error("icmp-error", "rate-limited"), 15);
+    // A second later the bucket has refilled (10 per second, burst 5).
+    r.advance(1000);
+    for _ in 0..20 {
+        r.h[0].inject(eth(
+            GW0,
+            H1,
+            0x0800,
+            &echo4("10.1.0.5", "10.2.0.7", 1, false, 1),
+        ));
+    }
+    r.step();
+    assert_eq!(icmp(r.tx(0)), 5);
+}
+
+#[test]
+fn no_error_about_errors_or_broadcasts() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    // An ICMP time-exceeded message with TTL 1 in transit: no error back.
+    let err = {
+        let mut m = vec![11u8, 0, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(&[0x45; 28]);
+        let c = wire::checksum::checksum(&m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        ipv4(v4("10.1.0.5"), v4("10.2.0.7"), 1, 1, false, &m)
+    };
+    r.h[0].inject(eth(GW0, H1, 0x0800, &err));
+    // TTL 1 to us via L2 broadcast: no error either.
+    r.h[0].inject(eth(
+        BCAST,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 1, false, 1),
+    ));
+    r.step();
+    assert!(r.tx(0).is_empty());
+    let s = r.snap();
+    assert_eq!(s.error("icmp-error", "about-an-error"), 1);
+    assert_eq!(s.error("icmp-error", "about-multicast"), 1);
+}
+
+#[test]
+fn trace_records_the_path() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    r.w.trace_arm(1);
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.step();
+    let lines = r.w.trace_drain();
+    let text = lines.join("\n");
+    assert!(
+        text.contains("ip4-lookup: 10.2.0.7 -> connected port lan1"),
+        "{text}"
+    );
+    assert!(text.contains("interface-output: lan1"), "{text}");
+    // Only one packet traced.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("ethernet-input"))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn announce_sends_gratuitous_arp_and_unsolicited_na() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.w.announce_all(1);
+    let out = r.tx(0);
+    assert_eq!(out.len(), 3, "{out:?}");
+    let Seen::Arp(e, a) = &out[0] else { panic!() };
+    assert_eq!(e.dst_addr, MacAddr(BCAST));
+    assert_eq!(
+        (a.source_protocol_addr, a.target_protocol_addr),
+        (v4("10.1.0.1"), v4("10.1.0.1"))
+    );
+    let targets: Vec<Ipv6Addr> = out[1..]
+        .iter()
+        .map(|s| {
+            let Seen::Icmp6(e, ip, 136, 0, body) = s else {
+                panic!("{s:?}")
+            };
+            assert_eq!(e.dst_addr, MacAddr([0x33, 0x33, 0, 0, 0, 1]));
+            assert_eq!(ip.hop_limit, 255);
+            assert_eq!(body[4] & 0x20, 0x20, "override");
+            let mut t = [0u8; 16];
+            t.copy_from_slice(&body[8..24]);
+            Ipv6Addr::from(t)
+        })
+        .collect();
+    assert_eq!(targets, vec![link_local_eui64(GW0), v6("2001:db8:1::1")]);
+}
+
+#[test]
+fn failed_port_goes_down_and_is_reopened() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    let reopened: Arc<std::sync::Mutex<Option<MockHandle>>> = Arc::default();
+    let slot = reopened.clone();
+    r.w.set_port_factory(Box::new(move |i, name| {
+        assert_eq!((i, name), (1, "lan1"));
+        let (p, h) = MockPort::new(name, GW1, 1500);
+        *slot.lock().unwrap() = Some(h);
+        Ok(Box::new(p) as Box<dyn Port>)
+    }));
+    r.h[1].set_fail(true);
+    r.step();
+    assert!(!r.w.port_is_up(1));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    r.step();
+    assert_eq!(r.snap().error("ip-rewrite", "interface-down"), 1);
+    r.advance(1000);
+    assert!(r.w.port_is_up(1));
+    let h = reopened.lock().unwrap().clone().unwrap();
+    // Announced on the way up.
+    assert!(h
+        .take_tx()
+        .iter()
+        .any(|f| matches!(dissect(f), Seen::Arp(..))));
+}
+
+#[test]
+fn neighbour_learned_on_one_worker_helps_another() {
+    let shared = crate::neighbour::NeighbourShared::new(64, 60_000);
+    let mut a = Rig::new(1500, WorkerConfig::default());
+    let mut b = Rig::new(1500, WorkerConfig::default());
+    a.w.set_neighbour_shared(shared.clone());
+    b.w.set_neighbour_shared(shared.clone());
+    a.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    a.advance(100); // timer: publish
+    b.step();
+    b.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    b.step();
+    let out = b.tx(1);
+    let [Seen::Icmp4(e, _, 8, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H2));
+}
+
+#[test]
+fn tables_swap_takes_effect_on_next_vector() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.learn4(1, H2, v4("10.2.0.254"), v4("10.2.0.1"));
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "198.51.100.1", 64, false, 1),
+    ));
+    r.step();
+    assert!(matches!(&r.tx(0)[..], [Seen::Icmp4(_, _, 3, 0, _)]));
+    // Publish a default route: the next vector uses it.
+    let mut b = TablesBuilder::new();
+    b.add_interface(0, "lan0", GW0, 1500, 0, &[p("10.1.0.1/24")])
+        .add_interface(1, "lan1", GW1, 1500, 0, &[p("10.2.0.1/24")])
+        .add_route(
+            0,
+            p("0.0.0.0/0"),
+            Route::Via {
+                next_hop: "10.2.0.254".parse().unwrap(),
+                port: None,
+            },
+        );
+    r.shared.store(b.build().unwrap());
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "198.51.100.1", 64, false, 1),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Icmp4(e, ip, 8, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(H2), v4("198.51.100.1")));
+}
