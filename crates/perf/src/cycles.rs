@@ -22,6 +22,16 @@ pub enum Method {
     CputimeXTsc,
 }
 
+impl Method {
+    /// The name used in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::PerfEvent => "perf_event",
+            Method::CputimeXTsc => "cputime_x_tsc",
+        }
+    }
+}
+
 /// One `read(2)` of a counter opened with TOTAL_TIME_ENABLED|RUNNING.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sample {
@@ -383,6 +393,13 @@ mod tests {
         assert_eq!(cycles_from_secs(2.0, 2.5e9), 5_000_000_000);
         assert_eq!(cycles_from_secs(0.0, 2.5e9), 0);
         assert_eq!(cycles_from_secs(1.0, f64::NAN), 0);
+    }
+
+    #[test]
+    fn method_names_match_json() {
+        for m in [Method::PerfEvent, Method::CputimeXTsc] {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
     }
 
     #[test]

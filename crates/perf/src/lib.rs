@@ -7,6 +7,11 @@
 //! window edges). Modes: TCP bulk (default), `--udp`, `--rr`
 //! (request/response latency).
 //!
+//! Progress (elapsed, Gbit/s each second) goes to stderr when it is a
+//! terminal, unless `--json` or `--quiet`; `VECGATE_PERF_PROGRESS=1` forces
+//! it for pipes. On failure nothing is printed on stdout and the exit status
+//! is non-zero.
+//!
 //! # JSON report (`--json`, schema 1)
 //! Window figures cover only the measured window; `total_*` cover the whole
 //! run (warmup and cooldown included), which is what the two sides can

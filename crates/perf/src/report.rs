@@ -178,7 +178,7 @@ impl Report {
                 "cpu % process (sum of cores)",
                 format!("{:.2} / {}", self.cpu_pct_process, 100 * self.ncpus),
             ),
-            ("cycles method", format!("{:?}", self.cycles_method)),
+            ("cycles method", self.cycles_method.as_str().to_string()),
             ("cycles/byte (system)", opt(self.cycles_per_byte_system, 3)),
             (
                 "cycles/byte (process)",
@@ -215,6 +215,107 @@ mod tests {
         assert_eq!(loss_pct(1000, 1000), Some(0.0));
         assert_eq!(loss_pct(1000, 750), Some(25.0));
         assert_eq!(loss_pct(1000, 1001), Some(0.0));
+    }
+
+    fn sample() -> Report {
+        Report {
+            schema: 1,
+            role: Role::Receiver,
+            mode: Mode::Udp,
+            local: "10.0.0.1:5001".into(),
+            peer: "10.0.0.2:40000".into(),
+            threads: 1,
+            connections: 1,
+            io_size: 1472,
+            duration_s: 2.0,
+            bytes: 2_944_000,
+            throughput_gbps: 0.011776,
+            throughput_mbyte_s: 1.472,
+            total_bytes: 2_944_000,
+            peer_total_bytes: Some(2_944_000),
+            datagrams: Some(2000),
+            packets_per_s: Some(1000.0),
+            total_datagrams: Some(2000),
+            peer_total_datagrams: Some(2000),
+            loss_pct: Some(0.0),
+            ncpus: 2,
+            cpu_pct_system: 10.0,
+            cpu_pct_system_sum: 20.0,
+            cpu_pct_process: 5.0,
+            cycles_method: Method::CputimeXTsc,
+            tsc_hz: Some(2.6e9),
+            cycles_system: 1_040_000_000,
+            cycles_process: 260_000_000,
+            cycles_per_byte_system: Some(353.26),
+            cycles_per_byte_process: Some(88.32),
+            tcp_retrans: None,
+            errors: 0,
+            first_error: None,
+            rr: None,
+        }
+    }
+
+    /// The JSON field names are a contract (documented in the crate doc):
+    /// renaming one must fail a test.
+    #[test]
+    fn json_field_names_are_stable() {
+        let v = serde_json::to_value(sample()).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let mut want = vec![
+            "schema",
+            "role",
+            "mode",
+            "local",
+            "peer",
+            "threads",
+            "connections",
+            "io_size",
+            "duration_s",
+            "bytes",
+            "throughput_gbps",
+            "throughput_mbyte_s",
+            "total_bytes",
+            "peer_total_bytes",
+            "datagrams",
+            "packets_per_s",
+            "total_datagrams",
+            "peer_total_datagrams",
+            "loss_pct",
+            "ncpus",
+            "cpu_pct_system",
+            "cpu_pct_system_sum",
+            "cpu_pct_process",
+            "cycles_method",
+            "tsc_hz",
+            "cycles_system",
+            "cycles_process",
+            "cycles_per_byte_system",
+            "cycles_per_byte_process",
+            "tcp_retrans",
+            "errors",
+            "first_error",
+            "rr",
+        ];
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        assert_eq!(v["role"], "receiver");
+        assert_eq!(v["mode"], "udp");
+        assert_eq!(v["cycles_method"], "cputime_x_tsc");
+        let back: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn table_rows() {
+        let t = sample().table();
+        assert!(t.contains("throughput (Gbit/s): 0.012\n"), "{t}");
+        assert!(t.contains("loss (%): 0.000\n"), "{t}");
+        assert!(t.contains("cycles method: cputime_x_tsc\n"), "{t}");
+        assert!(t.contains("datagrams local / peer: 2000 / 2000\n"), "{t}");
+        assert!(!t.contains("tcp retransmissions"), "{t}");
+        let cols: Vec<usize> = t.lines().filter_map(|l| l.find(':')).collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{t}");
     }
 
     #[test]
