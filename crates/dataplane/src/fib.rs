@@ -187,7 +187,7 @@ impl<K: Key, V: Copy> Lpm<K, V> {
         let mut out = Vec::with_capacity(self.len);
         for (len, table) in &self.levels {
             let mut level: Vec<(K, u8, V)> = table.iter().map(|(k, v)| (*k, *len, *v)).collect();
-            level.sort_by(|a, b| a.0.cmp(&b.0));
+            level.sort_by_key(|e| e.0);
             out.extend(level);
         }
         out
