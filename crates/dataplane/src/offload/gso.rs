@@ -421,6 +421,28 @@ mod tests {
     }
 
     #[test]
+    fn tcp4_with_ip_options_copies_them_to_every_segment() {
+        let mut pool = Pool::new(16);
+        let t = Tcp::new(false);
+        let base = tcp_frame(&t, &payload(5000, 6));
+        let mut f = base[..14].to_vec();
+        let seg = &base[34..];
+        let opts = [0x94, 4, 0, 0, 1, 1, 1, 0];
+        f.extend_from_slice(&ipv4(28 + seg.len(), t.id, 0x4000, 64, 6, &opts));
+        f.extend_from_slice(seg);
+        // The TCP checksum does not cover IP options: still valid.
+        let mut p = packet(&mut pool, &f, 14);
+        p.meta.offload.gso = Gso::TcpV4;
+        p.meta.offload.gso_size = 1400;
+        let mut out = Vec::new();
+        assert_eq!(segment(&p, &mut pool, &mut out), Ok(4));
+        check_tcp_segments(&f, 14, &out, 1400, &t);
+        for s in &out {
+            assert_eq!(s.data()[34..42], opts);
+        }
+    }
+
+    #[test]
     fn tcp6_plain() {
         let mut pool = Pool::new(64);
         let mut t = Tcp::new(true);

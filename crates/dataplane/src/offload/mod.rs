@@ -8,6 +8,11 @@
 //! - [`fragment`]: IPv4 fragmentation (RFC 791).
 //! - [`gro`]: receive segment coalescing, the reverse of [`gso`].
 //!
+//! Known limits: IPv4 "BIG TCP" (total length 0) and IPv6 jumbograms are
+//! refused; for IPv6 with a routing header the pseudo-header uses the
+//! header's destination, not the final one; GRE sequence numbers cannot be
+//! set per segment.
+//!
 //! Every function is a pure transformation over packets from the caller's
 //! [`Pool`](crate::buffer::Pool): no I/O, no heap allocation, and malformed
 //! input of any kind yields an [`OffloadError`] instead of a panic.
@@ -18,6 +23,11 @@ pub mod gro;
 pub mod gso;
 
 mod hdr;
+
+pub use csum::{complete, verify_l4, verify_l4_at};
+pub use fragment::fragment_ipv4;
+pub use gro::{Coalescer, GroConfig, GroStats, Refusal};
+pub use gso::{segment, segment_with, OuterL4, OuterSpec, SegmentSpec};
 #[cfg(test)]
 mod testutil;
 
