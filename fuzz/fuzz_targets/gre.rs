@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(r.header_len(), p.header_len());
     // emit(parse(x)) parses back to the same repr with the same payload.
     let mut buf = data.to_vec();
-    r.emit(&mut Gre::new_unchecked(&mut buf[..]));
+    r.emit(&mut Gre::new_unchecked(&mut buf[..])).unwrap();
     let q = Gre::new_checked(&buf[..]).expect("emitted header must check");
     assert_eq!(GreRepr::parse(&q), Ok(r));
     assert_eq!(q.payload(), p.payload());

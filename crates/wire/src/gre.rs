@@ -380,9 +380,12 @@ impl GreRepr {
 
     /// Writes the header into the front of `p`, whose payload (after
     /// `header_len()` bytes) must already be in place, and fills the
-    /// checksum when `self.checksum`. `p` must be at least `header_len()`
-    /// long (a shorter buffer panics: the caller sized it).
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Gre<T>) {
+    /// checksum when `self.checksum`. [`Error::Truncated`] if `p` is shorter
+    /// than the header.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Gre<T>) -> Result<()> {
+        if p.buffer.as_ref().len() < self.header_len() {
+            return Err(Error::Truncated);
+        }
         p.set_flags(self.checksum, self.key.is_some(), self.seq.is_some());
         p.set_protocol_type(self.protocol.into());
         if let Some(k) = self.key {
@@ -392,6 +395,7 @@ impl GreRepr {
             p.set_sequence_number(s);
         }
         p.fill_checksum();
+        Ok(())
     }
 
     /// Writes the header immediately before `buf[payload_offset..]` (the
@@ -408,7 +412,7 @@ impl GreRepr {
             .checked_sub(self.header_len())
             .ok_or(Error::Truncated)?;
         let mut p = Gre::new_unchecked(&mut buf[start..]);
-        self.emit(&mut p);
+        self.emit(&mut p)?;
         Ok(start)
     }
 }
@@ -480,7 +484,7 @@ mod tests {
         let mut b = [0xffu8; 20];
         b[16..].copy_from_slice(b"abcd");
         let mut p = Gre::new_unchecked(&mut b[..]);
-        repr_cks().emit(&mut p);
+        repr_cks().emit(&mut p).unwrap();
         assert_eq!(b, PKT_CKS);
     }
 
@@ -493,8 +497,19 @@ mod tests {
             seq: None,
             protocol: Protocol::TransparentEthernet,
         }
-        .emit(&mut Gre::new_unchecked(&mut b[..]));
+        .emit(&mut Gre::new_unchecked(&mut b[..]))
+        .unwrap();
         assert_eq!(b, PKT_KEY);
+    }
+
+    #[test]
+    fn emit_short_buffer() {
+        let mut b = [0u8; 15];
+        assert_eq!(
+            repr_cks().emit(&mut Gre::new_unchecked(&mut b[..])),
+            Err(Error::Truncated)
+        );
+        assert_eq!(b, [0u8; 15]);
     }
 
     #[test]
@@ -527,7 +542,7 @@ mod tests {
             seq: None,
             protocol: Protocol::Unknown(0x88be),
         };
-        r.emit(&mut Gre::new_unchecked(&mut b[..]));
+        r.emit(&mut Gre::new_unchecked(&mut b[..])).unwrap();
         let p = Gre::new_checked(&b[..]).unwrap();
         assert!(p.verify_checksum());
         assert_eq!(GreRepr::parse(&p).unwrap(), r);

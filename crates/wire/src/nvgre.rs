@@ -253,7 +253,8 @@ mod tests {
             flow_id: 0x9a,
         }
         .to_gre()
-        .emit(&mut Gre::new_unchecked(&mut g[..]));
+        .emit(&mut Gre::new_unchecked(&mut g[..]))
+        .unwrap();
         assert_eq!(g, PKT);
     }
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use wire::esp::{self, Esp, EspRepr, EspTrailer};
@@ -233,7 +234,7 @@ fn gre(repr: GreRepr, payload: &[u8]) -> Vec<u8> {
     let hl = repr.header_len();
     let mut b = vec![0u8; hl + payload.len()];
     b[hl..].copy_from_slice(payload);
-    repr.emit(&mut Gre::new_unchecked(&mut b[..]));
+    repr.emit(&mut Gre::new_unchecked(&mut b[..])).unwrap();
     b
 }
 
@@ -1036,8 +1037,13 @@ struct TempFile(PathBuf);
 
 impl TempFile {
     fn new(tag: &str) -> TempFile {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let mut p = std::env::temp_dir();
-        p.push(format!("vecgate-wire-{tag}-{}.pcap", std::process::id()));
+        p.push(format!(
+            "vecgate-wire-{tag}-{}-{n}.pcap",
+            std::process::id()
+        ));
         TempFile(p)
     }
 }
@@ -1049,7 +1055,7 @@ impl Drop for TempFile {
 }
 
 fn write_pcap(frames: &[&[u8]]) -> TempFile {
-    let f = TempFile::new(&format!("tshark{}", frames.len()));
+    let f = TempFile::new("tshark");
     let mut w = Writer::new(Vec::new(), LinkType::Ethernet, DEFAULT_SNAPLEN).unwrap();
     for (i, fr) in frames.iter().enumerate() {
         w.write_packet(Duration::new(1_700_000_000 + i as u64, 0), fr)
