@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod check;
 mod run;
+mod setup;
 
 #[derive(Parser)]
 #[command(name = "vecgate", version, about = "Userspace vector-packet-processing SDN gateway")]

@@ -1,9 +1,215 @@
-//! `vecgate run --config F`.
+//! `vecgate run --config F`: the gateway in the foreground.
+//!
+//! Startup: load and validate the configuration, attach to every netdev (one
+//! queue per worker: AF_PACKET sockets in one fanout group per netdev, or
+//! TAP queues), install the ingress guards, build the tables, start one
+//! pinned worker thread per `workers`, log `ready`. SIGINT/SIGTERM stop the
+//! workers, remove the guards and exit 0. Every startup failure is one clear
+//! message and exit 1, never a panic.
 
+use crate::setup::{build_tables, NetdevInfo};
+use anyhow::{anyhow, Context, Result};
+use dataplane::neighbour::NeighbourShared;
+use dataplane::tables::SharedTables;
+use dataplane::worker::{Worker, WorkerConfig};
+use dataplane::Port;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{error, info, warn};
+use vecgate_config::{Config, Driver, LoadError};
+use vecgate_io::IngressGuard;
 
-pub fn main(_config: &Path, _log_level: &str, _log_json: bool) -> ExitCode {
-    eprintln!("vecgate run: not yet implemented");
-    ExitCode::FAILURE
+pub fn main(config: &Path, log_level: &str, log_json: bool) -> ExitCode {
+    init_logging(log_level, log_json);
+    let cfg = match vecgate_config::load(config) {
+        Ok(c) => c,
+        Err(LoadError::Invalid { path, diagnostics }) => {
+            for d in &diagnostics {
+                eprintln!("{}:{}: {}", path.display(), d.line, d.message);
+            }
+            error!(errors = diagnostics.len(), "invalid configuration, not starting");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: &str, json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+/// Fanout group id of interface `port`: unique per process and netdev in
+/// this network namespace (the kernel matches groups per namespace).
+fn fanout_id(port: usize) -> u16 {
+    ((std::process::id() as u16).wrapping_mul(64)).wrapping_add(port as u16)
+}
+
+fn driver_str(d: Driver) -> &'static str {
+    match d {
+        Driver::AfPacket => "af_packet",
+        Driver::AfXdp => "af_xdp",
+        Driver::Tap => "tap",
+    }
+}
+
+fn run(cfg: Config) -> Result<()> {
+    if let Some(t) = cfg.tunnels.first() {
+        return Err(anyhow!(
+            "tunnel \"{}\" ({}): tunnels are not in this build of the dataplane yet",
+            t.name,
+            t.kind.as_str()
+        ));
+    }
+    let nworkers = cfg.gateway.workers.max(1);
+    let nports = cfg.interfaces.len();
+
+    // Attach: every worker gets its own queue on every interface.
+    let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..nworkers).map(|_| Vec::new()).collect();
+    let mut guards = Vec::new();
+    for (i, ifc) in cfg.interfaces.iter().enumerate() {
+        let drv = driver_str(ifc.driver);
+        for (w, ports) in per_worker.iter_mut().enumerate() {
+            let port = vecgate_io::open_port(drv, &ifc.host, w, nworkers, fanout_id(i))
+                .with_context(|| format!("interface \"{}\" (netdev {})", ifc.name, ifc.host))?;
+            ports.push(port);
+        }
+        if ifc.driver == Driver::AfPacket {
+            let table = format!("vecgate_{}_{}", cfg.gateway.name, ifc.host);
+            guards.push(IngressGuard::install_named(&ifc.host, &table).with_context(|| {
+                format!("interface \"{}\": installing the nftables ingress guard", ifc.name)
+            })?);
+        }
+    }
+    let netdevs: Vec<NetdevInfo> = per_worker[0]
+        .iter()
+        .map(|p| NetdevInfo {
+            mac: p.mac(),
+            mtu: p.mtu(),
+            offloads: p.offloads(),
+        })
+        .collect();
+    for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
+        if ifc.offloads && !nd.offloads {
+            warn!(interface = %ifc.name, "the backend exchanges no super-packets: offloads are done in software");
+        }
+        if let Some(mtu) = ifc.mtu {
+            if mtu > nd.mtu {
+                warn!(interface = %ifc.name, configured = mtu, netdev = nd.mtu, "configured MTU above the netdev's: using the netdev's");
+            }
+        }
+    }
+    let tables = build_tables(&cfg, &netdevs).map_err(|e| anyhow!("building tables: {e}"))?;
+    let shared = SharedTables::new(tables);
+    let neigh = NeighbourShared::new(4096, 60_000);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+
+    // SIGUSR1 prints the counters (`vppctl show errors` / `show runtime`)
+    // to the log, until the management API serves them.
+    let dump = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, dump.clone())
+        .context("installing signal handlers")?;
+
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut threads = Vec::new();
+    let mut counters = Vec::new();
+    for (w, ports) in per_worker.into_iter().enumerate() {
+        let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
+        worker.set_neighbour_shared(neigh.clone());
+        counters.push(worker.counters());
+        let drivers: Vec<(&'static str, String)> = cfg
+            .interfaces
+            .iter()
+            .map(|i| (driver_str(i.driver), i.host.clone()))
+            .collect();
+        worker.set_port_factory(Box::new(move |port, _name| {
+            let (drv, host) = &drivers[port as usize];
+            vecgate_io::open_port(drv, host, w, nworkers, fanout_id(port as usize))
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        }));
+        let core = cores.get(w % cores.len().max(1)).copied();
+        let stop = stop.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("vg-worker-{w}"))
+            .spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                worker.run(&stop);
+            })
+            .context("spawning a worker thread")?;
+        threads.push(t);
+    }
+
+    info!(
+        gateway = %cfg.gateway.name,
+        workers = nworkers,
+        interfaces = nports,
+        routes = cfg.routes.len(),
+        "ready"
+    );
+    for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
+        let mac = nd.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        let addrs: Vec<String> = ifc.addresses.iter().map(|a| format!("{}/{}", a.addr, a.prefix_len)).collect();
+        info!(interface = %ifc.name, netdev = %ifc.host, driver = driver_str(ifc.driver), %mac, mtu = nd.mtu,
+              offloads = nd.offloads, vrf = %ifc.vrf, addresses = %addrs.join(","), "attached");
+    }
+
+    let show = |counters: &[Arc<dataplane::counters::WorkerCounters>]| {
+        let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
+        let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
+        let mut ports = String::from("Port                 rx-packets     rx-bytes   tx-packets     tx-bytes     drops\n");
+        for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
+            ports.push_str(&format!(
+                "{:<16} {:>14} {:>12} {:>12} {:>12} {:>9}\n",
+                ifc.name, p.rx_packets, p.rx_bytes, p.tx_packets, p.tx_bytes, p.drops
+            ));
+        }
+        info!("counters\n{}\n{}\n{}", ports, sum.show_runtime(), sum.show_errors());
+    };
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if dump.swap(false, Ordering::Relaxed) {
+            show(&counters);
+        }
+    }
+    info!("stopping");
+    for t in threads {
+        if t.join().is_err() {
+            error!("a worker thread panicked");
+        }
+    }
+    show(&counters);
+    for g in guards {
+        if let Err(e) = g.remove() {
+            warn!("removing ingress guard: {e}");
+        }
+    }
+    info!("stopped");
+    Ok(())
 }

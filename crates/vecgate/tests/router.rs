@@ -1,0 +1,302 @@
+//! vecgate as a router between network namespaces, with real kernel TCP
+//! stacks on both sides (issue 3's acceptance tests).
+//!
+//!   h1 (10.1.0.2, fd01::2) ── gw-h1 [vecgate] gw-h2 ── h2 (10.2.0.2, fd02::2)
+
+mod common;
+
+use common::{veth, wait_until, Gateway, Netns};
+use std::process::Command;
+
+struct Topo {
+    h1: Netns,
+    h2: Netns,
+    gw: Netns,
+}
+
+fn topo() -> Topo {
+    let t = Topo {
+        h1: Netns::new("h1"),
+        h2: Netns::new("h2"),
+        gw: Netns::new("gw"),
+    };
+    veth(&t.h1, "eth0", &t.gw, "gw-h1");
+    veth(&t.h2, "eth0", &t.gw, "gw-h2");
+    t.h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
+    t.h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
+    t.h1.sh("ip addr add fd01::2/64 dev eth0 nodad && ip -6 route add default via fd01::1");
+    t.h2.sh("ip addr add fd02::2/64 dev eth0 nodad && ip -6 route add default via fd02::1");
+    t
+}
+
+fn config(workers: usize, extra: &str) -> String {
+    format!(
+        r#"[gateway]
+name = "rt"
+workers = {workers}
+api = "unix:/tmp/vecgate-test-{pid}.sock"
+
+[[interface]]
+name = "site-a"
+host = "gw-h1"
+driver = "af_packet"
+addresses = ["10.1.0.1/24", "fd01::1/64"]
+
+[[interface]]
+name = "site-b"
+host = "gw-h2"
+driver = "af_packet"
+addresses = ["10.2.0.1/24", "fd02::1/64"]
+{extra}"#,
+        pid = std::process::id()
+    )
+}
+
+fn ping(ns: &Netns, args: &str) -> (bool, String) {
+    let out = ns.try_sh(&format!("ping {args}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Sends `bytes` of random data from `from` to `to_addr`:7000 and checks the
+/// SHA-256 on the receiving side equals the sender's.
+fn tcp_transfer(from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
+    let rx = to.spawn(
+        "python3 -c 'import socket,hashlib\n\
+s=socket.socket(socket.AF_INET6 if \":\" in \"ADDR\" else socket.AF_INET)\n\
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+s.bind((\"::\" if \":\" in \"ADDR\" else \"0.0.0.0\", 7000)); s.listen(1); s.settimeout(30)\n\
+c,_=s.accept(); h=hashlib.sha256(); n=0\n\
+while True:\n\
+  b=c.recv(1<<20)\n\
+  if not b: break\n\
+  h.update(b); n+=len(b)\n\
+print(h.hexdigest(), n)'"
+            .replace("ADDR", to_addr)
+            .as_str(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let sent = from.sh(&format!(
+        "python3 -c 'import socket,hashlib,os\n\
+d=os.urandom({bytes})\n\
+s=socket.create_connection((\"{to_addr}\",7000), timeout=30); s.sendall(d); s.close()\n\
+print(hashlib.sha256(d).hexdigest(), len(d))'"
+    ));
+    let out = rx.wait_with_output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(got.trim(), sent.trim(), "receiver saw different bytes: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn forwards_ipv4_and_ipv6_with_byte_exact_tcp() {
+    let t = topo();
+    let _gw = Gateway::start(&t.gw, &config(2, ""));
+    let (ok, out) = ping(&t.h1, "-c 3 -i 0.2 -W 2 10.2.0.2");
+    assert!(ok, "{out}");
+    assert!(out.contains("ttl=63"), "TTL decremented once: {out}");
+    let (ok, out) = ping(&t.h1, "-6 -c 3 -i 0.2 -W 2 fd02::2");
+    assert!(ok, "{out}");
+    assert!(out.contains("ttl=63"), "hop limit decremented once: {out}");
+    // Pings to the gateway's own addresses.
+    assert!(ping(&t.h1, "-c 1 -W 2 10.1.0.1").0);
+    assert!(ping(&t.h1, "-6 -c 1 -W 2 fd01::1").0);
+    assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.1").0, "the far-side address answers too");
+    tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 32 << 20);
+    tcp_transfer(&t.h2, &t.h1, "fd01::2", 16 << 20);
+}
+
+#[test]
+fn iperf3_runs_through_the_gateway() {
+    let t = topo();
+    let _gw = Gateway::start(&t.gw, &config(2, ""));
+    assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.2").0);
+    let mut srv = t.h2.spawn("iperf3 -s -1");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let out = t.h1.sh("iperf3 -c 10.2.0.2 -t 2 -J");
+    let _ = srv.wait();
+    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
+    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    assert!(bps > 50e6, "iperf3 through vecgate: {bps} bit/s");
+}
+
+#[test]
+fn ttl_expiry_and_unreachable_give_icmp_errors() {
+    let t = topo();
+    let _gw = Gateway::start(&t.gw, &config(1, ""));
+    let (_, out) = ping(&t.h1, "-c 1 -W 2 -t 1 10.2.0.2");
+    assert!(out.contains("From 10.1.0.1") && out.contains("Time to live exceeded"), "{out}");
+    let (_, out) = ping(&t.h1, "-6 -c 1 -W 2 -t 1 fd02::2");
+    assert!(out.contains("From fd01::1") && out.contains("Time exceeded"), "{out}");
+    // No route for 10.9.0.0/16 at the gateway.
+    t.h1.sh("ip route add 10.9.0.0/16 via 10.1.0.1");
+    let (_, out) = ping(&t.h1, "-c 1 -W 2 10.9.0.1");
+    assert!(out.contains("Destination Net Unreachable") || out.contains("Unreachable"), "{out}");
+}
+
+#[test]
+fn too_big_gives_frag_needed_and_packet_too_big() {
+    let t = topo();
+    t.gw.sh("ip link set gw-h2 mtu 1400");
+    t.h2.sh("ip link set eth0 mtu 1400");
+    let _gw = Gateway::start(&t.gw, &config(1, ""));
+    assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.2").0);
+    let (_, out) = ping(&t.h1, "-c 1 -W 2 -M do -s 1450 10.2.0.2");
+    assert!(out.contains("Frag needed") && out.contains("mtu = 1400"), "{out}");
+    let (_, out) = ping(&t.h1, "-6 -c 1 -W 2 -M do -s 1450 fd02::2");
+    assert!(out.contains("Packet too big") && out.contains("mtu=1400"), "{out}");
+    // DF clear: vecgate fragments, h2 reassembles and answers.
+    let (ok, out) = ping(&t.h1, "-c 1 -W 2 -M dont -s 1450 10.2.0.2");
+    assert!(ok, "fragmented ping: {out}");
+}
+
+#[test]
+fn overlapping_vrfs_stay_isolated() {
+    // Two tenants, red and blue, with the same prefixes on one gateway.
+    let gw = Netns::new("gw");
+    let hosts: Vec<(Netns, &str, &str, &str)> = vec![
+        (Netns::new("r1"), "r-h1", "red", "10.1.0.2"),
+        (Netns::new("r2"), "r-h2", "red", "10.2.0.2"),
+        (Netns::new("b1"), "b-h1", "blue", "10.1.0.2"),
+        (Netns::new("b2"), "b-h2", "blue", "10.2.0.2"),
+    ];
+    let mut cfg = format!(
+        "[gateway]\nname = \"vrf\"\nworkers = 1\napi = \"unix:/tmp/vecgate-vrf-{}.sock\"\n",
+        std::process::id()
+    );
+    for (ns, gif, vrf, addr) in &hosts {
+        veth(ns, "eth0", &gw, gif);
+        let gwaddr = format!("{}.1", addr.rsplit_once('.').unwrap().0);
+        ns.sh(&format!("ip addr add {addr}/24 dev eth0 && ip route add default via {gwaddr}"));
+        cfg += &format!(
+            "\n[[interface]]\nname = \"{gif}\"\nhost = \"{gif}\"\ndriver = \"af_packet\"\naddresses = [\"{gwaddr}/24\"]\nvrf = \"{vrf}\"\n"
+        );
+    }
+    let _g = Gateway::start(&gw, &cfg);
+    // Capture on blue's h2 while red's h1 pings red's h2.
+    let cap = format!("/tmp/{}.pcap", common::unique("vrf"));
+    let mut dump = hosts[3].0.spawn(&format!("tcpdump -U --immediate-mode -ni eth0 -w {cap} icmp"));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // Same addresses in both tenants: the payload pattern tells them apart.
+    let (ok, out) = ping(&hosts[0].0, "-c 3 -i 0.2 -W 2 -p aaaa 10.2.0.2");
+    assert!(ok, "red to red: {out}");
+    let (ok, out) = ping(&hosts[2].0, "-c 2 -i 0.2 -W 2 -p bbbb 10.2.0.2");
+    assert!(ok, "blue to blue: {out}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = Command::new("kill").arg(dump.id().to_string()).status();
+    let _ = dump.wait();
+    let count = |pat: &str| -> usize {
+        common::sh(&format!("tshark -r {cap} -Y 'icmp.type == 8 && data.data contains {pat}' 2>/dev/null | wc -l"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("aa:aa:aa:aa"), 0, "none of red's echo requests reached blue's host");
+    assert!(count("bb:bb:bb:bb") >= 1, "blue's own echo requests were captured");
+    let _ = std::fs::remove_file(&cap);
+}
+
+#[test]
+fn answers_arp_only_for_its_own_addresses() {
+    let t = topo();
+    let gw = Gateway::start(&t.gw, &config(1, ""));
+    t.h1.sh("ip neigh flush dev eth0");
+    let ok = t.h1.try_sh("arping -c 1 -w 2 -I eth0 10.1.0.1").status.success()
+        || ping(&t.h1, "-c 1 -W 2 10.1.0.1").0;
+    assert!(ok);
+    let neigh = t.h1.sh("ip neigh show 10.1.0.1");
+    assert!(neigh.contains("lladdr"), "gateway MAC learned: {neigh}");
+    // An address on the subnet that is not the gateway's: no answer.
+    let (ok, _) = ping(&t.h1, "-c 1 -W 1 10.1.0.77");
+    assert!(!ok);
+    assert!(wait_until(3, || t.h1.sh("ip neigh show 10.1.0.77").contains("FAILED")
+        || !t.h1.sh("ip neigh show 10.1.0.77").contains("lladdr")));
+    drop(gw);
+}
+
+#[test]
+fn malformed_frames_are_dropped_and_counted_while_forwarding_continues() {
+    let t = topo();
+    let mut gw = Gateway::start(&t.gw, &config(1, ""));
+    let mac = t.gw.sh("cat /sys/class/net/gw-h1/address").trim().to_string();
+    let script = format!(
+        r#"
+from scapy.all import Ether, IP, ICMP, IPv6, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt, ICMPv6EchoRequest, raw, conf, get_if_hwaddr
+import os
+dst = "{mac}"
+src = get_if_hwaddr("eth0")
+good = Ether(dst=dst, src=src)/IP(src="10.1.0.2", dst="10.2.0.2")/ICMP()/(b"x"*32)
+raw_good = raw(good)
+frames = []
+for n in range(1, len(raw_good)):              # every truncation
+    frames.append(raw_good[:n])
+frames.append(raw(Ether(dst=dst, src=src, type=0x800)) + bytes.fromhex("4f000054"))       # IHL 15, short
+frames.append(raw(Ether(dst=dst, src=src)/IP(src="10.1.0.2", dst="10.2.0.2", len=2000)/ICMP()))  # total length > frame
+b = bytearray(raw_good); b[24] ^= 0xff; frames.append(bytes(b))                           # bad IPv4 checksum
+frames.append(raw(Ether(dst=dst, src=src)/IP(src="10.1.0.2", dst="10.2.0.2", ihl=4)/ICMP()))  # IHL < 5
+chain = IPv6(src="fd01::2", dst="fd02::2")
+for _ in range(12):
+    chain = chain/IPv6ExtHdrDestOpt()
+frames.append(raw(Ether(dst=dst, src=src)/chain/ICMPv6EchoRequest()))                      # long ext-header chain
+frames.append(raw(Ether(dst=dst, src=src)/IPv6(src="fd01::2", dst="fd02::2", nh=0)/IPv6ExtHdrHopByHop(nh=0)/IPv6ExtHdrHopByHop(nh=59)))  # HbH not first
+frames.append(raw(Ether(dst=dst, src=src)/IPv6(src="fd01::2", dst="fd02::2", plen=4000)/ICMPv6EchoRequest()))  # plen > frame
+frames.append(raw(Ether(dst=dst, src=src, type=0x86dd)) + os.urandom(10))
+for i in range(50):
+    frames.append(raw(Ether(dst=dst, src=src, type=0x800)) + os.urandom(1400))
+    frames.append(raw(Ether(dst=dst, src=src, type=0x86dd)) + os.urandom(1400))
+    frames.append(os.urandom(1500))
+s = conf.L2socket(iface="eth0")
+for f in frames:
+    s.send(f)
+print(len(frames))
+"#
+    );
+    let path = format!("/tmp/{}.py", common::unique("mal"));
+    std::fs::write(&path, script).unwrap();
+    // A ping keeps running through the gateway while the garbage arrives.
+    let pinger = t.h1.spawn("ping -c 20 -i 0.1 -W 2 10.2.0.2");
+    let sent = t.h1.sh(&format!("/usr/bin/python3 {path}"));
+    let _ = std::fs::remove_file(&path);
+    assert!(sent.trim().parse::<usize>().unwrap() > 150);
+    let out = pinger.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(" 0% packet loss"), "good traffic kept flowing: {text}");
+    assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.2").0, "gateway still alive");
+    // Counters: the drops are counted by reason (dumped at shutdown).
+    let st = gw.stop();
+    assert!(st.success(), "clean exit: {st}\n{}", gw.log_text());
+    let log = gw.log_text();
+    for (node, reason) in [
+        ("ip4-input", "too-short"),
+        ("ip4-input", "bad-ihl"),
+        ("ip4-input", "bad-length"),
+        ("ip4-input", "bad-checksum"),
+        ("ip6-input", "bad-length"),
+    ] {
+        let counted = log.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 3 && f[1] == node && f[2] == reason && f[0].parse::<u64>().unwrap_or(0) > 0
+        });
+        assert!(counted, "drop reason {node}/{reason} counted:\n{log}");
+    }
+}
+
+#[test]
+fn missing_netdev_is_a_clear_error() {
+    let ns = Netns::new("gw");
+    let path = std::env::temp_dir().join(format!("{}.toml", common::unique("bad")));
+    std::fs::write(&path, config(1, "")).unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(common::vecgate_bin())
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no such network interface 'gw-h1'"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
