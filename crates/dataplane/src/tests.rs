@@ -1072,3 +1072,118 @@ fn tables_swap_takes_effect_on_next_vector() {
     };
     assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(H2), v4("198.51.100.1")));
 }
+
+/// A TCP/IPv4 super-packet of `payload` bytes (GSO TcpV4, partial
+/// checksum as the kernel hands it over: pseudo-header sum in the field).
+fn tcp_super_packet(payload: usize, mss: u16) -> (Vec<u8>, crate::Offload) {
+    let (src, dst) = (v4("10.1.0.5"), v4("10.2.0.7"));
+    let mut tcp = vec![0u8; 20 + payload];
+    tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
+    tcp[4..8].copy_from_slice(&1000u32.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18; // PSH, ACK
+    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    for (i, b) in tcp[20..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let ph = wire::checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u16);
+    tcp[16..18].copy_from_slice(&ph.to_be_bytes());
+    let frame = eth(GW0, H1, 0x0800, &ipv4(src, dst, 6, 64, true, &tcp));
+    let o = crate::Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: 34,
+        csum_offset: 16,
+        gso: crate::Gso::TcpV4,
+        gso_size: mss,
+        hdr_len: 54,
+    };
+    (frame, o)
+}
+
+#[test]
+fn gso_super_packet_is_segmented_for_a_port_without_offloads() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    let (f, o) = tcp_super_packet(4000, 1448);
+    r.h[0].inject_with(f, o);
+    r.step();
+    let out = r.h[1].take_tx_with();
+    assert_eq!(out.len(), 3, "4000 bytes in segments of 1448");
+    let mut total = 0;
+    for (f, o) in &out {
+        assert_eq!(o.gso, crate::Gso::None);
+        let Seen::Ip4(e, ip) = dissect(f) else {
+            panic!()
+        };
+        assert_eq!((e.dst_addr, ip.ttl), (MacAddr(H2), 63));
+        assert!(ip.payload_len + 20 <= 1500);
+        assert!(
+            crate::offload::csum::verify_l4_at(f, 14),
+            "TCP checksum of each segment"
+        );
+        total += ip.payload_len - 20;
+    }
+    assert_eq!(total, 4000);
+}
+
+#[test]
+fn gso_super_packet_is_judged_by_segment_size() {
+    let mut r = Rig::new(1400, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    // Segments of 1448 + 40 bytes of headers exceed 1400 with DF: too big.
+    let (f, o) = tcp_super_packet(4000, 1448);
+    r.h[0].inject_with(f, o);
+    r.step();
+    assert!(r.h[1].take_tx().is_empty());
+    let out = r.tx(0);
+    let [Seen::Icmp4(_, _, 3, 4, body)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(u16::from_be_bytes([body[6], body[7]]), 1400);
+    // Segments of 1360 fit although the super-packet is 4040 bytes.
+    let (f, o) = tcp_super_packet(4000, 1360);
+    r.h[0].inject_with(f, o);
+    r.step();
+    assert_eq!(r.h[1].take_tx().len(), 3);
+}
+
+#[test]
+fn run_blocks_when_idle_and_stops() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let r = Rig::new(1500, WorkerConfig::default());
+    let h = r.h.clone();
+    let mut w = r.w;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        w.run(&s2);
+        w
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    h[0].inject(eth(
+        BCAST,
+        H1,
+        0x0806,
+        &arp(
+            Operation::Request,
+            H1,
+            v4("10.1.0.5"),
+            [0; 6],
+            v4("10.1.0.1"),
+        ),
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let w = t.join().unwrap();
+    let out: Vec<Seen> = h[0].take_tx().iter().map(|f| dissect(f)).collect();
+    // Announcements at start, then the ARP reply.
+    assert!(
+        out.iter()
+            .any(|s| matches!(s, Seen::Arp(_, a) if a.operation == Operation::Reply)),
+        "{out:?}"
+    );
+    assert_eq!(w.counters().snapshot().ports[0].rx_packets, 1);
+}
