@@ -7,6 +7,11 @@
 //! `nodes/`, and arcs from the nodes that feed it. [`Graph::run`] processes
 //! pending vectors node by node, in id order (roughly topological), until
 //! all are empty or [`MAX_PASSES`] passes ran.
+//!
+//! Pending vectors are allocated once with room for two full vectors; a
+//! burst that fans in beyond that grows a vector once, and it keeps the
+//! capacity. Growth is bounded: every packet in flight is a buffer of the
+//! worker's fixed-size pool.
 
 use crate::buffer::{Packet, Pool};
 use crate::counters::{Counter, NodeCounters, PortCounters, WorkerCounters};
