@@ -105,9 +105,11 @@ impl OutboundSa {
     /// The range is shorter than `n` when the space is nearly used up.
     /// Numbers never wrap (RFC 4303 §3.3.3: the sender "MUST NOT" cycle):
     /// once exhausted this returns `seq-exhausted`, marks the SA expired and
-    /// reports [`LifetimeEvent::Hard`]; later calls return `sa-expired`.
+    /// reports [`LifetimeEvent::Hard`] (through
+    /// [`crate::lifetime::LifetimeState::take_event`]); later calls return
+    /// `sa-expired`. Numbers already handed out stay usable.
     pub fn reserve(&self, n: u64) -> Result<Range<u64>, EspError> {
-        if self.lifetime.is_hard_expired() {
+        if self.lifetime.is_hard_expired() || self.exhausted.load(Relaxed) {
             return Err(EspError::SaExpired);
         }
         let end = self.seq_end();
@@ -121,7 +123,9 @@ impl OutboundSa {
             Ok(start) => Ok(start..start + n.min(end - start)),
             Err(cur) if n == 0 && cur < end => Ok(cur..cur),
             Err(_) => {
-                self.lifetime.expire();
+                if !self.exhausted.swap(true, Relaxed) {
+                    self.lifetime.raise_hard();
+                }
                 Err(EspError::SeqExhausted)
             }
         }
@@ -283,9 +287,8 @@ impl OutboundSa {
                 // IPv6 forbids a zero UDP checksum in general (RFC 8200
                 // §8.1); compute it over the encrypted payload.
                 let data = pkt.data_mut();
-                let s = u64::from(tl.v6_pseudo)
-                    + u64::from(plen)
-                    + u64::from(sum_words(&data[40..]));
+                let s =
+                    u64::from(tl.v6_pseudo) + u64::from(plen) + u64::from(sum_words(&data[40..]));
                 let mut c = !fold(s);
                 if c == 0 {
                     c = 0xffff;

@@ -348,3 +348,58 @@ fn cbc_rfc3602_case_8() {
          435e7207ed971ef3d2726d9b5ef6affc6d17a0decbb13892",
     );
 }
+
+/// Authentic packets (valid ICV) whose decrypted trailer is wrong: sealed
+/// here with the SA's own AEAD key around a hand-made plaintext.
+#[test]
+fn authentic_packets_with_bad_trailers() {
+    use crate::sa::Transform;
+    use aws_lc_rs::aead;
+
+    let alg = Algorithm::AesGcm128;
+    let key = hex("000102030405060708090a0b0c0d0e0f 10111213");
+    let out = OutboundSa::new(config(alg, 0x999, key.clone(), false)).unwrap();
+    let inb = InboundSa::new(config(alg, 0x999, key, false)).unwrap();
+    let Transform::Aead { key: k, salt } = &out.transform else {
+        panic!("AEAD expected")
+    };
+    let mut pool = Pool::new(1);
+    let mut seal = |seq: u32, plaintext: &[u8]| {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0x999u32.to_be_bytes());
+        b.extend_from_slice(&seq.to_be_bytes());
+        b.extend_from_slice(&u64::from(seq).to_be_bytes());
+        let mut n = [0u8; 12];
+        n[..4].copy_from_slice(&salt[..]);
+        n[4..].copy_from_slice(&u64::from(seq).to_be_bytes());
+        let mut ct = plaintext.to_vec();
+        let tag = k
+            .seal_in_place_separate_tag(
+                aead::Nonce::assume_unique_for_key(n),
+                aead::Aad::from(&b[..8]),
+                &mut ct,
+            )
+            .unwrap();
+        b.extend_from_slice(&ct);
+        b.extend_from_slice(tag.as_ref());
+        let mut p = pool.alloc().unwrap();
+        assert!(p.set_data(&b));
+        let r = inb.decrypt(&mut p);
+        pool.free(p);
+        r
+    };
+    let mut ip = vec![0x45u8; 20];
+    ip.extend_from_slice(&[1, 2, 2, 4]);
+    assert!(seal(1, &ip).is_ok());
+    let body = [0x45u8; 20];
+    let with = |t: &[u8]| [&body[..], t].concat();
+    assert_eq!(seal(2, &with(&[1, 3, 2, 4])), Err(EspError::BadPadding));
+    assert_eq!(seal(3, &with(&[2, 2, 2, 4])), Err(EspError::BadPadding));
+    assert_eq!(seal(4, &[0x45, 30, 4]), Err(EspError::BadPadding));
+    assert_eq!(seal(5, &with(&[1, 2, 2, 17])), Err(EspError::BadNextHeader));
+    assert_eq!(seal(6, &with(&[1, 2, 2, 59])), Err(EspError::Dummy));
+    assert_eq!(seal(7, &[0, 4]), Err(EspError::BadInner));
+    // They were authentic, so the window moved (RFC 4303 §3.4.3).
+    assert_eq!(inb.replay_top(), 7);
+    assert_eq!(seal(6, &with(&[1, 2, 2, 4])), Err(EspError::Replay));
+}

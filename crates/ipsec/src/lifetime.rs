@@ -127,7 +127,10 @@ impl LifetimeState {
     /// to the caller whose traffic crossed the limit.
     #[inline]
     pub fn account(&self, packets: u64, bytes: u64) -> Option<LifetimeEvent> {
-        let p = self.packets.fetch_add(packets, Relaxed).saturating_add(packets);
+        let p = self
+            .packets
+            .fetch_add(packets, Relaxed)
+            .saturating_add(packets);
         let b = self.bytes.fetch_add(bytes, Relaxed).saturating_add(bytes);
         let l = &self.limits;
         if over(l.hard_packets, p) || over(l.hard_bytes, b) {
@@ -141,9 +144,15 @@ impl LifetimeState {
         None
     }
 
-    /// Marks the SA hard-expired (also used for sequence exhaustion).
+    /// Marks the SA hard-expired: it refuses all further traffic.
     pub fn expire(&self) -> Option<LifetimeEvent> {
         self.fire_hard()
+    }
+
+    /// Queues a hard event for the key manager without refusing traffic
+    /// (sequence exhaustion: packets already numbered may still leave).
+    pub fn raise_hard(&self) {
+        self.pending.store(2, Relaxed);
     }
 
     fn fire_soft(&self) -> Option<LifetimeEvent> {

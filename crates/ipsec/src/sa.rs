@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
 
 use aws_lc_rs::{aead, cipher, hmac};
@@ -233,7 +233,9 @@ impl Transform {
             });
         }
         let (c, h) = match alg {
-            Algorithm::AesCbc128HmacSha1_96 => (&cipher::AES_128, hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY),
+            Algorithm::AesCbc128HmacSha1_96 => {
+                (&cipher::AES_128, hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY)
+            }
             _ => (&cipher::AES_256, hmac::HMAC_SHA256),
         };
         let mac = hmac::Key::new(h, rest);
@@ -273,7 +275,11 @@ pub(crate) struct OuterTemplate {
 impl OuterTemplate {
     fn new(t: &TunnelEndpoints, encap: Option<UdpEncap>, df: bool) -> Result<Self, EspError> {
         let mut b = [0u8; MAX_OUTER];
-        let proto = if encap.is_some() { 17 } else { wire::esp::IP_PROTOCOL };
+        let proto = if encap.is_some() {
+            17
+        } else {
+            wire::esp::IP_PROTOCOL
+        };
         let (len, v6, v4_sum, v6_pseudo) = match (t.local, t.remote) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
                 b[0] = 0x45;
@@ -346,6 +352,9 @@ pub struct OutboundSa {
     pub(crate) template: OuterTemplate,
     /// Next sequence number to hand out (the first packet is 1, §3.3.3).
     pub(crate) next_seq: AtomicU64,
+    /// Set when the sequence space ran out: no more reservations, but
+    /// numbers already handed out may still be used.
+    pub(crate) exhausted: AtomicBool,
     pub(crate) lifetime: LifetimeState,
     pub(crate) tunnel: TunnelEndpoints,
     pub(crate) encap: Option<UdpEncap>,
@@ -364,6 +373,7 @@ impl OutboundSa {
             transform: Transform::new(cfg.algorithm, &cfg.key, true)?,
             template: OuterTemplate::new(&cfg.tunnel, cfg.encap, cfg.df)?,
             next_seq: AtomicU64::new(1),
+            exhausted: AtomicBool::new(false),
             lifetime: LifetimeState::new(cfg.lifetime),
             tunnel: cfg.tunnel,
             encap: cfg.encap,
