@@ -5,8 +5,8 @@
 #   scripts/fuzz.sh run SECONDS [T]  run each target (or only T...) for
 #                                    SECONDS, one after the other, then
 #                                    print executions per target
-#   scripts/fuzz.sh seed             write valid frames from the tshark
-#                                    test into fuzz/corpus/{packet,ethernet}
+#   scripts/fuzz.sh seed             write the tshark test's frames and
+#                                    their layers into fuzz/corpus/<target>/
 #   scripts/fuzz.sh list             list the targets
 #
 # Targets run sequentially on purpose: the machine has two cores shared
@@ -37,7 +37,7 @@ run)
     shift 2
     if [ "$#" -gt 0 ]; then list=("$@"); else mapfile -t list < <(targets); fi
     cargo +nightly fuzz build -O
-    if [ ! -d corpus/packet ]; then "$self" seed || echo "seeding failed; fuzzing unseeded" >&2; fi
+    "$self" seed >/dev/null 2>&1 || echo "seeding failed (tshark missing?); fuzzing unseeded" >&2
     mkdir -p "$root/fuzz/logs"
     summary="$root/fuzz/logs/summary.txt"
     : >"$summary"

@@ -1184,23 +1184,84 @@ fn check(cases: &[Case]) -> Vec<String> {
     errors
 }
 
-/// With `WIRE_FUZZ_SEEDS=DIR` set, also writes every frame to
-/// `DIR/packet/` and `DIR/ethernet/`: valid, checksum-correct frames are the
-/// seeds the fuzzers need to get past the checksums (`scripts/fuzz.sh seed`).
+/// The outer layers of a frame, split with the crate's own views, named
+/// after the fuzz target that parses each.
+fn layers(frame: &[u8]) -> Vec<(&'static str, &[u8])> {
+    let mut out = vec![("packet", frame), ("ethernet", frame)];
+    let Ok(f) = Frame::new_checked(frame) else {
+        return out;
+    };
+    // Views hand out slices tied to themselves: slice the frame instead.
+    let l3 = &frame[f.header_len()..];
+    let (proto, l4) = match f.ethertype() {
+        ethertype::ARP => {
+            out.push(("arp", l3));
+            return out;
+        }
+        ethertype::IPV4 => {
+            let Ok(p) = ipv4::Packet::new_checked(l3) else {
+                return out;
+            };
+            out.push(("ipv4", l3));
+            (
+                p.protocol(),
+                &l3[p.header_len()..usize::from(p.total_len())],
+            )
+        }
+        ethertype::IPV6 => {
+            out.push(("ipv6", l3));
+            let Ok(c) = ipv6::header_chain(l3) else {
+                return out;
+            };
+            (c.protocol, &l3[c.offset..])
+        }
+        _ => return out,
+    };
+    match proto {
+        protocol::ICMP => out.push(("icmpv4", l4)),
+        protocol::ICMPV6 => out.push(("icmpv6", l4)),
+        protocol::TCP => out.push(("tcp", l4)),
+        protocol::ESP => out.push(("esp", l4)),
+        protocol::GRE => {
+            out.push(("gre", l4));
+            if Nvgre::new_checked(l4).is_ok() {
+                out.push(("nvgre", l4));
+            }
+        }
+        protocol::UDP => {
+            out.push(("udp", l4));
+            if let Ok(u) = udp::Packet::new_checked(l4) {
+                let payload = &l4[udp::HEADER_LEN..usize::from(u.len())];
+                match u.dst_port() {
+                    vxlan::PORT => out.push(("vxlan", payload)),
+                    esp::NAT_T_PORT => out.push(("esp", payload)),
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// With `WIRE_FUZZ_SEEDS=DIR` set, also writes every frame, and each of its
+/// layers, to `DIR/<fuzz target>/`: valid, checksum-correct packets are the
+/// seeds the fuzzers need to get past the checksums
+/// (`scripts/fuzz.sh seed`).
 fn write_fuzz_seeds(cases: &[Case]) {
     let Some(dir) = std::env::var_os("WIRE_FUZZ_SEEDS") else {
         return;
     };
-    for target in ["packet", "ethernet"] {
-        let d = PathBuf::from(&dir).join(target);
-        std::fs::create_dir_all(&d).unwrap();
-        for (i, c) in cases.iter().enumerate() {
-            let name: String = c
-                .name
-                .chars()
-                .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '_' })
-                .collect();
-            std::fs::write(d.join(format!("{i:02}-{name}")), &c.frame).unwrap();
+    for (i, c) in cases.iter().enumerate() {
+        let name: String = c
+            .name
+            .chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '_' })
+            .collect();
+        for (target, bytes) in layers(&c.frame) {
+            let d = PathBuf::from(&dir).join(target);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(format!("{i:02}-{name}")), bytes).unwrap();
         }
     }
 }
