@@ -360,6 +360,34 @@ fn cases() -> Vec<Case> {
             ("ip.dst", "10.1.0.2"),
         ],
     );
+    let qinq = EthernetRepr {
+        src_addr: MAC_A,
+        dst_addr: MAC_B,
+        vlan: Some(VlanTag {
+            tpid: ethertype::QINQ,
+            pcp: 3,
+            dei: false,
+            vid: 200,
+        }),
+        inner_vlan: Some(VlanTag::dot1q(300)),
+        ethertype: ethertype::IPV4,
+    };
+    let inner = inner_v4();
+    let mut qf = vec![0u8; qinq.header_len() + inner.len()];
+    qinq.emit(&mut Frame::new_unchecked(&mut qf[..]));
+    qf[qinq.header_len()..].copy_from_slice(&inner);
+    add(
+        &mut v,
+        "802.1ad qinq",
+        qf,
+        &[
+            ("ieee8021ad.id", "200"),
+            ("ieee8021ad.priority", "3"),
+            ("vlan.id", "300"),
+            ("eth.type", "0x88a8"),
+            ("ip.dst", "10.1.0.2"),
+        ],
+    );
     add(
         &mut v,
         "arp request",
