@@ -284,6 +284,18 @@ impl NeighbourTable {
         });
     }
 
+    /// Appends the keys of entries still being resolved (INCOMPLETE): the
+    /// worker checks them against the other workers' hints, because the
+    /// answer to our solicitation may be hashed to another worker's queue.
+    pub fn incomplete(&self, out: &mut Vec<(u16, IpAddr)>) {
+        out.extend(
+            self.map
+                .iter()
+                .filter(|(_, e)| e.state == State::Incomplete)
+                .map(|(k, _)| *k),
+        );
+    }
+
     /// State and MAC of an entry (tests, `show neighbours`).
     pub fn get(&self, port: u16, ip: IpAddr) -> Option<(State, [u8; 6])> {
         self.map.get(&(port, ip)).map(|e| (e.state, e.mac))

@@ -12,10 +12,10 @@
 use crate::buffer::{Packet, Pool};
 use crate::counters::WorkerCounters;
 use crate::graph::{Ctx, Graph, NodeId};
-use crate::neighbour::{NeighConfig, NeighbourShared, Solicit};
+use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit};
 use crate::nodes::icmp_error::RateLimit;
 use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
-use crate::nodes::nd;
+use crate::nodes::{self, nd};
 use crate::port::Port;
 use crate::tables::SharedTables;
 use crate::VECTOR_SIZE;
@@ -74,6 +74,8 @@ pub struct Worker {
     announce: Vec<Packet>,
     last_timer: u64,
     last_retry: u64,
+    pending: Vec<(u16, IpAddr)>,
+    released: Vec<Packet>,
 }
 
 impl Worker {
@@ -109,6 +111,8 @@ impl Worker {
             announce: Vec::with_capacity(16),
             last_timer: 0,
             last_retry: 0,
+            pending: Vec::with_capacity(64),
+            released: Vec::with_capacity(64),
         }
     }
 
@@ -231,6 +235,7 @@ impl Worker {
 
     /// Neighbour retransmits, failures and aging; cross-worker sync.
     fn timers(&mut self, now: u64) {
+        self.complete_from_hints();
         self.cx.neigh.tick(now, &mut self.solicit, &mut self.failed);
         if !self.failed.is_empty() {
             self.graph.count_drops(
@@ -259,6 +264,46 @@ impl Worker {
             if self.ports[i].port.as_ref().is_some_and(|p| !p.is_alive()) {
                 self.port_failed(i);
             }
+        }
+    }
+
+    /// Completes local INCOMPLETE entries that another worker resolved: the
+    /// reply to a solicitation sent here may have been fanned out to another
+    /// worker, which published the binding. Released packets already carry
+    /// their rewritten L3 header; they get their L2 header and go out.
+    fn complete_from_hints(&mut self) {
+        let Some(shared) = self.cx.neigh_shared.clone() else {
+            return;
+        };
+        shared.sync(self.cx.now);
+        self.cx.neigh_hints = shared.snapshot();
+        self.pending.clear();
+        self.cx.neigh.incomplete(&mut self.pending);
+        for i in 0..self.pending.len() {
+            let (port, ip) = self.pending[i];
+            let Some(b) = self.cx.neigh_hints.get(&(port, ip)).copied() else {
+                continue;
+            };
+            let mut released = std::mem::take(&mut self.released);
+            self.cx.neigh.learn(
+                port,
+                ip,
+                b.mac,
+                Learn::Unconfirmed,
+                self.cx.now,
+                &mut released,
+            );
+            let src = self.cx.tables.iface(port).map_or([0; 6], |i| i.mac);
+            for mut p in released.drain(..) {
+                let et = nodes::ip_ethertype(&p);
+                if nodes::push_eth(&mut p, b.mac, src, et) {
+                    p.meta.tx_port = port;
+                    self.graph.input_one(NodeId::InterfaceOutput, p);
+                } else {
+                    self.cx.pool.free(p);
+                }
+            }
+            self.released = released;
         }
     }
 

@@ -9,7 +9,11 @@ mod run;
 mod setup;
 
 #[derive(Parser)]
-#[command(name = "vecgate", version, about = "Userspace vector-packet-processing SDN gateway")]
+#[command(
+    name = "vecgate",
+    version,
+    about = "Userspace vector-packet-processing SDN gateway"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

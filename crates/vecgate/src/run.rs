@@ -30,7 +30,10 @@ pub fn main(config: &Path, log_level: &str, log_json: bool) -> ExitCode {
             for d in &diagnostics {
                 eprintln!("{}:{}: {}", path.display(), d.line, d.message);
             }
-            error!(errors = diagnostics.len(), "invalid configuration, not starting");
+            error!(
+                errors = diagnostics.len(),
+                "invalid configuration, not starting"
+            );
             return ExitCode::FAILURE;
         }
         Err(e) => {
@@ -97,9 +100,14 @@ fn run(cfg: Config) -> Result<()> {
         }
         if ifc.driver == Driver::AfPacket {
             let table = format!("vecgate_{}_{}", cfg.gateway.name, ifc.host);
-            guards.push(IngressGuard::install_named(&ifc.host, &table).with_context(|| {
-                format!("interface \"{}\": installing the nftables ingress guard", ifc.name)
-            })?);
+            guards.push(
+                IngressGuard::install_named(&ifc.host, &table).with_context(|| {
+                    format!(
+                        "interface \"{}\": installing the nftables ingress guard",
+                        ifc.name
+                    )
+                })?,
+            );
         }
     }
     let netdevs: Vec<NetdevInfo> = per_worker[0]
@@ -174,8 +182,17 @@ fn run(cfg: Config) -> Result<()> {
         "ready"
     );
     for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
-        let mac = nd.mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
-        let addrs: Vec<String> = ifc.addresses.iter().map(|a| format!("{}/{}", a.addr, a.prefix_len)).collect();
+        let mac = nd
+            .mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        let addrs: Vec<String> = ifc
+            .addresses
+            .iter()
+            .map(|a| format!("{}/{}", a.addr, a.prefix_len))
+            .collect();
         info!(interface = %ifc.name, netdev = %ifc.host, driver = driver_str(ifc.driver), %mac, mtu = nd.mtu,
               offloads = nd.offloads, vrf = %ifc.vrf, addresses = %addrs.join(","), "attached");
     }
@@ -183,14 +200,21 @@ fn run(cfg: Config) -> Result<()> {
     let show = |counters: &[Arc<dataplane::counters::WorkerCounters>]| {
         let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
         let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
-        let mut ports = String::from("Port                 rx-packets     rx-bytes   tx-packets     tx-bytes     drops\n");
+        let mut ports = String::from(
+            "Port                 rx-packets     rx-bytes   tx-packets     tx-bytes     drops\n",
+        );
         for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
             ports.push_str(&format!(
                 "{:<16} {:>14} {:>12} {:>12} {:>12} {:>9}\n",
                 ifc.name, p.rx_packets, p.rx_bytes, p.tx_packets, p.tx_bytes, p.drops
             ));
         }
-        info!("counters\n{}\n{}\n{}", ports, sum.show_runtime(), sum.show_errors());
+        info!(
+            "counters\n{}\n{}\n{}",
+            ports,
+            sum.show_runtime(),
+            sum.show_errors()
+        );
     };
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));

@@ -44,7 +44,10 @@ pub fn build_tables(cfg: &Config, netdevs: &[NetdevInfo]) -> Result<Tables, Stri
         let addrs: Vec<Prefix> = ifc
             .addresses
             .iter()
-            .map(|a| Prefix::new(a.addr, a.prefix_len).map_err(|e| format!("interface {}: {e}", ifc.name)))
+            .map(|a| {
+                Prefix::new(a.addr, a.prefix_len)
+                    .map_err(|e| format!("interface {}: {e}", ifc.name))
+            })
             .collect::<Result<_, _>>()?;
         let mtu = ifc.mtu.unwrap_or(nd.mtu).min(nd.mtu);
         b.add_interface(port as u16, &ifc.name, nd.mac, mtu, vrfs[&ifc.vrf], &addrs);

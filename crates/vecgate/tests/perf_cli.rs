@@ -330,30 +330,33 @@ fn iperf3_round(pair: &NsPair) -> (Vec<f64>, Vec<f64>) {
 
 /// iperf3 (nobody on the team wrote it) and `vecgate perf` measure the same
 /// path the same way (1 TCP stream, tx → rx, 3 s, receiver-side figure,
-/// default socket buffers, iperf3's default 128 KiB writes): the medians of
-/// 3 alternating runs must agree within 10 %. The machine is shared (other
-/// builds and fuzzers come and go), so one load spike can move a median by
-/// more than that: a failed round is repeated once. A systematic gap fails
-/// both rounds.
+/// default socket buffers, iperf3's default 128 KiB writes) and must agree
+/// within 10 %. Runs alternate (iperf3, vecgate, iperf3, …, 3 each) and the
+/// statistic is the median over the pairs of vecgate/iperf3: on this shared
+/// machine other builds and fuzzers come and go, and a pair run back to back
+/// sees the same load where two medians of separate runs need not. If the
+/// first 3 pairs disagree, 3 more are run and the median is taken over all
+/// 6; a systematic gap still fails.
 #[test]
 fn agrees_with_iperf3() {
     let _g = serial();
     let pair = NsPair::new();
-    let mut log = Vec::new();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _round in 0..2 {
-        let (ours, theirs) = iperf3_round(&pair);
-        let (a, b) = (median(ours.clone()), median(theirs.clone()));
-        assert!(a > 0.0 && b > 0.0);
-        log.push(format!(
-            "vecgate perf {ours:.2?} (median {a:.2}) vs iperf3 {theirs:.2?} (median {b:.2}) Gbit/s"
-        ));
-        if (a - b).abs() / b < 0.10 {
+        let (o, t) = iperf3_round(&pair);
+        ours.extend(o);
+        theirs.extend(t);
+        assert!(ours.iter().chain(&theirs).all(|&g| g > 0.0));
+        let ratio = median(ours.iter().zip(&theirs).map(|(o, t)| o / t).collect());
+        if (ratio - 1.0).abs() < 0.10 {
             return;
         }
     }
     panic!(
-        "throughputs disagree by more than 10 %:\n{}",
-        log.join("\n")
+        "vecgate perf {ours:.2?} (median {:.2}) vs iperf3 {theirs:.2?} (median {:.2}) Gbit/s: \
+         more than 10 % apart",
+        median(ours.clone()),
+        median(theirs.clone())
     );
 }
 

@@ -60,33 +60,62 @@ fn ping(ns: &Netns, args: &str) -> (bool, String) {
     )
 }
 
+const TCP_RX: &str = r#"
+import socket, hashlib, sys
+addr = sys.argv[1]
+fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+s = socket.socket(fam)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", 7000))
+s.listen(1)
+s.settimeout(30)
+c, _ = s.accept()
+h = hashlib.sha256()
+n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    h.update(b)
+    n += len(b)
+print(h.hexdigest(), n)
+"#;
+
+const TCP_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, n = sys.argv[1], int(sys.argv[2])
+d = os.urandom(n)
+for i in range(100):
+    try:
+        s = socket.create_connection((addr, 7000), timeout=30)
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.1)
+s.sendall(d)
+s.close()
+print(hashlib.sha256(d).hexdigest(), len(d))
+"#;
+
 /// Sends `bytes` of random data from `from` to `to_addr`:7000 and checks the
 /// SHA-256 on the receiving side equals the sender's.
 fn tcp_transfer(from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
-    let rx = to.spawn(
-        "python3 -c 'import socket,hashlib\n\
-s=socket.socket(socket.AF_INET6 if \":\" in \"ADDR\" else socket.AF_INET)\n\
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-s.bind((\"::\" if \":\" in \"ADDR\" else \"0.0.0.0\", 7000)); s.listen(1); s.settimeout(30)\n\
-c,_=s.accept(); h=hashlib.sha256(); n=0\n\
-while True:\n\
-  b=c.recv(1<<20)\n\
-  if not b: break\n\
-  h.update(b); n+=len(b)\n\
-print(h.hexdigest(), n)'"
-            .replace("ADDR", to_addr)
-            .as_str(),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    let sent = from.sh(&format!(
-        "python3 -c 'import socket,hashlib,os\n\
-d=os.urandom({bytes})\n\
-s=socket.create_connection((\"{to_addr}\",7000), timeout=30); s.sendall(d); s.close()\n\
-print(hashlib.sha256(d).hexdigest(), len(d))'"
-    ));
+    let dir = std::env::temp_dir();
+    let rxs = dir.join(format!("{}.py", common::unique("rx")));
+    let txs = dir.join(format!("{}.py", common::unique("tx")));
+    std::fs::write(&rxs, TCP_RX).unwrap();
+    std::fs::write(&txs, TCP_TX).unwrap();
+    let rx = to.spawn(&format!("python3 {} {to_addr}", rxs.display()));
+    let sent = from.sh(&format!("python3 {} {to_addr} {bytes}", txs.display()));
     let out = rx.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&rxs);
+    let _ = std::fs::remove_file(&txs);
     let got = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(got.trim(), sent.trim(), "receiver saw different bytes: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        got.trim(),
+        sent.trim(),
+        "receiver saw different bytes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -102,7 +131,10 @@ fn forwards_ipv4_and_ipv6_with_byte_exact_tcp() {
     // Pings to the gateway's own addresses.
     assert!(ping(&t.h1, "-c 1 -W 2 10.1.0.1").0);
     assert!(ping(&t.h1, "-6 -c 1 -W 2 fd01::1").0);
-    assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.1").0, "the far-side address answers too");
+    assert!(
+        ping(&t.h1, "-c 1 -W 2 10.2.0.1").0,
+        "the far-side address answers too"
+    );
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 32 << 20);
     tcp_transfer(&t.h2, &t.h1, "fd01::2", 16 << 20);
 }
@@ -117,7 +149,9 @@ fn iperf3_runs_through_the_gateway() {
     let out = t.h1.sh("iperf3 -c 10.2.0.2 -t 2 -J");
     let _ = srv.wait();
     let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
-    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
     assert!(bps > 50e6, "iperf3 through vecgate: {bps} bit/s");
 }
 
@@ -126,13 +160,22 @@ fn ttl_expiry_and_unreachable_give_icmp_errors() {
     let t = topo();
     let _gw = Gateway::start(&t.gw, &config(1, ""));
     let (_, out) = ping(&t.h1, "-c 1 -W 2 -t 1 10.2.0.2");
-    assert!(out.contains("From 10.1.0.1") && out.contains("Time to live exceeded"), "{out}");
+    assert!(
+        out.contains("From 10.1.0.1") && out.contains("Time to live exceeded"),
+        "{out}"
+    );
     let (_, out) = ping(&t.h1, "-6 -c 1 -W 2 -t 1 fd02::2");
-    assert!(out.contains("From fd01::1") && out.contains("Time exceeded"), "{out}");
+    assert!(
+        out.contains("From fd01::1") && out.contains("Time exceeded"),
+        "{out}"
+    );
     // No route for 10.9.0.0/16 at the gateway.
     t.h1.sh("ip route add 10.9.0.0/16 via 10.1.0.1");
     let (_, out) = ping(&t.h1, "-c 1 -W 2 10.9.0.1");
-    assert!(out.contains("Destination Net Unreachable") || out.contains("Unreachable"), "{out}");
+    assert!(
+        out.contains("Destination Net Unreachable") || out.contains("Unreachable"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -143,9 +186,15 @@ fn too_big_gives_frag_needed_and_packet_too_big() {
     let _gw = Gateway::start(&t.gw, &config(1, ""));
     assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.2").0);
     let (_, out) = ping(&t.h1, "-c 1 -W 2 -M do -s 1450 10.2.0.2");
-    assert!(out.contains("Frag needed") && out.contains("mtu = 1400"), "{out}");
+    assert!(
+        out.contains("Frag needed") && out.contains("mtu = 1400"),
+        "{out}"
+    );
     let (_, out) = ping(&t.h1, "-6 -c 1 -W 2 -M do -s 1450 fd02::2");
-    assert!(out.contains("Packet too big") && out.contains("mtu=1400"), "{out}");
+    assert!(
+        out.contains("Packet too big") && out.contains("mtu=1400"),
+        "{out}"
+    );
     // DF clear: vecgate fragments, h2 reassembles and answers.
     let (ok, out) = ping(&t.h1, "-c 1 -W 2 -M dont -s 1450 10.2.0.2");
     assert!(ok, "fragmented ping: {out}");
@@ -168,7 +217,9 @@ fn overlapping_vrfs_stay_isolated() {
     for (ns, gif, vrf, addr) in &hosts {
         veth(ns, "eth0", &gw, gif);
         let gwaddr = format!("{}.1", addr.rsplit_once('.').unwrap().0);
-        ns.sh(&format!("ip addr add {addr}/24 dev eth0 && ip route add default via {gwaddr}"));
+        ns.sh(&format!(
+            "ip addr add {addr}/24 dev eth0 && ip route add default via {gwaddr}"
+        ));
         cfg += &format!(
             "\n[[interface]]\nname = \"{gif}\"\nhost = \"{gif}\"\ndriver = \"af_packet\"\naddresses = [\"{gwaddr}/24\"]\nvrf = \"{vrf}\"\n"
         );
@@ -176,7 +227,9 @@ fn overlapping_vrfs_stay_isolated() {
     let _g = Gateway::start(&gw, &cfg);
     // Capture on blue's h2 while red's h1 pings red's h2.
     let cap = format!("/tmp/{}.pcap", common::unique("vrf"));
-    let mut dump = hosts[3].0.spawn(&format!("tcpdump -U --immediate-mode -ni eth0 -w {cap} icmp"));
+    let mut dump = hosts[3].0.spawn(&format!(
+        "tcpdump -U --immediate-mode -ni eth0 -w {cap} icmp"
+    ));
     std::thread::sleep(std::time::Duration::from_millis(1000));
     // Same addresses in both tenants: the payload pattern tells them apart.
     let (ok, out) = ping(&hosts[0].0, "-c 3 -i 0.2 -W 2 -p aaaa 10.2.0.2");
@@ -187,13 +240,22 @@ fn overlapping_vrfs_stay_isolated() {
     let _ = Command::new("kill").arg(dump.id().to_string()).status();
     let _ = dump.wait();
     let count = |pat: &str| -> usize {
-        common::sh(&format!("tshark -r {cap} -Y 'icmp.type == 8 && data.data contains {pat}' 2>/dev/null | wc -l"))
-            .trim()
-            .parse()
-            .unwrap()
+        common::sh(&format!(
+            "tshark -r {cap} -Y 'icmp.type == 8 && data.data contains {pat}' 2>/dev/null | wc -l"
+        ))
+        .trim()
+        .parse()
+        .unwrap()
     };
-    assert_eq!(count("aa:aa:aa:aa"), 0, "none of red's echo requests reached blue's host");
-    assert!(count("bb:bb:bb:bb") >= 1, "blue's own echo requests were captured");
+    assert_eq!(
+        count("aa:aa:aa:aa"),
+        0,
+        "none of red's echo requests reached blue's host"
+    );
+    assert!(
+        count("bb:bb:bb:bb") >= 1,
+        "blue's own echo requests were captured"
+    );
     let _ = std::fs::remove_file(&cap);
 }
 
@@ -202,15 +264,21 @@ fn answers_arp_only_for_its_own_addresses() {
     let t = topo();
     let gw = Gateway::start(&t.gw, &config(1, ""));
     t.h1.sh("ip neigh flush dev eth0");
-    let ok = t.h1.try_sh("arping -c 1 -w 2 -I eth0 10.1.0.1").status.success()
-        || ping(&t.h1, "-c 1 -W 2 10.1.0.1").0;
+    let ok =
+        t.h1.try_sh("arping -c 1 -w 2 -I eth0 10.1.0.1")
+            .status
+            .success()
+            || ping(&t.h1, "-c 1 -W 2 10.1.0.1").0;
     assert!(ok);
     let neigh = t.h1.sh("ip neigh show 10.1.0.1");
     assert!(neigh.contains("lladdr"), "gateway MAC learned: {neigh}");
     // An address on the subnet that is not the gateway's: no answer.
     let (ok, _) = ping(&t.h1, "-c 1 -W 1 10.1.0.77");
     assert!(!ok);
-    assert!(wait_until(3, || t.h1.sh("ip neigh show 10.1.0.77").contains("FAILED")
+    assert!(wait_until(3, || t
+        .h1
+        .sh("ip neigh show 10.1.0.77")
+        .contains("FAILED")
         || !t.h1.sh("ip neigh show 10.1.0.77").contains("lladdr")));
     drop(gw);
 }
@@ -219,7 +287,10 @@ fn answers_arp_only_for_its_own_addresses() {
 fn malformed_frames_are_dropped_and_counted_while_forwarding_continues() {
     let t = topo();
     let mut gw = Gateway::start(&t.gw, &config(1, ""));
-    let mac = t.gw.sh("cat /sys/class/net/gw-h1/address").trim().to_string();
+    let mac =
+        t.gw.sh("cat /sys/class/net/gw-h1/address")
+            .trim()
+            .to_string();
     let script = format!(
         r#"
 from scapy.all import Ether, IP, ICMP, IPv6, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt, ICMPv6EchoRequest, raw, conf, get_if_hwaddr
@@ -261,7 +332,10 @@ print(len(frames))
     assert!(sent.trim().parse::<usize>().unwrap() > 150);
     let out = pinger.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains(" 0% packet loss"), "good traffic kept flowing: {text}");
+    assert!(
+        text.contains(" 0% packet loss"),
+        "good traffic kept flowing: {text}"
+    );
     assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.2").0, "gateway still alive");
     // Counters: the drops are counted by reason (dumped at shutdown).
     let st = gw.stop();

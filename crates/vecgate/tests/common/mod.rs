@@ -23,7 +23,11 @@ pub fn unique(tag: &str) -> String {
 /// Runs a shell command on the host and returns its output; panics with the
 /// command's stderr if it fails.
 pub fn sh(cmd: &str) -> String {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("spawn sh");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("spawn sh");
     if !out.status.success() {
         panic!(
             "command failed ({}): {}\nstdout: {}\nstderr: {}",
@@ -52,7 +56,11 @@ impl Netns {
 
     /// Runs a shell command inside the namespace; panics on failure.
     pub fn sh(&self, cmd: &str) -> String {
-        sh(&format!("ip netns exec {} sh -c '{}'", self.name, cmd.replace('\'', "'\\''")))
+        sh(&format!(
+            "ip netns exec {} sh -c '{}'",
+            self.name,
+            cmd.replace('\'', "'\\''")
+        ))
     }
 
     /// Runs a shell command inside the namespace and returns its raw output.
@@ -66,7 +74,14 @@ impl Netns {
     /// Starts a long-running command inside the namespace.
     pub fn spawn(&self, cmd: &str) -> Child {
         Command::new("ip")
-            .args(["netns", "exec", &self.name, "sh", "-c", &format!("exec {cmd}")])
+            .args([
+                "netns",
+                "exec",
+                &self.name,
+                "sh",
+                "-c",
+                &format!("exec {cmd}"),
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -179,7 +194,10 @@ impl Gateway {
     /// Sends SIGTERM and waits for a clean exit; returns the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("already stopped");
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(st) = child.try_wait().unwrap() {
@@ -197,7 +215,10 @@ impl Gateway {
 impl Drop for Gateway {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
             std::thread::sleep(Duration::from_millis(200));
             let _ = c.kill();
             let _ = c.wait();
