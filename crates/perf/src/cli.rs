@@ -471,8 +471,8 @@ fn send(a: SendArgs) -> Result<(), String> {
                 s.set_nodelay(mode == Mode::Rr).map_err(io)?;
                 std::io::Write::write_all(&mut &s, &control::data_hello(cfg.token)).map_err(io)?;
                 if mode == Mode::Tcp {
-                    s.set_write_timeout(Some(Duration::from_secs(1)))
-                        .map_err(io)?;
+                    // tcp::send multiplexes its connections with poll(2).
+                    s.set_nonblocking(true).map_err(io)?;
                 } else {
                     s.set_read_timeout(Some(Duration::from_secs(1)))
                         .map_err(io)?;

@@ -61,6 +61,19 @@ pub fn tcp_total_retrans<S: AsRawFd>(sock: &S) -> Option<u64> {
     (rc == 0 && len as usize >= needed).then_some(u64::from(info.tcpi_total_retrans))
 }
 
+/// `poll(2)` for writability on `fds` (negative fds are skipped, as
+/// poll(2) specifies); returns how many are ready, 0 on timeout.
+pub fn poll_writable(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    for p in fds.iter_mut() {
+        p.events = libc::POLLOUT;
+        p.revents = 0;
+    }
+    // SAFETY: `fds` is a live, exclusively borrowed slice of pollfd and its
+    // exact length is passed; the kernel writes only `revents`.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
@@ -111,6 +124,27 @@ pub fn user_hz() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poll_reports_writable() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let mut fds = [
+            libc::pollfd {
+                fd: c.as_raw_fd(),
+                events: 0,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: -1,
+                events: 0,
+                revents: 0,
+            },
+        ];
+        assert_eq!(poll_writable(&mut fds, 100).unwrap(), 1);
+        assert_ne!(fds[0].revents & libc::POLLOUT, 0);
+        assert_eq!(fds[1].revents, 0);
+    }
 
     #[test]
     fn process_time_advances() {

@@ -6,6 +6,7 @@ use crate::shared::PhaseWatch;
 use crate::shared::{Shared, WorkerStats, STOP};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -41,35 +42,58 @@ fn note_retrans(stats: &WorkerStats, conns: &[TcpStream], began: bool, ended: bo
 
 /// Sends until the phase reaches STOP, then half-closes every connection so
 /// the receiver reads to EOF and both sides' totals match exactly.
+///
+/// The sockets must be non-blocking: the worker writes to every connection
+/// that has room and sleeps in `poll(2)` only when none has, so one slow
+/// connection does not hold up the others (NTttcp does the same with epoll).
 pub fn send(conns: Vec<TcpStream>, io_size: usize, shared: Arc<Shared>, idx: usize) -> WorkerOut {
     let stats = &shared.workers[idx];
     let buf = vec![0x5au8; io_size];
-    let mut alive = vec![true; conns.len()];
+    let mut fds: Vec<libc::pollfd> = conns
+        .iter()
+        .map(|c| libc::pollfd {
+            fd: c.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        })
+        .collect();
     let mut live = conns.len();
     let mut bytes = 0u64;
     let mut out = WorkerOut::default();
     let mut watch = PhaseWatch::new();
-    'run: while live > 0 {
-        for (c, ok) in conns.iter().zip(alive.iter_mut()) {
-            let (phase, edges) = watch.poll(&shared);
-            note_retrans(stats, &conns, edges.began, edges.ended);
-            if phase == STOP {
-                break 'run;
-            }
-            if !*ok {
+    while live > 0 {
+        let (phase, edges) = watch.poll(&shared);
+        note_retrans(stats, &conns, edges.began, edges.ended);
+        if phase == STOP {
+            break;
+        }
+        let mut progressed = false;
+        for (c, pfd) in conns.iter().zip(fds.iter_mut()) {
+            if pfd.fd < 0 {
                 continue;
             }
             match (&*c).write(&buf) {
                 Ok(n) => {
                     bytes += n as u64;
-                    stats.bytes.store(bytes, Relaxed);
+                    progressed = true;
                 }
                 Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     stats.errors.fetch_add(1, Relaxed);
                     out.error.get_or_insert_with(|| format!("send: {e}"));
-                    *ok = false;
+                    // poll(2) ignores negative descriptors.
+                    pfd.fd = -1;
                     live -= 1;
+                }
+            }
+        }
+        stats.bytes.store(bytes, Relaxed);
+        if !progressed && live > 0 {
+            // Bounded wait so a phase change is seen within 100 ms.
+            if let Err(e) = crate::os::poll_writable(&mut fds, 100) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    out.error.get_or_insert_with(|| format!("poll: {e}"));
+                    break;
                 }
             }
         }
@@ -77,6 +101,7 @@ pub fn send(conns: Vec<TcpStream>, io_size: usize, shared: Arc<Shared>, idx: usi
     let (_, edges) = watch.poll(&shared);
     note_retrans(stats, &conns, edges.began, edges.ended);
     for c in &conns {
+        let _ = c.set_nonblocking(false);
         let _ = c.shutdown(Shutdown::Write);
     }
     out
