@@ -8,7 +8,9 @@ use crate::shared::{self, Shared, Snapshot, Totals, COOLDOWN, MEASURE, STOP};
 use crate::tcp::WorkerOut;
 use crate::units::{self, parse_size};
 use std::io::{IsTerminal, Read};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
+};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -447,11 +449,14 @@ fn send(a: SendArgs) -> Result<(), String> {
                 .checked_add(t as u16)
                 .ok_or("UDP port range overflows")?;
             let target = SocketAddr::new(addr.ip(), port);
-            let any: SocketAddr = if addr.is_ipv4() {
-                "0.0.0.0:0".parse().map_err(|_| "addr")?
-            } else {
-                "[::]:0".parse().map_err(|_| "addr")?
-            };
+            let any = SocketAddr::new(
+                if addr.is_ipv4() {
+                    Ipv4Addr::UNSPECIFIED.into()
+                } else {
+                    Ipv6Addr::UNSPECIFIED.into()
+                },
+                0,
+            );
             let mut g = Vec::with_capacity(per);
             for _ in 0..per {
                 let s = UdpSocket::bind(any).map_err(|e| format!("UDP socket: {e}"))?;

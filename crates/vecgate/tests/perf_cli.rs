@@ -111,8 +111,13 @@ impl Drop for Bg {
 }
 
 /// Starts a program in `ns` and waits until `ready` appears on the stream
-/// chosen (stdout or stderr); the rest of that stream is kept for later.
-fn spawn_ready(mut c: Command, ready: &str, on_stderr: bool) -> (Bg, Vec<String>) {
+/// chosen (stdout or stderr): returns the child, the lines up to `ready`,
+/// and a thread that yields the rest of that stream once it closes.
+fn spawn_ready(
+    mut c: Command,
+    ready: &str,
+    on_stderr: bool,
+) -> (Bg, Vec<String>, std::thread::JoinHandle<String>) {
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().expect("spawn");
     let stream: Box<dyn Read + Send> = if on_stderr {
@@ -133,12 +138,14 @@ fn spawn_ready(mut c: Command, ready: &str, on_stderr: bool) -> (Bg, Vec<String>
             break;
         }
     }
-    // Keep draining so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = r.read_to_end(&mut sink);
+    // Keep draining so the child never blocks on a full pipe; the rest of
+    // the stream is handed back when the thread is joined.
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = r.read_to_string(&mut rest);
+        rest
     });
-    (bg, seen)
+    (bg, seen, rest)
 }
 
 /// Runs one `vecgate perf` test; returns (sender JSON, receiver JSON).
@@ -158,7 +165,7 @@ fn perf(pair: &NsPair, send_args: &[&str]) -> (Value, Value) {
             "20",
         ],
     );
-    let (rx, _) = spawn_ready(recv, "waiting for a sender", true);
+    let (rx, _, _) = spawn_ready(recv, "waiting for a sender", true);
     let mut args = vec!["perf", "send", RX_IP, "-p", "5001", "--json"];
     args.extend_from_slice(send_args);
     let tx = pair.cmd(&pair.tx, BIN, &args).output().expect("sender");
@@ -305,7 +312,7 @@ fn iperf3_round(pair: &NsPair) -> (Vec<f64>, Vec<f64>) {
             "iperf3",
             &["-s", "-1", "-B", RX_IP, "-p", "5201", "--forceflush"],
         );
-        let (srv, _) = spawn_ready(server, "Server listening", false);
+        let (srv, _, _) = spawn_ready(server, "Server listening", false);
         let c = pair
             .cmd(
                 &pair.tx,
@@ -371,7 +378,7 @@ fn ntttcp_flags_table_and_progress() {
         BIN,
         &["perf", "-r", "-b", RX_IP, "--timeout", "20"],
     );
-    let (rx, _) = spawn_ready(recv, "waiting for a sender", true);
+    let (rx, _, _) = spawn_ready(recv, "waiting for a sender", true);
     let tx = pair
         .cmd(&pair.tx, BIN, &["perf", "-s", RX_IP, "-d", "2.2"])
         .env("VECGATE_PERF_PROGRESS", "1")
@@ -443,6 +450,34 @@ fn sender_without_receiver_fails_clearly() {
         .expect("sender");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to 192.0.2.1:5001"));
+}
+
+/// A sender that dies mid-run: the receiver says so and fails, without
+/// hanging and without printing a report.
+#[test]
+fn receiver_fails_when_sender_dies() {
+    let _g = serial();
+    let pair = NsPair::new();
+    let recv = pair.cmd(
+        &pair.rx,
+        BIN,
+        &["perf", "receive", "-b", RX_IP, "--json", "--timeout", "5"],
+    );
+    let (rx, _, rx_err) = spawn_ready(recv, "waiting for a sender", true);
+    let mut tx = pair.cmd(&pair.tx, BIN, &["perf", "send", RX_IP, "-d", "30", "-q"]);
+    let tx = Bg(Some(
+        tx.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sender"),
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(tx); // kills the sender (by its own pid)
+    let out = rx.wait(Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "no report on failure");
+    let err = rx_err.join().expect("stderr");
+    assert!(err.contains("lost the sender"), "{err}");
 }
 
 #[test]
