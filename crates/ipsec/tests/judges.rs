@@ -127,7 +127,7 @@ impl Case {
 }
 
 /// The inner packets every case carries: ICMPv4, UDPv6, a large ICMPv4.
-fn inners() -> Vec<(Vec<u8>, bool)> {
+fn inners() -> Inners {
     vec![
         (inner_v4(40, 0x1111), false),
         (inner_v6(30), true),
@@ -262,7 +262,10 @@ fn tshark_decrypts_vecgate_packets() {
     }
 }
 
-fn judge_input(cs: &[Case]) -> (serde_json::Value, Vec<Vec<(Vec<u8>, bool)>>) {
+/// Inner packets (bytes, is IPv6) of one case.
+type Inners = Vec<(Vec<u8>, bool)>;
+
+fn judge_input(cs: &[Case]) -> (serde_json::Value, Vec<Inners>) {
     let mut pool = Pool::new(2);
     let mut jcases = Vec::new();
     let mut scapy_inners = Vec::new();
