@@ -329,6 +329,13 @@ impl NeighbourTable {
         }
     }
 
+    /// Every entry as (port, address, MAC, state), for the management API.
+    pub fn entries(&self) -> impl Iterator<Item = (u16, IpAddr, [u8; 6], State)> + '_ {
+        self.map
+            .iter()
+            .map(|((p, ip), e)| (*p, *ip, e.mac, e.state))
+    }
+
     /// `show neighbours`-like listing.
     pub fn show(&self) -> String {
         let mut rows: Vec<String> = self

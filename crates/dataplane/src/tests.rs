@@ -1187,3 +1187,50 @@ fn run_blocks_when_idle_and_stops() {
     );
     assert_eq!(w.counters().snapshot().ports[0].rx_packets, 1);
 }
+
+#[test]
+fn mailbox_capture_trace_and_neighbours() {
+    use crate::worker::Command;
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    let mb = r.w.mailbox();
+    let (ctx, crx) = crossbeam_channel::bounded(16);
+    mb.send(Command::CaptureStart {
+        port: 0,
+        count: 3,
+        out: ctx,
+    })
+    .unwrap();
+    mb.send(Command::TraceArm(1)).unwrap();
+    r.w.handle_commands();
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    let ping = eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.1.0.1", 64, false, 56),
+    );
+    r.h[0].inject(ping.clone());
+    r.step();
+    // ARP request in, ARP reply out, echo request in (the 3-frame limit
+    // leaves the echo reply out).
+    let got: Vec<_> = crx.try_iter().collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!((got[0].tx, got[1].tx, got[2].tx), (false, true, false));
+    assert_eq!(got[2].data, ping);
+    let (ttx, trx) = crossbeam_channel::bounded(1);
+    mb.send(Command::TraceDrain(ttx)).unwrap();
+    let (ntx, nrx) = crossbeam_channel::bounded(1);
+    mb.send(Command::Neighbours(ntx)).unwrap();
+    r.w.handle_commands();
+    let lines = trx.try_recv().unwrap();
+    assert!(
+        lines.iter().any(|l| l.starts_with("ethernet-input")),
+        "{lines:?}"
+    );
+    let n = nrx.try_recv().unwrap();
+    assert!(
+        n.iter()
+            .any(|e| e.port == 0 && e.ip == std::net::IpAddr::V4(v4("10.1.0.5")) && e.mac == H1),
+        "{n:?}"
+    );
+}

@@ -12,13 +12,14 @@
 use crate::buffer::{Packet, Pool};
 use crate::counters::WorkerCounters;
 use crate::graph::{Ctx, Graph, NodeId};
-use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit};
+use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit, State};
 use crate::nodes::icmp_error::RateLimit;
 use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
 use crate::nodes::{self, nd};
 use crate::port::Port;
 use crate::tables::SharedTables;
 use crate::VECTOR_SIZE;
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +33,74 @@ pub const RETRY_MS: u64 = 1000;
 
 /// Re-opens port `index` named `name` (supplied by the binary).
 pub type PortFactory = Box<dyn FnMut(u16, &str) -> io::Result<Box<dyn Port>> + Send>;
+
+/// Commands in a worker's mailbox (see [`Worker::mailbox`]).
+#[derive(Debug)]
+pub enum Command {
+    /// Trace the next N received packets.
+    TraceArm(usize),
+    /// Send back (and forget) every trace line recorded so far.
+    TraceDrain(Sender<Vec<String>>),
+    /// Send back the neighbour table.
+    Neighbours(Sender<Vec<NeighbourEntry>>),
+    /// Copy up to `count` frames seen on `port` to `out` (never blocking:
+    /// a full queue drops the copy). Replaces a running capture.
+    CaptureStart {
+        port: u16,
+        count: usize,
+        out: Sender<Captured>,
+    },
+    CaptureStop,
+}
+
+/// One neighbour table entry of one worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeighbourEntry {
+    pub port: u16,
+    pub ip: IpAddr,
+    pub mac: [u8; 6],
+    pub state: State,
+}
+
+/// A captured frame: when (since the Unix epoch), which way, the bytes.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    pub ts: std::time::Duration,
+    pub tx: bool,
+    pub data: Vec<u8>,
+}
+
+/// Commands queued at most per worker; senders see `Full` beyond it.
+pub const MAILBOX_DEPTH: usize = 64;
+
+struct Capture {
+    port: usize,
+    remaining: usize,
+    out: Sender<Captured>,
+}
+
+impl Capture {
+    /// Copies `pkts` (allocates: only while a capture runs).
+    #[cold]
+    fn take(&mut self, pkts: &[Packet], tx: bool) {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        for p in pkts {
+            if self.remaining == 0 {
+                return;
+            }
+            let c = Captured {
+                ts,
+                tx,
+                data: p.data().to_vec(),
+            };
+            if self.out.try_send(c).is_ok() {
+                self.remaining -= 1;
+            }
+        }
+    }
+}
 
 /// Worker parameters.
 #[derive(Clone, Debug)]
@@ -76,6 +145,8 @@ pub struct Worker {
     last_retry: u64,
     pending: Vec<(u16, IpAddr)>,
     released: Vec<Packet>,
+    mailbox: (Sender<Command>, Receiver<Command>),
+    capture: Option<Capture>,
 }
 
 impl Worker {
@@ -113,6 +184,53 @@ impl Worker {
             last_retry: 0,
             pending: Vec::with_capacity(64),
             released: Vec::with_capacity(64),
+            mailbox: crossbeam_channel::bounded(MAILBOX_DEPTH),
+            capture: None,
+        }
+    }
+
+    /// Where the control thread sends [`Command`]s; the worker checks it
+    /// once per loop iteration and never blocks on it.
+    pub fn mailbox(&self) -> Sender<Command> {
+        self.mailbox.0.clone()
+    }
+
+    /// Handles every queued command (replies with `try_send`, so a control
+    /// thread that gave up never stalls the worker).
+    pub fn handle_commands(&mut self) {
+        loop {
+            let cmd = match self.mailbox.1.try_recv() {
+                Ok(c) => c,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+            };
+            match cmd {
+                Command::TraceArm(n) => self.cx.trace.arm(n),
+                Command::TraceDrain(reply) => {
+                    let _ = reply.try_send(self.cx.trace.drain());
+                }
+                Command::Neighbours(reply) => {
+                    let v = self
+                        .cx
+                        .neigh
+                        .entries()
+                        .map(|(port, ip, mac, state)| NeighbourEntry {
+                            port,
+                            ip,
+                            mac,
+                            state,
+                        })
+                        .collect();
+                    let _ = reply.try_send(v);
+                }
+                Command::CaptureStart { port, count, out } => {
+                    self.capture = (usize::from(port) < self.ports.len()).then_some(Capture {
+                        port: usize::from(port),
+                        remaining: count,
+                        out,
+                    });
+                }
+                Command::CaptureStop => self.capture = None,
+            }
         }
     }
 
@@ -210,6 +328,9 @@ impl Worker {
                         bytes += p.len() as u64;
                     }
                     let n = self.rx.len() - before;
+                    if let Some(c) = self.capture.as_mut().filter(|c| c.port == i) {
+                        c.take(&self.rx[before..], false);
+                    }
                     pc.rx_packets.add(n as u64);
                     pc.rx_bytes.add(bytes);
                     received += n;
@@ -317,6 +438,9 @@ impl Worker {
             let n = self.cx.tx[i].len() as u64;
             let bytes: u64 = self.cx.tx[i].iter().map(|p| p.len() as u64).sum();
             let pc = &counters.ports[i];
+            if let Some(c) = self.capture.as_mut().filter(|c| c.port == i) {
+                c.take(&self.cx.tx[i], true);
+            }
             match self.ports[i].port.as_mut() {
                 Some(port) => match port.tx_burst(&mut self.cx.tx[i], &mut self.cx.pool) {
                     Ok(sent) => {
@@ -379,6 +503,7 @@ impl Worker {
         self.announce_all(now());
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.ports.len());
         while !stop.load(Ordering::Relaxed) {
+            self.handle_commands();
             let received = self.step(now());
             if received > 0 {
                 continue;
