@@ -58,7 +58,7 @@ impl Prf {
         }
     }
     /// Output (and preferred key) length in bytes.
-    pub fn len(self) -> usize {
+    pub fn out_len(self) -> usize {
         match self {
             Prf::HmacSha1 => 20,
             Prf::HmacSha256 => 32,
@@ -78,10 +78,10 @@ impl Prf {
     /// prf+ (RFC 7296 §2.13): T1 | T2 | ... truncated to `len` bytes.
     /// At most 255 iterations, so `len` is capped accordingly.
     pub fn prf_plus(self, key: &[u8], seed: &[u8], len: usize) -> Result<Secret> {
-        if len > 255 * self.len() {
+        if len > 255 * self.out_len() {
             return Err(Error::Crypto("prf+ output too long"));
         }
-        let mut out = Zeroizing::new(Vec::with_capacity(len + self.len()));
+        let mut out = Zeroizing::new(Vec::with_capacity(len + self.out_len()));
         let mut t: Secret = Zeroizing::new(Vec::new());
         let mut n = 1u8;
         while out.len() < len {
@@ -173,7 +173,7 @@ impl Encr {
     /// From a transform ID and Key Length attribute (bits).
     pub fn from_transform(id: u16, key_bits: Option<u16>) -> Option<Encr> {
         let kb = key_bits?;
-        if !matches!(kb, 128 | 256) && !(id == 12 && kb == 192) {
+        if !(matches!(kb, 128 | 256) || (id == 12 && kb == 192)) {
             return None;
         }
         let bytes = (kb / 8) as u8;
@@ -259,7 +259,7 @@ fn modp_params() -> Result<MontyParams<{ U2048::LIMBS }>> {
 
 enum DhSecret {
     Ec(agreement::PrivateKey),
-    Modp(Zeroizing<[u8; 256]>),
+    Modp(Box<Zeroizing<[u8; 256]>>),
 }
 
 /// An ephemeral DH private key with its public value (KE data).
@@ -325,7 +325,7 @@ impl DhPrivate {
         let y = g.pow(&e).retrieve();
         Ok(DhPrivate {
             group: DhGroup::Modp2048,
-            secret: DhSecret::Modp(x),
+            secret: DhSecret::Modp(Box::new(x)),
             public: y.to_be_bytes().to_vec(),
         })
     }
@@ -459,7 +459,7 @@ impl IkeKeys {
         let prf = suite.prf;
         let integ_len = suite.integ.map_or(0, Integ::key_len);
         let enc_len = suite.encr.keymat_len();
-        let total = 3 * prf.len() + 2 * integ_len + 2 * enc_len;
+        let total = 3 * prf.out_len() + 2 * integ_len + 2 * enc_len;
         let mut seed = Vec::with_capacity(ni.len() + nr.len() + 16);
         seed.extend_from_slice(ni);
         seed.extend_from_slice(nr);
@@ -473,13 +473,13 @@ impl IkeKeys {
             v
         };
         Ok(IkeKeys {
-            sk_d: take(prf.len()),
+            sk_d: take(prf.out_len()),
             sk_ai: take(integ_len),
             sk_ar: take(integ_len),
             sk_ei: take(enc_len),
             sk_er: take(enc_len),
-            sk_pi: take(prf.len()),
-            sk_pr: take(prf.len()),
+            sk_pi: take(prf.out_len()),
+            sk_pr: take(prf.out_len()),
         })
     }
 
@@ -759,7 +759,7 @@ impl SkKeys {
                     return Err(Error::Integrity);
                 }
                 let ct = &buf[iv_off + 16..mac_end];
-                if ct.len() % 16 != 0 {
+                if ct.len() & 15 != 0 {
                     return Err(Error::BadLength("CBC ciphertext"));
                 }
                 let mut iv = [0u8; 16];

@@ -5,8 +5,16 @@
 //! UDP socket loop around it.
 
 pub mod crypto;
+pub mod driver;
 pub mod error;
 pub mod message;
 pub mod payload;
 
 pub use error::{Error, Result};
+pub mod config;
+pub mod select;
+pub mod state;
+
+pub use config::{EspProposal, IkeConfig, IkeProposal, Prefix};
+pub use payload::Identity;
+pub use state::{Action, ChildSaKeys, Event, FailReason, Ike};

@@ -1,0 +1,475 @@
+//! Two `Ike` instances talking through an in-memory network with a fake
+//! clock: establishment, rekeying, deletion, liveness, loss, failures.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use vecgate_ike::{Action, ChildSaKeys, Event, FailReason, Ike, IkeConfig};
+
+struct Peer {
+    ike: Ike,
+    events: Vec<Event>,
+    installed: Vec<ChildSaKeys>,
+    removed: Vec<(u32, u32)>,
+}
+
+struct Net {
+    a: Peer,
+    b: Peer,
+    now: Instant,
+    /// Drop datagrams for which this returns true (from_a, index).
+    drop: Box<dyn FnMut(bool, usize) -> bool>,
+    sent: usize,
+    wire: Vec<(bool, Vec<u8>, SocketAddr, SocketAddr)>,
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn cfg(local: &str, remote: &str, psk: &[u8]) -> IkeConfig {
+    let mut c = IkeConfig::new(addr(local), addr(remote), psk);
+    c.local_ts = vec!["10.1.0.0/16".parse().unwrap()];
+    c.remote_ts = vec!["10.2.0.0/16".parse().unwrap()];
+    c
+}
+
+fn pair(f: impl FnOnce(&mut IkeConfig, &mut IkeConfig)) -> Net {
+    let mut a = cfg("192.0.2.1:500", "192.0.2.2:500", b"secret-psk");
+    let mut b = cfg("192.0.2.2:500", "192.0.2.1:500", b"secret-psk");
+    b.local_ts = a.remote_ts.clone();
+    b.remote_ts = a.local_ts.clone();
+    a.initiate = true;
+    f(&mut a, &mut b);
+    let peer = |c| Peer {
+        ike: Ike::new(c).unwrap(),
+        events: vec![],
+        installed: vec![],
+        removed: vec![],
+    };
+    Net {
+        a: peer(a),
+        b: peer(b),
+        now: Instant::now(),
+        drop: Box::new(|_, _| false),
+        sent: 0,
+        wire: vec![],
+    }
+}
+
+impl Net {
+    /// Deliver until quiet.
+    fn run(&mut self) {
+        for _ in 0..1000 {
+            let mut moved = false;
+            for from_a in [true, false] {
+                let (src, dst) = if from_a {
+                    (&mut self.a, &mut self.b)
+                } else {
+                    (&mut self.b, &mut self.a)
+                };
+                while let Some(act) = src.ike.poll_action() {
+                    moved = true;
+                    match act {
+                        Action::Send {
+                            local,
+                            remote,
+                            data,
+                        } => {
+                            self.sent += 1;
+                            self.wire.push((from_a, data.clone(), local, remote));
+                            if !(self.drop)(from_a, self.sent) {
+                                dst.ike.handle_datagram(&data, remote, local, self.now);
+                            }
+                        }
+                        Action::InstallChild(k) => src.installed.push(k),
+                        Action::RemoveChild { spi_in, spi_out } => {
+                            src.removed.push((spi_in, spi_out))
+                        }
+                        Action::Event(e) => src.events.push(e),
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("no quiescence");
+    }
+
+    fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            let next = [self.a.ike.next_timeout(), self.b.ike.next_timeout()]
+                .into_iter()
+                .flatten()
+                .filter(|t| *t <= end)
+                .min();
+            match next {
+                Some(t) => {
+                    self.now = self.now.max(t);
+                    self.a.ike.handle_timeout(self.now);
+                    self.b.ike.handle_timeout(self.now);
+                    self.run();
+                }
+                None => break,
+            }
+        }
+        self.now = end;
+    }
+
+    fn establish(&mut self) {
+        self.a.ike.initiate(self.now).unwrap();
+        self.run();
+    }
+}
+
+fn assert_pair(a: &ChildSaKeys, b: &ChildSaKeys) {
+    assert_eq!(a.spi_in, b.spi_out);
+    assert_eq!(a.spi_out, b.spi_in);
+    assert_eq!(a.algorithm, b.algorithm);
+    assert_eq!(*a.enc_key_out, *b.enc_key_in);
+    assert_eq!(*a.enc_key_in, *b.enc_key_out);
+    assert_eq!(*a.integ_key_out, *b.integ_key_in);
+    assert_eq!(*a.integ_key_in, *b.integ_key_out);
+    assert_ne!(*a.enc_key_in, *a.enc_key_out);
+    assert_eq!(a.local_ts, b.remote_ts);
+    assert_eq!(a.remote_ts, b.local_ts);
+}
+
+fn established(p: &Peer) -> bool {
+    p.events
+        .iter()
+        .any(|e| matches!(e, Event::IkeEstablished { .. }))
+}
+
+fn failed(p: &Peer) -> Vec<(FailReason, bool)> {
+    p.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Failed { reason, child } => Some((reason.clone(), *child)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn establish_default_and_every_proposal() {
+    for (ike, esp) in [
+        ("aes256gcm16-prfsha256-x25519", "aes256gcm16"),
+        ("aes256-sha256-modp2048", "aes128-sha1"),
+        ("aes128-sha1-ecp256", "aes256-sha256"),
+        ("aes128gcm16-prfsha256-ecp256", "aes128gcm16"),
+    ] {
+        let mut n = pair(|a, b| {
+            for c in [a, b] {
+                c.ike_proposals = vec![ike.parse().unwrap()];
+                c.esp_proposals = vec![esp.parse().unwrap()];
+            }
+        });
+        n.establish();
+        assert!(established(&n.a) && established(&n.b), "{ike}");
+        assert_eq!(n.a.installed.len(), 1);
+        assert_eq!(n.b.installed.len(), 1);
+        assert_pair(&n.a.installed[0], &n.b.installed[0]);
+        assert_eq!(n.a.installed[0].algorithm, esp);
+        assert!(!n.a.installed[0].udp_encap);
+        assert_eq!(
+            n.a.installed[0].local_ts[0].start,
+            "10.1.0.0".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+        assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
+    }
+}
+
+#[test]
+fn rekey_child_make_before_break() {
+    let mut n = pair(|_, _| {});
+    n.establish();
+    let old = n.a.installed[0].spi_in;
+    n.a.ike.rekey_child(old, n.now);
+    n.run();
+    assert_eq!(n.a.installed.len(), 2);
+    assert_eq!(n.b.installed.len(), 2);
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+    assert_ne!(*n.a.installed[1].enc_key_out, *n.a.installed[0].enc_key_out);
+    assert_eq!(n.a.removed, vec![(old, n.a.installed[0].spi_out)]);
+    assert_eq!(n.b.removed, vec![(n.b.installed[0].spi_in, old)]);
+    assert!(n
+        .a
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::ChildRekeyed { old_spi_in, .. } if *old_spi_in == old)));
+    assert!(n
+        .b
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::ChildRekeyed { .. })));
+    assert_eq!(n.a.ike.child_sas().len(), 1);
+    assert_eq!(n.b.ike.child_sas().len(), 1);
+}
+
+#[test]
+fn rekey_child_with_pfs_by_responder() {
+    let mut n = pair(|a, b| {
+        for c in [a, b] {
+            c.esp_proposals = vec!["aes128-sha1-modp2048".parse().unwrap()];
+        }
+    });
+    n.establish();
+    let old_b = n.b.installed[0].spi_in;
+    n.b.ike.rekey_child(old_b, n.now);
+    n.run();
+    assert_eq!(n.b.installed.len(), 2);
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+    assert_eq!(n.a.ike.child_sas().len(), 1);
+}
+
+#[test]
+fn rekey_ike_moves_children() {
+    let mut n = pair(|_, _| {});
+    n.establish();
+    let before = n.a.ike.ike_sas();
+    n.a.ike.rekey_ike(n.now);
+    n.run();
+    let after_a = n.a.ike.ike_sas();
+    assert_eq!(after_a.len(), 1);
+    assert_ne!(after_a, before);
+    assert_eq!(after_a, n.b.ike.ike_sas());
+    assert!(n.a.removed.is_empty() && n.b.removed.is_empty());
+    assert_eq!(n.a.ike.child_sas().len(), 1);
+    // The new IKE SA works: rekey a child over it, initiated by B.
+    let spi = n.b.installed[0].spi_in;
+    n.b.ike.rekey_child(spi, n.now);
+    n.run();
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+    // And B can rekey the IKE SA again.
+    n.b.ike.rekey_ike(n.now);
+    n.run();
+    assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
+    assert_ne!(n.a.ike.ike_sas(), after_a);
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+}
+
+#[test]
+fn delete_child_then_ike() {
+    let mut n = pair(|_, _| {});
+    n.establish();
+    n.a.ike.create_child(n.now);
+    n.run();
+    assert_eq!(n.a.ike.child_sas().len(), 2);
+    let spi = n.a.installed[0].spi_in;
+    n.a.ike.delete_child(spi, n.now);
+    n.run();
+    assert_eq!(n.a.removed.len(), 1);
+    assert_eq!(n.b.removed.len(), 1);
+    n.b.ike.delete_ike(n.now);
+    n.run();
+    assert!(n.a.ike.ike_sas().is_empty() && n.b.ike.ike_sas().is_empty());
+    assert_eq!(n.a.removed.len(), 2);
+    assert_eq!(n.b.removed.len(), 2);
+    assert!(n
+        .a
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::IkeDeleted { .. })));
+}
+
+#[test]
+fn retransmission_recovers_from_loss() {
+    let mut n = pair(|_, _| {});
+    // Lose the first IKE_SA_INIT request and the first IKE_AUTH response.
+    n.drop = Box::new(|from_a, i| (from_a && i == 1) || (!from_a && i == 4));
+    n.establish();
+    assert!(!established(&n.a));
+    n.advance(Duration::from_secs(10));
+    assert!(established(&n.a) && established(&n.b));
+    assert_eq!(n.a.installed.len(), 1);
+    // B answered the duplicate IKE_AUTH from its cache: one child only.
+    assert_eq!(n.b.installed.len(), 1);
+    assert_pair(&n.a.installed[0], &n.b.installed[0]);
+}
+
+#[test]
+fn retransmission_backs_off_and_gives_up() {
+    let mut n = pair(|a, _| {
+        a.retransmit_tries = 3;
+    });
+    n.drop = Box::new(|_, _| true);
+    n.establish();
+    n.advance(Duration::from_secs(60));
+    let times: Vec<_> = n
+        .wire
+        .iter()
+        .filter(|w| w.0)
+        .count()
+        .to_string()
+        .chars()
+        .collect();
+    assert_eq!(times, vec!['4']); // 1 + 3 retransmissions
+    assert_eq!(failed(&n.a), vec![(FailReason::Timeout, false)]);
+    assert!(n.a.ike.next_timeout().is_none());
+}
+
+#[test]
+fn dpd_detects_dead_peer() {
+    let mut n = pair(|a, _| {
+        a.dpd_interval = Some(Duration::from_secs(30));
+        a.retransmit_tries = 2;
+    });
+    n.establish();
+    n.advance(Duration::from_secs(31));
+    // A liveness check went out and was answered.
+    assert!(failed(&n.a).is_empty());
+    assert!(n.a.ike.is_established());
+    n.drop = Box::new(|_, _| true);
+    n.advance(Duration::from_secs(60));
+    assert_eq!(failed(&n.a), vec![(FailReason::Timeout, false)]);
+    assert_eq!(n.a.removed.len(), 1);
+    assert!(!n.a.ike.is_established());
+}
+
+#[test]
+fn wrong_psk_fails_both_sides_installs_nothing() {
+    let mut n = pair(|_, b| b.psk = zeroize::Zeroizing::new(b"other".to_vec()));
+    n.establish();
+    assert_eq!(
+        failed(&n.a),
+        vec![(FailReason::AuthenticationFailed, false)]
+    );
+    assert_eq!(
+        failed(&n.b),
+        vec![(FailReason::AuthenticationFailed, false)]
+    );
+    assert!(n.a.installed.is_empty() && n.b.installed.is_empty());
+    assert!(!established(&n.a) && !established(&n.b));
+}
+
+#[test]
+fn wrong_identity_fails() {
+    let mut n = pair(|a, _| a.remote_id = vecgate_ike::Identity::Fqdn("nobody".into()));
+    n.establish();
+    assert_eq!(
+        failed(&n.a),
+        vec![(FailReason::AuthenticationFailed, false)]
+    );
+    // B authenticated A fine, then hears A's AUTHENTICATION_FAILED.
+    assert!(failed(&n.b).contains(&(FailReason::AuthenticationFailed, false)));
+    assert!(n.a.installed.is_empty());
+    assert!(!n.b.ike.is_established());
+}
+
+#[test]
+fn no_common_proposal() {
+    let mut n = pair(|a, b| {
+        a.ike_proposals = vec!["aes128-sha1-modp2048".parse().unwrap()];
+        b.ike_proposals = vec!["aes256gcm16-prfsha256-x25519".parse().unwrap()];
+    });
+    n.establish();
+    assert_eq!(failed(&n.a), vec![(FailReason::NoProposalChosen, false)]);
+    assert_eq!(failed(&n.b), vec![(FailReason::NoProposalChosen, false)]);
+    assert!(n.a.ike.next_timeout().is_none());
+}
+
+#[test]
+fn no_common_esp_proposal_keeps_ike_sa() {
+    let mut n = pair(|a, b| {
+        a.esp_proposals = vec!["aes128-sha1".parse().unwrap()];
+        b.esp_proposals = vec!["aes256gcm16".parse().unwrap()];
+    });
+    n.establish();
+    assert!(established(&n.a) && established(&n.b));
+    assert_eq!(failed(&n.a), vec![(FailReason::NoProposalChosen, true)]);
+    assert_eq!(failed(&n.b), vec![(FailReason::NoProposalChosen, true)]);
+    assert!(n.a.installed.is_empty() && n.b.installed.is_empty());
+}
+
+#[test]
+fn ts_mismatch() {
+    let mut n = pair(|_, b| b.remote_ts = vec!["172.16.0.0/12".parse().unwrap()]);
+    n.establish();
+    assert_eq!(failed(&n.a), vec![(FailReason::TsUnacceptable, true)]);
+    assert_eq!(failed(&n.b), vec![(FailReason::TsUnacceptable, true)]);
+    assert!(n.a.installed.is_empty() && n.b.installed.is_empty());
+}
+
+#[test]
+fn ts_narrowing() {
+    let mut n = pair(|a, b| {
+        a.local_ts = vec!["10.0.0.0/8".parse().unwrap()];
+        b.remote_ts = vec!["10.1.2.0/24".parse().unwrap()];
+    });
+    n.establish();
+    let want = vecgate_ike::payload::TrafficSelector::from_prefix("10.1.2.0".parse().unwrap(), 24);
+    assert_eq!(n.a.installed[0].local_ts, vec![want]);
+    assert_eq!(n.b.installed[0].remote_ts, vec![want]);
+}
+
+#[test]
+fn invalid_ke_retry_with_the_right_group() {
+    let mut n = pair(|a, b| {
+        a.ike_proposals = vec!["aes128gcm16-prfsha256-x25519-ecp256".parse().unwrap()];
+        b.ike_proposals = vec!["aes128gcm16-prfsha256-ecp256".parse().unwrap()];
+    });
+    n.establish();
+    assert!(established(&n.a) && established(&n.b));
+    let suite = n.a.events.iter().find_map(|e| match e {
+        Event::IkeEstablished { suite, .. } => Some(*suite),
+        _ => None,
+    });
+    assert_eq!(suite.unwrap().name(), "aes128gcm16-prfsha256-ecp256");
+}
+
+#[test]
+fn cookie_challenge() {
+    let mut n = pair(|_, b| b.cookie_threshold = 0);
+    n.establish();
+    assert!(established(&n.a) && established(&n.b));
+    // INIT, COOKIE reply, INIT with cookie, INIT reply, AUTH, AUTH reply.
+    assert_eq!(n.wire.len(), 6);
+}
+
+#[test]
+fn forced_encapsulation_floats_to_natt() {
+    let mut n = pair(|a, _| a.force_encap = true);
+    n.establish();
+    assert!(established(&n.a) && established(&n.b));
+    assert!(n.a.installed[0].udp_encap && n.b.installed[0].udp_encap);
+    assert_eq!(n.a.installed[0].remote.port(), 4500);
+    assert_eq!(n.b.installed[0].remote.port(), 4500);
+    let auth = &n.wire[2];
+    assert_eq!(auth.2.port(), 4500);
+    assert_eq!(&auth.1[..4], &[0, 0, 0, 0]);
+    // ESP on the NAT-T port (no marker) is not for IKE: ignored.
+    n.b.ike.handle_datagram(
+        &[1, 2, 3, 4, 5, 6, 7, 8],
+        addr("192.0.2.2:4500"),
+        addr("192.0.2.1:4500"),
+        n.now,
+    );
+    assert!(n.b.ike.poll_action().is_none());
+}
+
+#[test]
+fn garbage_never_panics_or_replies() {
+    let mut n = pair(|_, _| {});
+    n.establish();
+    for w in n.wire.clone() {
+        for cut in [0, 1, 27, 28, 40, w.1.len() / 2, w.1.len() - 1] {
+            n.b.ike
+                .handle_datagram(&w.1[..cut.min(w.1.len())], w.3, w.2, n.now);
+        }
+        let mut flipped = w.1.clone();
+        let l = flipped.len();
+        flipped[l - 1] ^= 1;
+        n.b.ike.handle_datagram(&flipped, w.3, w.2, n.now);
+    }
+    while let Some(a) = n.b.ike.poll_action() {
+        // Only retransmitted responses to the exact duplicates are allowed.
+        assert!(
+            matches!(a, Action::Send { .. } | Action::Event(Event::Failed { .. })),
+            "{a:?}"
+        );
+    }
+    assert!(n.b.ike.is_established());
+}
