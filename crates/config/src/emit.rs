@@ -83,6 +83,13 @@ impl Config {
             if t.port != VXLAN_PORT {
                 let _ = writeln!(s, "port = {}", t.port);
             }
+            if !t.addresses.is_empty() {
+                let a: Vec<String> = t.addresses.iter().map(|a| quote(&a.to_string())).collect();
+                let _ = writeln!(s, "addresses = [{}]", a.join(", "));
+            }
+            if t.inner != TunnelInner::Ip {
+                let _ = writeln!(s, "inner = {}", quote(t.inner.as_str()));
+            }
         }
         for r in &self.routes {
             let _ = writeln!(s, "\n[[route]]");

@@ -22,6 +22,8 @@
 //! remote = "192.0.2.2"
 //! key = 100
 //! vrf = "blue"
+//! inner = "ip"                         # gre only: ip | ethernet (0x6558)
+//! addresses = ["10.9.0.1/24"]          # gateway's overlay addresses (L2 tunnels)
 //!
 //! [[route]]
 //! vrf = "blue"

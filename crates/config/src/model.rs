@@ -245,6 +245,65 @@ pub struct Tunnel {
     pub sequence: bool,
     /// VXLAN UDP destination port; meaningful for VXLAN only (others keep 4789).
     pub port: u16,
+    /// The gateway's own addresses on the overlay segment (needed by L2
+    /// tunnels, whose far side resolves the gateway by ARP / ND).
+    #[serde(default)]
+    pub addresses: Vec<IfAddr>,
+    /// What a GRE tunnel carries; NVGRE and VXLAN always carry Ethernet.
+    #[serde(default)]
+    pub inner: TunnelInner,
+}
+
+impl Tunnel {
+    /// Whether the tunnel carries Ethernet frames (NVGRE, VXLAN, GRE with
+    /// `inner = "ethernet"`, i.e. transparent Ethernet bridging 0x6558).
+    pub fn carries_ethernet(&self) -> bool {
+        match self.kind {
+            TunnelKind::Nvgre | TunnelKind::Vxlan => true,
+            TunnelKind::Gre => self.inner == TunnelInner::Ethernet,
+            TunnelKind::Ipsec => false,
+        }
+    }
+}
+
+/// Payload of a GRE tunnel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TunnelInner {
+    /// IPv4 / IPv6 packets (GRE protocol 0x0800 / 0x86DD).
+    #[default]
+    Ip,
+    /// Ethernet frames (GRE protocol 0x6558, as Open vSwitch's GRE ports).
+    Ethernet,
+}
+
+impl TunnelInner {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TunnelInner::Ip => "ip",
+            TunnelInner::Ethernet => "ethernet",
+        }
+    }
+}
+
+impl fmt::Display for TunnelInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TunnelInner {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ip" => Ok(TunnelInner::Ip),
+            "ethernet" => Ok(TunnelInner::Ethernet),
+            _ => Err(format!(
+                "unknown tunnel inner \"{s}\" (expected ip or ethernet)"
+            )),
+        }
+    }
 }
 
 /// `[[route]]`: a static route.

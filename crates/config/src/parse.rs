@@ -73,6 +73,8 @@ const TUNNEL_KEYS: &[&str] = &[
     "checksum",
     "sequence",
     "port",
+    "addresses",
+    "inner",
 ];
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
 const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route"];
@@ -508,6 +510,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
             .int("port", 0..(1 << 16), "1..=65535")
             .and_then(|n| u16::try_from(n).ok())
             .unwrap_or(VXLAN_PORT);
+        let addresses = read_addresses(&mut r);
+        let inner = r.parsed::<TunnelInner>("inner", false).unwrap_or_default();
         let (pos, broken) = (r.pos, r.broken);
         match (name, kind, local, remote, broken) {
             (Some(name), Some(kind), Some(local), Some(remote), false) => {
@@ -524,6 +528,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
                     checksum,
                     sequence,
                     port,
+                    addresses,
+                    inner,
                 });
             }
             (name, ..) => {

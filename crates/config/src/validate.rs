@@ -460,6 +460,21 @@ fn tunnels(v: &mut V<'_>) {
             v.err(p.key("port"), &label, m);
         }
         check_mtu(v, &label, &p, t.mtu, MIN_MTU_V4, "");
+        if t.inner == TunnelInner::Ethernet && t.kind == TunnelKind::Ipsec {
+            v.err(
+                p.key("inner"),
+                &label,
+                "inner = \"ethernet\" is not allowed for kind = \"ipsec\" (ESP tunnel mode carries IP)".to_owned(),
+            );
+        }
+        for (j, a) in t.addresses.iter().enumerate() {
+            let at = p.item(j, "addresses");
+            if a.prefix_len > if a.addr.is_ipv4() { 32 } else { 128 } {
+                v.err(at, &label, format!("address {a}: prefix length too long"));
+            } else if !unicast(a.addr) {
+                v.err(at, &label, format!("address {a} is not a unicast address"));
+            }
+        }
         let id = (t.kind, t.local, t.remote, t.key, t.port);
         if let Some((other, first)) = ids.get(&id) {
             let m = format!(

@@ -130,6 +130,19 @@ fn tunnel(i: usize) -> impl Strategy<Value = Tunnel> {
                     } else {
                         4789
                     },
+                    addresses: if has_key {
+                        vec![IfAddr {
+                            addr: IpAddr::V4(Ipv4Addr::new(10, 99, n as u8, 1)),
+                            prefix_len: 24,
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                    inner: if gre && checksum {
+                        TunnelInner::Ethernet
+                    } else {
+                        TunnelInner::Ip
+                    },
                 }
             },
         )

@@ -629,6 +629,8 @@ fn validate_works_on_code_built_configs() {
             checksum: false,
             sequence: false,
             port: 4789,
+            addresses: vec!["10.9.0.1/24".parse().unwrap()],
+            inner: TunnelInner::Ip,
         }],
         routes: vec![Route {
             vrf: "default".into(),
@@ -709,5 +711,41 @@ fn one_wide_subnet_overlapping_two() {
     assert!(
         e.iter().any(|e| e.contains("10.1.0.0/24")) && e.iter().any(|e| e.contains("10.2.0.0/24")),
         "{e:?}"
+    );
+}
+
+#[test]
+fn tunnel_overlay_addresses_and_inner() {
+    // Lines: 3 [[tunnel]], 4 name, 5 kind, 6 local, 7 remote, 8.. extra.
+    let text = tunnel(
+        "gre",
+        "inner = \"ethernet\"\naddresses = [\"10.9.0.1/24\", \"fd09::1/64\"]\n",
+    );
+    let cfg = parse(&text).unwrap();
+    let t = &cfg.tunnels[0];
+    assert_eq!(t.inner, TunnelInner::Ethernet);
+    assert!(t.carries_ethernet());
+    assert_eq!(t.addresses.len(), 2);
+    assert_eq!(t.addresses[1].to_string(), "fd09::1/64");
+    assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
+    // Defaults: IP inner, no addresses; NVGRE / VXLAN always carry Ethernet.
+    let cfg = parse(&tunnel("gre", "")).unwrap();
+    assert_eq!(cfg.tunnels[0].inner, TunnelInner::Ip);
+    assert!(!cfg.tunnels[0].carries_ethernet());
+    assert!(parse(&tunnel("vxlan", "key = 5\n")).unwrap().tunnels[0].carries_ethernet());
+    one(
+        &tunnel("gre", "inner = \"mpls\"\n"),
+        8,
+        "expected ip or ethernet",
+    );
+    one(
+        &tunnel("gre", "addresses = [\"10.9.0.1/24\", \"224.0.0.1/4\"]\n"),
+        8,
+        "224.0.0.1/4 is not a unicast address",
+    );
+    one(
+        &tunnel("ipsec", "inner = \"ethernet\"\n"),
+        8,
+        "not allowed for kind = \"ipsec\"",
     );
 }
