@@ -345,6 +345,7 @@ fn build_report(run: &Run, w: &shared::Window, i: ReportInput<'_>) -> Report {
         cpu_pct_process: w.cpu_pct_process,
         cycles_method: run.cycles.method,
         tsc_hz: run.cycles.tsc_hz,
+        cycles_fallback_reason: run.cycles.fallback_reason.clone(),
         cycles_system: w.cycles_system,
         cycles_process: w.cycles_process,
         cycles_per_byte_system: cycles::cycles_per_byte(w.cycles_system, bytes),

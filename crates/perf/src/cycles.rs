@@ -136,6 +136,8 @@ pub struct Cycles {
     process: Option<Counter>,
     /// TSC frequency for the fallback (and reported for reference).
     pub tsc_hz: Option<f64>,
+    /// Why hardware counters were not used (e.g. no PMU in this VM).
+    pub fallback_reason: Option<String>,
 }
 
 /// Counter values at one instant (empty when the fallback is used).
@@ -150,33 +152,44 @@ impl Cycles {
     /// for this process; otherwise the CPU-time × TSC estimate.
     pub fn open(force_fallback: bool) -> Cycles {
         let tsc_hz = tsc_hz();
-        if !force_fallback {
-            if let Some(c) = Self::open_perf(tsc_hz) {
-                return c;
+        let why = if force_fallback {
+            "not requested (--no-perf-event)".to_string()
+        } else {
+            match Self::open_perf(tsc_hz) {
+                Ok(c) => return c,
+                Err(e) => e,
             }
-        }
+        };
         Cycles {
             method: Method::CputimeXTsc,
             system: Vec::new(),
             process: None,
             tsc_hz,
+            fallback_reason: Some(why),
         }
     }
 
-    fn open_perf(tsc_hz: Option<f64>) -> Option<Cycles> {
+    fn open_perf(tsc_hz: Option<f64>) -> Result<Cycles, String> {
         let cpus = online_cpus();
         let mut system = Vec::with_capacity(cpus.len());
         for cpu in cpus {
-            system.push(Counter(sys::open_cycles(-1, cpu as i32, false).ok()?));
+            let c = sys::open_cycles(-1, cpu as i32, false)
+                .map_err(|e| format!("perf_event_open(cycles, cpu {cpu}): {e}"))?;
+            system.push(Counter(c));
         }
-        let process = Counter(sys::open_cycles(0, -1, true).ok()?);
+        let process = sys::open_cycles(0, -1, true)
+            .map(Counter)
+            .map_err(|e| format!("perf_event_open(cycles, this process): {e}"))?;
         // A counter that opens but cannot be read is no counter.
-        process.read()?;
-        Some(Cycles {
+        process
+            .read()
+            .ok_or_else(|| "perf_event counter cannot be read".to_string())?;
+        Ok(Cycles {
             method: Method::PerfEvent,
             system,
             process: Some(process),
             tsc_hz,
+            fallback_reason: None,
         })
     }
 
@@ -419,6 +432,7 @@ mod tests {
             system: Vec::new(),
             process: None,
             tsc_hz: Some(2e9),
+            fallback_reason: None,
         };
         let s = CycleSnapshot::default();
         assert_eq!(
@@ -476,7 +490,13 @@ mod tests {
         let b = c.snapshot();
         if c.method == Method::CputimeXTsc {
             assert!(c.tsc_hz.is_some_and(|hz| hz > 1e8), "{:?}", c.tsc_hz);
+            assert!(c.fallback_reason.is_some());
+        } else {
+            assert!(c.fallback_reason.is_none());
         }
+        let forced = Cycles::open(true);
+        assert_eq!(forced.method, Method::CputimeXTsc);
+        assert!(forced.fallback_reason.unwrap().contains("--no-perf-event"));
         let _ = c.window(&a, &b, 0.0, Duration::ZERO);
     }
 }

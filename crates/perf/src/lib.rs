@@ -29,7 +29,8 @@
 //!   /proc/stat); `cpu_pct_system_sum`: the same as a per-core sum
 //!   (0–100 × ncpus); `cpu_pct_process`: this process, per-core sum
 //! - `cycles_method`: `perf_event` (hardware counters) or `cputime_x_tsc`;
-//!   `tsc_hz`; `cycles_system` (all CPUs: the machine's cost, as NTttcp),
+//!   `tsc_hz`; `cycles_fallback_reason` (why not `perf_event`, else null);
+//!   `cycles_system` (all CPUs: the machine's cost, as NTttcp),
 //!   `cycles_process`; `cycles_per_byte_system`, `cycles_per_byte_process`
 //!   (null when no bytes moved)
 //! - `tcp_retrans`: retransmitted segments in the window from the sender's

@@ -80,6 +80,7 @@ pub struct Report {
     pub cpu_pct_process: f64,
     pub cycles_method: Method,
     pub tsc_hz: Option<f64>,
+    pub cycles_fallback_reason: Option<String>,
     pub cycles_system: u64,
     pub cycles_process: u64,
     pub cycles_per_byte_system: Option<f64>,
@@ -185,6 +186,9 @@ impl Report {
                 opt(self.cycles_per_byte_process, 3),
             ),
         ]);
+        if let Some(why) = &self.cycles_fallback_reason {
+            rows.push(("why not perf_event", why.clone()));
+        }
         if let Some(r) = self.tcp_retrans {
             rows.push(("tcp retransmissions", r.to_string()));
         }
@@ -244,6 +248,7 @@ mod tests {
             cpu_pct_process: 5.0,
             cycles_method: Method::CputimeXTsc,
             tsc_hz: Some(2.6e9),
+            cycles_fallback_reason: Some("no PMU".into()),
             cycles_system: 1_040_000_000,
             cycles_process: 260_000_000,
             cycles_per_byte_system: Some(353.26),
@@ -288,6 +293,7 @@ mod tests {
             "cpu_pct_process",
             "cycles_method",
             "tsc_hz",
+            "cycles_fallback_reason",
             "cycles_system",
             "cycles_process",
             "cycles_per_byte_system",
