@@ -293,8 +293,10 @@ fn rr_reports_ordered_percentiles() {
     assert!(order.windows(2).all(|w| w[0] <= w[1]), "{l}");
     assert!(f(l, "mean") >= order[0] && f(l, "mean") <= order[5]);
     assert!(r["rr"]["latency_us"].is_null());
-    // 1-byte messages both ways: bytes = 2 × transactions.
-    assert_eq!(u(&s, "bytes"), 2 * u(rr, "transactions"));
+    // 1-byte messages both ways: bytes = 2 × transactions (± the one
+    // transaction per connection that a window edge can split).
+    let (b, t) = (u(&s, "bytes"), u(rr, "transactions"));
+    assert!(b.abs_diff(2 * t) <= 8, "bytes {b} transactions {t}");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
