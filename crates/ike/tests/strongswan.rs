@@ -1,0 +1,636 @@
+//! Interop against strongSwan's charon (kernel-libipsec) in network
+//! namespaces. Needs root and the Debian packages strongswan-charon,
+//! strongswan-swanctl, libcharon-extra-plugins,
+//! libstrongswan-standard-plugins (scripts/install-deps.sh).
+//!
+//! Layout: netns A runs `vecgate-ike-peer` (our driver), netns B runs
+//! charon; a veth pair joins them (10.77.0.1 / 10.77.0.2). Child keys are
+//! compared byte for byte with what charon logs at `chd = 4`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+/// Two cores for everyone: one lab at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const A_IP: &str = "10.77.0.1";
+const B_IP: &str = "10.77.0.2";
+const PSK: &str = "interop-test-psk-0123";
+
+fn sh(args: &[&str]) -> (bool, String) {
+    let o = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("running {args:?}: {e}"));
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), s)
+}
+
+fn must(args: &[&str]) -> String {
+    let (ok, out) = sh(args);
+    assert!(ok, "{args:?} failed: {out}");
+    out
+}
+
+struct Lab {
+    a: String,
+    b: String,
+    dir: PathBuf,
+    charon: Option<Child>,
+}
+
+struct LabCfg<'a> {
+    ike: &'a str,
+    esp: &'a str,
+    charon_psk: &'a str,
+}
+
+impl Lab {
+    fn new(c: &LabCfg) -> Lab {
+        assert!(
+            std::path::Path::new("/usr/lib/ipsec/charon").exists(),
+            "strongSwan charon is not installed (scripts/install-deps.sh)"
+        );
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let dir = std::env::temp_dir().join(format!("vgike-{id}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("run")).unwrap();
+        let mut lab = Lab {
+            a: format!("vgike-a-{id}"),
+            b: format!("vgike-b-{id}"),
+            dir,
+            charon: None,
+        };
+        must(&["ip", "netns", "add", &lab.a]);
+        must(&["ip", "netns", "add", &lab.b]);
+        must(&[
+            "ip", "-n", &lab.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
+            &lab.b,
+        ]);
+        must(&[
+            "ip",
+            "-n",
+            &lab.a,
+            "addr",
+            "add",
+            &format!("{A_IP}/24"),
+            "dev",
+            "va",
+        ]);
+        must(&[
+            "ip",
+            "-n",
+            &lab.b,
+            "addr",
+            "add",
+            &format!("{B_IP}/24"),
+            "dev",
+            "vb",
+        ]);
+        // charon installs a route with a source inside its local_ts.
+        must(&[
+            "ip",
+            "-n",
+            &lab.b,
+            "addr",
+            "add",
+            "10.2.0.1/16",
+            "dev",
+            "lo",
+        ]);
+        for (ns, dev) in [
+            (&lab.a, "va"),
+            (&lab.b, "vb"),
+            (&lab.a, "lo"),
+            (&lab.b, "lo"),
+        ] {
+            must(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        let d = lab.dir.display().to_string();
+        std::fs::write(
+            lab.dir.join("strongswan.conf"),
+            format!(
+                "charon {{
+  load = random nonce openssl kdf pem pkcs1 x509 kernel-libipsec kernel-netlink socket-default vici updown
+  install_routes = yes
+  retransmit_tries = 2
+  plugins {{
+    vici {{ socket = unix://{d}/charon.vici }}
+  }}
+  filelog {{
+    log {{
+      path = {d}/charon.log
+      default = 1
+      ike = 4
+      chd = 4
+      cfg = 2
+      esp = 1
+      net = 1
+      flush_line = yes
+    }}
+  }}
+}}
+"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            lab.dir.join("swanctl.conf"),
+            format!(
+                "connections {{
+  vg {{
+    version = 2
+    local_addrs = {B_IP}
+    remote_addrs = {A_IP}
+    proposals = {ike}
+    rekey_time = 0
+    local {{
+      auth = psk
+      id = {B_IP}
+    }}
+    remote {{
+      auth = psk
+      id = {A_IP}
+    }}
+    children {{
+      net {{
+        local_ts = 10.2.0.0/16
+        remote_ts = 10.1.0.0/16
+        esp_proposals = {esp}
+        rekey_time = 0
+      }}
+    }}
+  }}
+}}
+secrets {{
+  ike-1 {{
+    id-1 = {A_IP}
+    id-2 = {B_IP}
+    secret = \"{psk}\"
+  }}
+}}
+",
+                ike = c.ike,
+                esp = c.esp,
+                psk = c.charon_psk
+            ),
+        )
+        .unwrap();
+        std::fs::write(lab.dir.join("psk"), PSK).unwrap();
+        let out = std::fs::File::create(lab.dir.join("charon.out")).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &lab.b, "sh", "-c"])
+            .arg(format!(
+                "mount --bind {d}/run /run && exec /usr/lib/ipsec/charon"
+            ))
+            .env("STRONGSWAN_CONF", lab.dir.join("strongswan.conf"))
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        lab.charon = Some(child);
+        let t0 = Instant::now();
+        while !lab.dir.join("charon.vici").exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "charon did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let conf = format!("{d}/swanctl.conf");
+        let out = lab.swanctl(&["--load-all", "--file", &conf]);
+        assert!(out.contains("successfully loaded 1 connections"), "{out}");
+        lab
+    }
+
+    fn swanctl(&self, args: &[&str]) -> String {
+        let vici = format!("unix://{}/charon.vici", self.dir.display());
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.b, "swanctl"])
+            .args(args)
+            .args(["--uri", &vici])
+            .env("STRONGSWAN_CONF", self.dir.join("strongswan.conf"))
+            .output()
+            .unwrap();
+        let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+        s.push_str(&String::from_utf8_lossy(&o.stderr));
+        s
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("charon.log")).unwrap_or_default()
+    }
+
+    fn wait_sas(&self, what: &str, present: bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.swanctl(&["--list-sas"]);
+            if s.contains(what) == present {
+                return s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "charon SAs: wanted {what:?} present={present}, got:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn peer(&self, initiate: bool, ike: &str, esp: &str) -> Peer {
+        let mut cmd = Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &self.a,
+            env!("CARGO_BIN_EXE_vecgate-ike-peer"),
+        ])
+        .args(["--local", A_IP, "--remote", B_IP])
+        .arg("--psk-file")
+        .arg(self.dir.join("psk"))
+        .args(["--ike", ike, "--esp", esp])
+        .args([
+            "--local-ts",
+            "10.1.0.0/16",
+            "--remote-ts",
+            "10.2.0.0/16",
+            "--print-keys",
+        ]);
+        if initiate {
+            cmd.arg("--initiate");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Peer {
+            child,
+            stdin,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.charon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.a, &self.b] {
+            let (_, pids) = sh(&["ip", "netns", "pids", ns]);
+            for p in pids.split_whitespace() {
+                let _ = sh(&["kill", "-9", p]);
+            }
+            let _ = sh(&["ip", "netns", "del", ns]);
+        }
+        if std::thread::panicking() {
+            eprintln!("charon log kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Peer {
+    /// Wait for a new output line matching `pred`.
+    fn wait(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            let left = Duration::from_secs(20).saturating_sub(t0.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "vecgate peer: no {what}; output so far:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    fn cmd(&mut self, c: &str) {
+        writeln!(self.stdin, "{c}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Installed {
+    spi_in: String,
+    spi_out: String,
+    enc_in: Vec<u8>,
+    enc_out: Vec<u8>,
+    integ_in: Vec<u8>,
+    integ_out: Vec<u8>,
+    udp: bool,
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+fn parse_install(l: &str) -> Installed {
+    let f = |k: &str| {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")).map(str::to_string))
+            .unwrap_or_default()
+    };
+    Installed {
+        spi_in: f("spi_in"),
+        spi_out: f("spi_out"),
+        enc_in: unhex(&f("enc_in")),
+        enc_out: unhex(&f("enc_out")),
+        integ_in: unhex(&f("integ_in")),
+        integ_out: unhex(&f("integ_out")),
+        udp: f("udp") == "true",
+    }
+}
+
+/// Keys charon hex-dumped: ("encryption initiator", bytes), ... in order.
+fn charon_keys(log: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut lines = log.lines();
+    while let Some(l) = lines.next() {
+        let Some(pos) = l.find(" key => ") else {
+            continue;
+        };
+        let head = &l[..pos];
+        let Some(kind) = [
+            "encryption initiator",
+            "encryption responder",
+            "integrity initiator",
+            "integrity responder",
+        ]
+        .iter()
+        .find(|k| head.ends_with(*k)) else {
+            continue;
+        };
+        let n: usize = l[pos + 8..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mut bytes = Vec::new();
+        while bytes.len() < n {
+            let Some(h) = lines.next() else { break };
+            let Some(colon) = h.find(": ") else { break };
+            let want = (n - bytes.len()).min(16);
+            bytes.extend(
+                h[colon + 2..]
+                    .split_whitespace()
+                    .take(want)
+                    .map(|t| u8::from_str_radix(t, 16).unwrap()),
+            );
+        }
+        out.push((kind.to_string(), bytes));
+    }
+    out
+}
+
+/// Our keys must equal charon's; `we_initiated` says who began the
+/// exchange that created the child (its "initiator" keys protect
+/// initiator → responder traffic).
+fn assert_keys_match(lab: &Lab, k: &Installed, we_initiated: bool) {
+    let keys = charon_keys(&lab.log());
+    let has = |kind: &str, v: &[u8]| keys.iter().any(|(k2, b)| k2 == kind && b == v);
+    let (ei, er) = if we_initiated {
+        (&k.enc_out, &k.enc_in)
+    } else {
+        (&k.enc_in, &k.enc_out)
+    };
+    assert!(!ei.is_empty() && ei != er);
+    assert!(
+        has("encryption initiator", ei),
+        "initiator key not in charon's log"
+    );
+    assert!(
+        has("encryption responder", er),
+        "responder key not in charon's log"
+    );
+    if !k.integ_in.is_empty() {
+        let (ii, ir) = if we_initiated {
+            (&k.integ_out, &k.integ_in)
+        } else {
+            (&k.integ_in, &k.integ_out)
+        };
+        assert!(
+            has("integrity initiator", ii),
+            "integrity initiator key mismatch"
+        );
+        assert!(
+            has("integrity responder", ir),
+            "integrity responder key mismatch"
+        );
+    }
+    // Debian's kernel-libipsec fakes a NAT: ESP must go in UDP.
+    assert!(k.udp);
+}
+
+fn is_install(l: &str) -> bool {
+    l.starts_with("INSTALL ")
+}
+
+#[test]
+fn vecgate_initiates_groups_14_19_31_and_esp_suites() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (ike, esp) in [
+        ("aes256-sha256-modp2048", "aes128gcm16"),
+        ("aes256-sha256-ecp256", "aes256gcm16"),
+        ("aes256-sha256-x25519", "aes128-sha1"),
+        ("aes128gcm16-prfsha256-x25519", "aes256-sha256"),
+    ] {
+        let lab = Lab::new(&LabCfg {
+            ike,
+            esp,
+            charon_psk: PSK,
+        });
+        let mut p = lab.peer(true, ike, esp);
+        let l = p.wait("child install", is_install);
+        p.wait("IKE established event", |l| l.contains("ChildEstablished"));
+        let k = parse_install(&l);
+        let sas = lab.wait_sas("INSTALLED", true);
+        assert!(sas.contains("ESTABLISHED"), "{sas}");
+        assert!(sas.contains(&format!("in  {}", k.spi_out)), "{sas}");
+        assert!(sas.contains(&format!("out {}", k.spi_in)), "{sas}");
+        assert!(p.seen.iter().any(|l| l.contains("IkeEstablished")));
+        assert_keys_match(&lab, &k, true);
+        p.cmd("delete-ike");
+        p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
+        lab.wait_sas("ESTABLISHED", false);
+    }
+}
+
+#[test]
+fn charon_initiates_and_rekeys() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (ike, esp, full) in [
+        ("aes256-sha256-modp2048", "aes256-sha256", false),
+        ("aes256-sha256-ecp256", "aes128-sha1", false),
+        ("aes256-sha256-x25519", "aes128gcm16", true),
+    ] {
+        let lab = Lab::new(&LabCfg {
+            ike,
+            esp,
+            charon_psk: PSK,
+        });
+        let mut p = lab.peer(false, ike, esp);
+        std::thread::sleep(Duration::from_millis(300));
+        let out = lab.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
+        assert!(out.contains("initiate completed successfully"), "{out}");
+        let k = parse_install(&p.wait("child install", is_install));
+        assert_keys_match(&lab, &k, false);
+        lab.wait_sas("INSTALLED", true);
+        if !full {
+            continue;
+        }
+        // charon rekeys the child: new SA, old one removed, keys match.
+        let out = lab.swanctl(&["--rekey", "--child", "net"]);
+        assert!(out.contains("rekey completed successfully"), "{out}");
+        let k2 = parse_install(&p.wait("rekeyed child", is_install));
+        p.wait("old child removal", |l| {
+            l.starts_with(&format!("REMOVE spi_in={}", k.spi_in))
+        });
+        assert_keys_match(&lab, &k2, false);
+        // charon rekeys the IKE SA, then a child rekey runs over the new SA.
+        let out = lab.swanctl(&["--rekey", "--ike", "vg"]);
+        assert!(out.contains("rekey completed successfully"), "{out}");
+        p.wait("IKE rekey", |l| l.contains("IkeRekeyed"));
+        p.wait("old IKE SA deletion", |l| l.contains("IkeDeleted"));
+        let out = lab.swanctl(&["--rekey", "--child", "net"]);
+        assert!(out.contains("rekey completed successfully"), "{out}");
+        let k3 = parse_install(&p.wait("child rekeyed over new IKE SA", is_install));
+        assert_keys_match(&lab, &k3, false);
+        let out = lab.swanctl(&["--terminate", "--ike", "vg", "--timeout", "10"]);
+        assert!(out.contains("terminate completed successfully"), "{out}");
+        // Children go first, then the IKE SA.
+        p.wait("child removal", |l| {
+            l.starts_with(&format!("REMOVE spi_in={}", k3.spi_in))
+        });
+        p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
+    }
+}
+
+#[test]
+fn vecgate_rekeys_child_and_ike_then_deletes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ike, esp) = ("aes256-sha256-ecp256", "aes256gcm16-ecp256");
+    let lab = Lab::new(&LabCfg {
+        ike,
+        esp,
+        charon_psk: PSK,
+    });
+    let mut p = lab.peer(true, ike, esp);
+    let k = parse_install(&p.wait("child install", is_install));
+    lab.wait_sas("INSTALLED", true);
+    p.cmd("rekey-child");
+    // PFS (ecp256) on CREATE_CHILD_SA.
+    let k2 = parse_install(&p.wait("rekeyed child", is_install));
+    p.wait("old child removal", |l| {
+        l.starts_with(&format!("REMOVE spi_in={}", k.spi_in))
+    });
+    assert_keys_match(&lab, &k2, true);
+    let sas = lab.wait_sas(&format!("out {}", k2.spi_in), true);
+    assert!(sas.contains("INSTALLED"), "{sas}");
+    assert!(lab.log().contains("DH group ECP_256") || lab.log().contains("ECP_256"));
+    p.cmd("rekey-ike");
+    let l = p.wait("IKE rekey", |l| l.contains("IkeRekeyed"));
+    p.wait("old IKE SA deletion", |l| l.contains("IkeDeleted"));
+    let new_spi_i: u64 = l
+        .split("new: (")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap();
+    lab.wait_sas(&format!("{new_spi_i:016x}_i"), true);
+    // Child rekey over the rekeyed IKE SA.
+    p.cmd("rekey-child");
+    let k3 = parse_install(&p.wait("child rekeyed over new IKE SA", is_install));
+    assert_keys_match(&lab, &k3, true);
+    p.cmd("delete-child");
+    p.wait("child delete", |l| {
+        l.starts_with(&format!("REMOVE spi_in={}", k3.spi_in))
+    });
+    lab.wait_sas("INSTALLED", false);
+    p.cmd("delete-ike");
+    p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
+    lab.wait_sas("ESTABLISHED", false);
+}
+
+#[test]
+fn wrong_psk_fails_clearly_on_both_sides() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ike, esp) = ("aes256-sha256-x25519", "aes128gcm16");
+    // vecgate initiates.
+    let lab = Lab::new(&LabCfg {
+        ike,
+        esp,
+        charon_psk: "some-other-psk",
+    });
+    let mut p = lab.peer(true, ike, esp);
+    p.wait("authentication failure", |l| {
+        l.contains("Failed { reason: AuthenticationFailed")
+    });
+    assert!(!p.seen.iter().any(|l| is_install(l)));
+    let log = lab.log();
+    assert!(
+        log.contains("MAC mismatched") || log.contains("AUTHENTICATION_FAILED"),
+        "charon did not report the failure"
+    );
+    assert!(!lab.swanctl(&["--list-sas"]).contains("INSTALLED"));
+    drop(p);
+    // charon initiates.
+    let mut p = lab.peer(false, ike, esp);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = lab.swanctl(&["--initiate", "--child", "net", "--timeout", "15"]);
+    assert!(!out.contains("completed successfully"), "{out}");
+    p.wait("authentication failure", |l| {
+        l.contains("Failed { reason: AuthenticationFailed")
+    });
+    assert!(!p.seen.iter().any(|l| is_install(l)));
+    assert!(lab.log().contains("AUTHENTICATION_FAILED"));
+}
