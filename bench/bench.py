@@ -196,7 +196,7 @@ def perf_run(topo, streams, duration, port=5201):
         "gbps": r["throughput_gbps"],
         "path_cpb": r.get("cycles_per_byte_system"),
         "cpu_pct_system": r.get("cpu_pct_system"),
-        "retrans": s.get("retransmits"),
+        "retrans": s.get("tcp_retrans"),
         "bytes": r["bytes"],
     }
     if pid:

@@ -56,9 +56,9 @@ impl Default for AfPacketOpts {
             vnet_hdr: true,
             qdisc_bypass: true,
             promisc: true,
-            block_size: 1 << 20,
-            block_nr: 16,
-            retire_tov_ms: 2,
+            block_size: 256 << 10,
+            block_nr: 64,
+            retire_tov_ms: 1,
             sndbuf: 4 << 20,
         }
     }
