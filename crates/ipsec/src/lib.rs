@@ -9,6 +9,39 @@
 //! Sequence numbers are assigned by the caller in batches
 //! ([`OutboundSa::reserve`]) so several workers can share one outbound SA
 //! without a lock, the way wireguard-go assigns nonces at dispatch.
+//!
+//! ```
+//! use dataplane::Pool;
+//! use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
+//! use zeroize::Zeroizing;
+//!
+//! let cfg = || SaConfig {
+//!     spi: 0x1000,
+//!     algorithm: "aes128gcm16".parse().unwrap(),
+//!     key: Zeroizing::new(vec![7u8; Algorithm::AesGcm128.key_len()]), // key ‖ salt
+//!     esn: true,
+//!     replay_window: 1024,
+//!     lifetime: Lifetime::default(),
+//!     tunnel: TunnelEndpoints {
+//!         local: "192.0.2.1".parse().unwrap(),
+//!         remote: "192.0.2.2".parse().unwrap(),
+//!     },
+//!     encap: None,
+//!     df: true,
+//! };
+//! let (tx, rx) = (OutboundSa::new(cfg()).unwrap(), InboundSa::new(cfg()).unwrap());
+//! let mut pool = Pool::new(1);
+//! let mut pkt = pool.alloc().unwrap();
+//! let inner = [0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+//! pkt.set_data(&inner);
+//!
+//! let seq = tx.reserve(1).unwrap().start; // a worker reserves per vector
+//! tx.encrypt(&mut pkt, false, seq).unwrap(); // now outer IPv4 + ESP
+//! pkt.pull_front(20); // the receive path strips the outer header
+//! let d = rx.decrypt(&mut pkt).unwrap();
+//! assert_eq!((d.seq, d.inner_v6), (1, false));
+//! assert_eq!(pkt.data(), &inner);
+//! ```
 
 pub mod error;
 pub mod esp;
