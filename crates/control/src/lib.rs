@@ -1,1 +1,27 @@
-//! placeholder
+//! vecgate's management plane: the REST API (with its OpenAPI 3 document),
+//! access control, Prometheus metrics, and the control state that applies
+//! live changes.
+//!
+//! The API runs on its own thread with a small tokio runtime and never
+//! blocks a worker: a change is applied to a copy of the running
+//! [`vecgate_config::Config`], checked by the one validator
+//! ([`vecgate_config::validate`]), turned into new dataplane tables by the
+//! same builder `vecgate run` uses at startup, and published with
+//! `SharedTables::store`; workers pick the tables up on their next vector.
+//! Whatever needs a worker's own state (neighbours, trace, capture) goes
+//! through its bounded command mailbox ([`dataplane::worker::Command`]).
+//!
+//! Changes that would need new sockets on every worker (adding or removing
+//! a physical interface) are refused with 501: restart with the new
+//! configuration.
+
+pub mod api;
+pub mod auth;
+pub mod metrics;
+pub mod model;
+pub mod server;
+pub mod state;
+
+pub use auth::{Auth, Token};
+pub use server::{serve, ServerHandle};
+pub use state::{Capabilities, Control, Dataplane, NetdevFacts, TableBuilder};

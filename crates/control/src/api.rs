@@ -1,0 +1,487 @@
+//! The REST API: routes, handlers and the OpenAPI document generated from
+//! them (served at `GET /openapi.json`).
+//!
+//! Every error is JSON `{"error": "...", "field": "..."}`; malformed bodies
+//! and queries are 400 naming the field serde complained about. Handlers
+//! that wait for workers (neighbours, trace, capture) run on the blocking
+//! pool so the API stays responsive.
+
+use crate::auth::{Auth, Verdict};
+use crate::model::*;
+use crate::state::{ApiError, Control};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use std::sync::Arc;
+use std::time::Duration;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub ctl: Arc<Control>,
+    pub auth: Arc<Auth>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            status,
+            Json(ErrorBody {
+                error: self.message,
+                field: self.field,
+            }),
+        )
+            .into_response()
+    }
+}
+
+/// The field a serde error names (`missing field `via``), if any.
+fn serde_field(msg: &str) -> Option<String> {
+    let start = msg.find('`')? + 1;
+    let len = msg[start..].find('`')?;
+    Some(msg[start..start + len].to_owned())
+}
+
+fn json_err(e: JsonRejection) -> ApiError {
+    let msg = e.body_text();
+    let field = serde_field(&msg).unwrap_or_else(|| "body".to_owned());
+    ApiError::new(400, msg, Some(&field))
+}
+
+fn query_err(e: QueryRejection) -> ApiError {
+    let msg = e.body_text();
+    let field = serde_field(&msg).unwrap_or_else(|| "query".to_owned());
+    ApiError::new(400, msg, Some(&field))
+}
+
+fn path_err(e: PathRejection) -> ApiError {
+    ApiError::new(400, e.body_text(), Some("name"))
+}
+
+/// Runs blocking control work (waiting for workers) off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(500, format!("internal error: {e}"), None))
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+#[utoipa::path(get, path = "/status", tag = "gateway",
+    responses((status = 200, body = StatusInfo), (status = 401, body = ErrorBody)))]
+async fn status(State(s): State<AppState>) -> Json<StatusInfo> {
+    Json(s.ctl.status())
+}
+
+#[utoipa::path(get, path = "/interfaces", tag = "interfaces",
+    responses((status = 200, body = [InterfaceInfo]), (status = 401, body = ErrorBody)))]
+async fn interfaces(State(s): State<AppState>) -> Json<Vec<InterfaceInfo>> {
+    Json(s.ctl.interfaces())
+}
+
+#[utoipa::path(post, path = "/interfaces", tag = "interfaces",
+    responses((status = 501, description = "adding an interface needs new sockets on every worker: restart with the new configuration", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn add_interface() -> ApiError {
+    ApiError::new(
+        501,
+        "adding an interface needs new sockets on every worker: add it to the configuration and restart",
+        None,
+    )
+}
+
+fn find_iface(s: &AppState, name: &str) -> ApiResult<InterfaceInfo> {
+    s.ctl
+        .interfaces()
+        .into_iter()
+        .find(|i| i.name == name)
+        .ok_or_else(|| ApiError::not_found("name", format!("no interface \"{name}\"")))
+}
+
+#[utoipa::path(get, path = "/interfaces/{name}", tag = "interfaces",
+    params(("name" = String, Path, description = "Interface name")),
+    responses((status = 200, body = InterfaceInfo), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn interface(
+    State(s): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<InterfaceInfo>> {
+    let Path(name) = name.map_err(path_err)?;
+    find_iface(&s, &name).map(Json)
+}
+
+#[utoipa::path(patch, path = "/interfaces/{name}", tag = "interfaces",
+    params(("name" = String, Path, description = "Interface name")),
+    request_body = InterfacePatch,
+    responses((status = 200, body = InterfaceInfo), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn patch_interface(
+    State(s): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Json<InterfacePatch>, JsonRejection>,
+) -> ApiResult<Json<InterfaceInfo>> {
+    let Path(name) = name.map_err(path_err)?;
+    let Json(p) = body.map_err(json_err)?;
+    s.ctl.patch_interface(&name, &p)?;
+    find_iface(&s, &name).map(Json)
+}
+
+#[utoipa::path(get, path = "/vrfs", tag = "routing",
+    responses((status = 200, body = [VrfInfo]), (status = 401, body = ErrorBody)))]
+async fn vrfs(State(s): State<AppState>) -> Json<Vec<VrfInfo>> {
+    Json(s.ctl.vrfs())
+}
+
+#[utoipa::path(get, path = "/routes", tag = "routing", params(RouteFilter),
+    responses((status = 200, body = [RouteInfo]), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody)))]
+async fn routes(
+    State(s): State<AppState>,
+    q: Result<Query<RouteFilter>, QueryRejection>,
+) -> ApiResult<Json<Vec<RouteInfo>>> {
+    let Query(q) = q.map_err(query_err)?;
+    Ok(Json(s.ctl.routes(q.vrf.as_deref())))
+}
+
+#[utoipa::path(post, path = "/routes", tag = "routing", request_body = RouteSpec,
+    responses((status = 201, body = RouteInfo), (status = 400, body = ErrorBody),
+              (status = 409, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 403, body = ErrorBody)))]
+async fn add_route(
+    State(s): State<AppState>,
+    body: Result<Json<RouteSpec>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<RouteInfo>)> {
+    let Json(spec) = body.map_err(json_err)?;
+    let r = s.ctl.add_route(&spec)?;
+    Ok((StatusCode::CREATED, Json(r)))
+}
+
+#[utoipa::path(delete, path = "/routes", tag = "routing", params(RouteKey),
+    responses((status = 204, description = "deleted"), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn del_route(
+    State(s): State<AppState>,
+    q: Result<Query<RouteKey>, QueryRejection>,
+) -> ApiResult<StatusCode> {
+    let Query(k) = q.map_err(query_err)?;
+    s.ctl.del_route(&k)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/neighbors", tag = "routing",
+    responses((status = 200, body = [NeighborInfo]), (status = 401, body = ErrorBody)))]
+async fn neighbors(State(s): State<AppState>) -> ApiResult<Json<Vec<NeighborInfo>>> {
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.neighbors()).await.map(Json)
+}
+
+#[utoipa::path(get, path = "/tunnels", tag = "tunnels",
+    responses((status = 200, body = [TunnelInfo]), (status = 401, body = ErrorBody)))]
+async fn tunnels(State(s): State<AppState>) -> Json<Vec<TunnelInfo>> {
+    Json(s.ctl.tunnels())
+}
+
+#[utoipa::path(get, path = "/tunnels/{name}", tag = "tunnels",
+    params(("name" = String, Path, description = "Tunnel name")),
+    responses((status = 200, body = TunnelInfo), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn tunnel(
+    State(s): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<TunnelInfo>> {
+    let Path(name) = name.map_err(path_err)?;
+    s.ctl
+        .tunnels()
+        .into_iter()
+        .find(|t| t.name == name)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("name", format!("no tunnel \"{name}\"")))
+}
+
+#[utoipa::path(post, path = "/tunnels", tag = "tunnels", request_body = TunnelSpec,
+    responses((status = 201, body = TunnelInfo), (status = 400, body = ErrorBody),
+              (status = 409, body = ErrorBody),
+              (status = 501, description = "this build's dataplane has no tunnels", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn add_tunnel(
+    State(s): State<AppState>,
+    body: Result<Json<TunnelSpec>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<TunnelInfo>)> {
+    let Json(spec) = body.map_err(json_err)?;
+    s.ctl.add_tunnel(&spec)?;
+    s.ctl
+        .tunnels()
+        .into_iter()
+        .find(|t| t.name == spec.name)
+        .map(|t| (StatusCode::CREATED, Json(t)))
+        .ok_or_else(|| ApiError::new(500, "tunnel vanished after creation", None))
+}
+
+#[utoipa::path(delete, path = "/tunnels/{name}", tag = "tunnels",
+    params(("name" = String, Path, description = "Tunnel name")),
+    responses((status = 204, description = "deleted"), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn del_tunnel(
+    State(s): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    let Path(name) = name.map_err(path_err)?;
+    s.ctl.del_tunnel(&name)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/sas", tag = "tunnels",
+    responses((status = 200, description = "IPsec SAs (never key material)", body = [SaInfo]),
+              (status = 401, body = ErrorBody)))]
+async fn sas() -> Json<Vec<SaInfo>> {
+    Json(Vec::new())
+}
+
+#[utoipa::path(get, path = "/counters", tag = "observability",
+    responses((status = 200, body = CountersInfo), (status = 401, body = ErrorBody)))]
+async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
+    let sum = s.ctl.counters();
+    let cfg = s.ctl.config();
+    Json(CountersInfo {
+        workers: s.ctl.workers() as u64,
+        interfaces: cfg
+            .interfaces
+            .iter()
+            .zip(&sum.ports)
+            .map(|(i, p)| InterfaceCounters {
+                interface: i.name.clone(),
+                rx_packets: p.rx_packets,
+                rx_bytes: p.rx_bytes,
+                tx_packets: p.tx_packets,
+                tx_bytes: p.tx_bytes,
+                drops: p.drops,
+            })
+            .collect(),
+        nodes: sum
+            .nodes
+            .iter()
+            .map(|n| NodeCounters {
+                node: n.name.clone(),
+                vectors: n.vectors,
+                packets: n.packets,
+                drops: n
+                    .errors
+                    .iter()
+                    .map(|(r, c)| DropCount {
+                        reason: r.clone(),
+                        count: *c,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    })
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "observability",
+    responses((status = 200, description = "Prometheus / OpenMetrics text", body = String,
+               content_type = "text/plain"),
+              (status = 401, body = ErrorBody)))]
+async fn metrics(State(s): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        crate::metrics::render(&s.ctl),
+    )
+        .into_response()
+}
+
+#[utoipa::path(get, path = "/config", tag = "gateway",
+    responses((status = 200, description = "The running configuration as TOML; fed to `vecgate run` it reproduces this state",
+               body = String, content_type = "application/toml"),
+              (status = 401, body = ErrorBody)))]
+async fn config(State(s): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/toml"))],
+        s.ctl.config().to_toml(),
+    )
+        .into_response()
+}
+
+#[utoipa::path(get, path = "/trace", tag = "observability",
+    responses((status = 200, body = TraceInfo), (status = 401, body = ErrorBody)))]
+async fn trace_get(State(s): State<AppState>) -> ApiResult<Json<TraceInfo>> {
+    let ctl = s.ctl.clone();
+    blocking(move || TraceInfo {
+        lines: ctl.trace_lines(),
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(post, path = "/trace", tag = "observability", request_body = TraceArm,
+    responses((status = 202, body = TraceArmed), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn trace_arm(
+    State(s): State<AppState>,
+    body: Result<Json<TraceArm>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<TraceArmed>)> {
+    let Json(a) = body.map_err(json_err)?;
+    if !(1..=10_000).contains(&a.count) {
+        return Err(ApiError::bad(
+            "count",
+            format!("count = {} is out of range (expected 1..=10000)", a.count),
+        ));
+    }
+    let workers = s.ctl.trace_arm(a.count as usize) as u64;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TraceArmed {
+            count: a.count,
+            workers,
+        }),
+    ))
+}
+
+#[utoipa::path(delete, path = "/trace", tag = "observability",
+    responses((status = 204, description = "cleared"), (status = 401, body = ErrorBody),
+              (status = 403, body = ErrorBody)))]
+async fn trace_clear(State(s): State<AppState>) -> ApiResult<StatusCode> {
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.trace_clear()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/capture", tag = "observability", request_body = CaptureSpec,
+    responses((status = 200, description = "A pcap file (Ethernet) of the captured frames",
+               body = Vec<u8>, content_type = "application/vnd.tcpdump.pcap"),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn capture(
+    State(s): State<AppState>,
+    body: Result<Json<CaptureSpec>, JsonRejection>,
+) -> ApiResult<Response> {
+    let Json(c) = body.map_err(json_err)?;
+    let ms = c.timeout_ms.unwrap_or(10_000);
+    if !(1..=60_000).contains(&ms) {
+        return Err(ApiError::bad(
+            "timeout_ms",
+            format!("timeout_ms = {ms} is out of range (expected 1..=60000)"),
+        ));
+    }
+    let ctl = s.ctl.clone();
+    let pcap =
+        blocking(move || ctl.capture(&c.interface, c.count, Duration::from_millis(ms))).await??;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.tcpdump.pcap"),
+        )],
+        pcap,
+    )
+        .into_response())
+}
+
+async fn openapi_json() -> Response {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        ApiDoc::openapi().to_pretty_json().unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// Declares the bearer scheme (required on TCP endpoints).
+struct BearerAddon;
+
+impl Modify for BearerAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let comps = openapi.components.get_or_insert_with(Default::default);
+        comps.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI 3 document.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
+    paths(status, interfaces, add_interface, interface, patch_interface, vrfs, routes, add_route,
+          del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, sas, counters, metrics,
+          config, trace_get, trace_arm, trace_clear, capture),
+    modifiers(&BearerAddon),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;
+
+/// Rejects requests the token does not allow (nothing runs for them).
+async fn authorize(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    // The API's own description is public: clients fetch it to learn
+    // how to authenticate.
+    if req.uri().path() == "/openapi.json" {
+        return next.run(req).await;
+    }
+    let writes = !matches!(*req.method(), Method::GET | Method::HEAD);
+    let h = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    match s.auth.check(h, writes) {
+        Verdict::Allow => next.run(req).await,
+        Verdict::Unauthenticated => {
+            let mut r =
+                ApiError::new(401, "missing or wrong bearer token", Some("Authorization"))
+                    .into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"vecgate\""),
+            );
+            r
+        }
+        Verdict::Forbidden => ApiError::new(
+            403,
+            "the read-only token may only read (GET)",
+            Some("Authorization"),
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(404, "no such resource (see GET /openapi.json)", None)
+}
+
+/// The whole API.
+pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
+    let st = AppState {
+        ctl,
+        auth: Arc::new(auth),
+    };
+    Router::new()
+        .route("/openapi.json", get(openapi_json))
+        .route("/status", get(status))
+        .route("/interfaces", get(interfaces).post(add_interface))
+        .route("/interfaces/{name}", get(interface).patch(patch_interface))
+        .route("/vrfs", get(vrfs))
+        .route("/routes", get(routes).post(add_route).delete(del_route))
+        .route("/neighbors", get(neighbors))
+        .route("/tunnels", get(tunnels).post(add_tunnel))
+        .route("/tunnels/{name}", get(tunnel).delete(del_tunnel))
+        .route("/sas", get(sas))
+        .route("/counters", get(counters))
+        .route("/metrics", get(metrics))
+        .route("/config", get(config))
+        .route("/trace", get(trace_get).post(trace_arm).delete(trace_clear))
+        .route("/capture", axum::routing::post(capture))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(st.clone(), authorize))
+        .layer(axum::extract::DefaultBodyLimit::max(1 << 20))
+        .with_state(st)
+}

@@ -1,0 +1,115 @@
+//! Prometheus text exposition of the counters (summed over workers at
+//! scrape time; a fresh registry per scrape, nothing on the fast path).
+
+use crate::state::Control;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+fn counter_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
+    let f = Family::<Labels, Counter>::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+/// Renders every metric (OpenMetrics text, Prometheus-compatible).
+pub fn render(ctl: &Control) -> String {
+    let mut reg = Registry::default();
+    let sum = ctl.counters();
+    let cfg = ctl.config();
+
+    let ifl = |name: &str| vec![("interface".to_owned(), name.to_owned())];
+    let rxp = counter_family(
+        &mut reg,
+        "vecgate_interface_rx_packets",
+        "Packets received on an interface",
+    );
+    let rxb = counter_family(
+        &mut reg,
+        "vecgate_interface_rx_bytes",
+        "Bytes received on an interface",
+    );
+    let txp = counter_family(
+        &mut reg,
+        "vecgate_interface_tx_packets",
+        "Packets transmitted on an interface",
+    );
+    let txb = counter_family(
+        &mut reg,
+        "vecgate_interface_tx_bytes",
+        "Bytes transmitted on an interface",
+    );
+    let drp = counter_family(
+        &mut reg,
+        "vecgate_interface_drops",
+        "Packets the kernel refused on transmit, or receive errors",
+    );
+    for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
+        let l = ifl(&ifc.name);
+        rxp.get_or_create(&l).inc_by(p.rx_packets);
+        rxb.get_or_create(&l).inc_by(p.rx_bytes);
+        txp.get_or_create(&l).inc_by(p.tx_packets);
+        txb.get_or_create(&l).inc_by(p.tx_bytes);
+        drp.get_or_create(&l).inc_by(p.drops);
+    }
+
+    let vec = counter_family(
+        &mut reg,
+        "vecgate_node_vectors",
+        "Vectors a graph node processed",
+    );
+    let pk = counter_family(
+        &mut reg,
+        "vecgate_node_packets",
+        "Packets a graph node processed",
+    );
+    let dr = counter_family(
+        &mut reg,
+        "vecgate_node_drops",
+        "Packets a graph node dropped, by reason",
+    );
+    for n in &sum.nodes {
+        let l = vec![("node".to_owned(), n.name.clone())];
+        vec.get_or_create(&l).inc_by(n.vectors);
+        pk.get_or_create(&l).inc_by(n.packets);
+        for (reason, c) in &n.errors {
+            let l = vec![
+                ("node".to_owned(), n.name.clone()),
+                ("reason".to_owned(), reason.clone()),
+            ];
+            dr.get_or_create(&l).inc_by(*c);
+        }
+    }
+
+    let workers = Gauge::<i64>::default();
+    workers.set(ctl.workers() as i64);
+    reg.register("vecgate_workers", "Dataplane worker threads", workers);
+    let st = ctl.status();
+    let generation = Gauge::<i64>::default();
+    generation.set(i64::try_from(st.tables_generation).unwrap_or(i64::MAX));
+    reg.register(
+        "vecgate_tables_generation",
+        "Generation of the published dataplane tables",
+        generation,
+    );
+    let routes = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_routes",
+        "Static routes per VRF",
+        routes.clone(),
+    );
+    for v in ctl.vrfs() {
+        routes
+            .get_or_create(&vec![("vrf".to_owned(), v.name)])
+            .set(v.routes as i64);
+    }
+
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}

@@ -1,0 +1,258 @@
+//! The API's JSON shapes. Addresses and prefixes travel as strings in their
+//! usual text forms; key material never appears in any of them.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// Every error: what went wrong and, for bad input, which field.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// Gateway-wide facts (`vecgate show runtime`).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct StatusInfo {
+    pub name: String,
+    pub version: String,
+    pub workers: u64,
+    pub uptime_seconds: u64,
+    /// Generation of the published dataplane tables (bumped by every change).
+    pub tables_generation: u64,
+    pub api: String,
+}
+
+/// One interface: configuration, netdev facts and its counters.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct InterfaceInfo {
+    pub name: String,
+    /// The Linux netdev.
+    pub host: String,
+    pub driver: String,
+    pub mac: String,
+    /// L3 MTU in use.
+    pub mtu: u32,
+    pub vrf: String,
+    pub addresses: Vec<String>,
+    /// Receive segment coalescing switch.
+    pub rsc: bool,
+    /// Offloads switch as configured.
+    pub offloads: bool,
+    /// Whether super-packets are exchanged with the kernel (switch and
+    /// backend both allow it).
+    pub offloads_active: bool,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub drops: u64,
+}
+
+/// PATCH /interfaces/{name}: the runtime switches; absent fields keep
+/// their value.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InterfacePatch {
+    #[serde(default)]
+    pub rsc: Option<bool>,
+    #[serde(default)]
+    pub offloads: Option<bool>,
+    /// L3 MTU (68..=65535; capped by the netdev's).
+    #[serde(default)]
+    #[schema(minimum = 68, maximum = 65535)]
+    pub mtu: Option<u32>,
+}
+
+/// One VRF.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct VrfInfo {
+    pub name: String,
+    /// Dataplane id (0 is "default").
+    pub id: u32,
+    pub interfaces: Vec<String>,
+    pub tunnels: Vec<String>,
+    /// Static routes in this VRF.
+    pub routes: u64,
+}
+
+/// One route.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RouteInfo {
+    pub vrf: String,
+    pub prefix: String,
+    /// Interface, tunnel or next-hop address.
+    pub via: String,
+    /// "static" (configured), "connected" (an interface's subnet) or
+    /// "local" (one of the gateway's own addresses).
+    pub kind: String,
+}
+
+/// POST /routes.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// Default "default".
+    #[serde(default)]
+    pub vrf: Option<String>,
+    /// e.g. "10.9.0.0/24" (host bits must be zero).
+    pub prefix: String,
+    /// Interface name, tunnel name or next-hop address.
+    pub via: String,
+}
+
+/// DELETE /routes?vrf=…&prefix=….
+#[derive(Clone, Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RouteKey {
+    /// Default "default".
+    pub vrf: Option<String>,
+    pub prefix: String,
+}
+
+/// GET /routes?vrf=….
+#[derive(Clone, Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RouteFilter {
+    /// Only this VRF.
+    pub vrf: Option<String>,
+}
+
+/// One neighbour (ARP / ND) entry, merged over the workers.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct NeighborInfo {
+    pub interface: String,
+    pub address: String,
+    pub mac: String,
+    /// incomplete, reachable, stale or probe.
+    pub state: String,
+    /// Workers holding the entry.
+    pub workers: Vec<u64>,
+}
+
+/// One tunnel, as configured.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct TunnelInfo {
+    pub name: String,
+    /// gre, nvgre, vxlan or ipsec.
+    pub kind: String,
+    pub local: String,
+    pub remote: String,
+    pub key: Option<u32>,
+    pub vrf: String,
+    pub underlay_vrf: String,
+    pub mtu: Option<u32>,
+}
+
+/// POST /tunnels: the `[[tunnel]]` keys of the configuration file.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct TunnelSpec {
+    pub name: String,
+    /// gre, nvgre, vxlan or ipsec.
+    pub kind: String,
+    pub local: String,
+    pub remote: String,
+    #[serde(default)]
+    pub key: Option<u32>,
+    #[serde(default)]
+    pub vrf: Option<String>,
+    #[serde(default)]
+    pub underlay_vrf: Option<String>,
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    #[serde(default)]
+    pub checksum: Option<bool>,
+    #[serde(default)]
+    pub sequence: Option<bool>,
+    #[serde(default)]
+    pub port: Option<u16>,
+}
+
+/// One IPsec security association, without key material.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct SaInfo {
+    /// SPI in hex.
+    pub spi: String,
+    pub tunnel: String,
+    /// "inbound" or "outbound".
+    pub direction: String,
+    /// e.g. "aes-gcm-128".
+    pub cipher: String,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Counters of one interface (all workers summed).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct InterfaceCounters {
+    pub interface: String,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub drops: u64,
+}
+
+/// Drops of one node for one reason.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct DropCount {
+    pub reason: String,
+    pub count: u64,
+}
+
+/// Counters of one graph node (all workers summed).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct NodeCounters {
+    pub node: String,
+    /// Times the node ran (one vector each).
+    pub vectors: u64,
+    pub packets: u64,
+    pub drops: Vec<DropCount>,
+}
+
+/// GET /counters.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct CountersInfo {
+    pub workers: u64,
+    pub interfaces: Vec<InterfaceCounters>,
+    pub nodes: Vec<NodeCounters>,
+}
+
+/// POST /trace.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceArm {
+    /// Packets to trace per worker (1..=10000).
+    #[schema(minimum = 1, maximum = 10000)]
+    pub count: u64,
+}
+
+/// Answer to POST /trace.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct TraceArmed {
+    pub count: u64,
+    /// Workers that were armed.
+    pub workers: u64,
+}
+
+/// GET /trace: every line recorded so far (kept until DELETE /trace).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct TraceInfo {
+    pub lines: Vec<String>,
+}
+
+/// POST /capture.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureSpec {
+    pub interface: String,
+    /// Frames to capture, both directions (1..=10000).
+    #[schema(minimum = 1, maximum = 10000)]
+    pub count: u64,
+    /// Give up after this long and return what was captured (default
+    /// 10000, at most 60000).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 60000)]
+    pub timeout_ms: Option<u64>,
+}

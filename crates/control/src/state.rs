@@ -1,0 +1,639 @@
+//! The control state: the running configuration and handles on the
+//! dataplane. Every change goes copy → edit → validate → build → publish,
+//! so a rejected change leaves both the configuration and the tables as
+//! they were.
+
+use crate::model::*;
+use dataplane::counters::{CounterSnapshot, WorkerCounters};
+use dataplane::neighbour::{fmt_mac, State};
+use dataplane::tables::{SharedTables, Tables};
+use dataplane::worker::{Captured, Command, NeighbourEntry};
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use vecgate_config::{Config, Prefix, Via, DEFAULT_VRF};
+
+/// Builds dataplane tables from a configuration: the same function
+/// `vecgate run` uses at startup, so live changes and restarts agree.
+pub type TableBuilder = Box<dyn Fn(&Config) -> Result<Tables, String> + Send + Sync>;
+
+/// What the host reported about interface `i`'s netdev.
+#[derive(Clone, Copy, Debug)]
+pub struct NetdevFacts {
+    pub mac: [u8; 6],
+    pub mtu: u32,
+    pub offloads: bool,
+}
+
+/// What this build's dataplane can do (later features switch these on).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Capabilities {
+    /// Tunnels can be created and deleted live.
+    pub tunnels: bool,
+}
+
+/// Handles on the running dataplane.
+pub struct Dataplane {
+    pub tables: Arc<SharedTables>,
+    pub build: TableBuilder,
+    /// One per worker, summed on read.
+    pub counters: Vec<Arc<WorkerCounters>>,
+    /// One per worker.
+    pub mailboxes: Vec<crossbeam_channel::Sender<Command>>,
+    /// Index-aligned with the configuration's interfaces (fixed at startup).
+    pub netdevs: Vec<NetdevFacts>,
+}
+
+/// A refused request: HTTP status, message and the offending field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, message: impl Into<String>, field: Option<&str>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            field: field.map(str::to_owned),
+        }
+    }
+    pub fn bad(field: &str, message: impl Into<String>) -> Self {
+        Self::new(400, message, Some(field))
+    }
+    pub fn not_found(field: &str, message: impl Into<String>) -> Self {
+        Self::new(404, message, Some(field))
+    }
+}
+
+/// Lines of trace kept on the control side at most.
+pub const TRACE_KEEP: usize = 16_384;
+/// Most frames and bytes one capture may return.
+pub const CAPTURE_MAX_FRAMES: u64 = 10_000;
+pub const CAPTURE_MAX_BYTES: usize = 64 << 20;
+/// How long to wait for a worker to answer a mailbox request.
+pub const MAILBOX_WAIT: Duration = Duration::from_secs(2);
+
+/// The management plane's state, shared by the API handlers.
+pub struct Control {
+    config: Mutex<Config>,
+    dp: Dataplane,
+    caps: Capabilities,
+    trace: Mutex<VecDeque<String>>,
+    started: Instant,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A handler that panicked mid-change never published anything, so
+    // the data is still the last good state.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn state_str(s: State) -> &'static str {
+    match s {
+        State::Incomplete => "incomplete",
+        State::Reachable => "reachable",
+        State::Stale => "stale",
+        State::Probe => "probe",
+    }
+}
+
+/// The first of `fields` that a validator message talks about.
+fn field_in(message: &str, fields: &[&str]) -> Option<String> {
+    fields
+        .iter()
+        .filter_map(|f| {
+            let hit = [format!("{f} "), format!("{f}:"), format!("\"{f}\"")]
+                .iter()
+                .filter_map(|pat| message.find(pat.as_str()))
+                .min()?;
+            Some((hit, *f))
+        })
+        .min()
+        .map(|(_, f)| f.to_owned())
+        .or_else(|| fields.first().map(|f| (*f).to_owned()))
+}
+
+impl Control {
+    pub fn new(config: Config, dp: Dataplane, caps: Capabilities) -> Arc<Self> {
+        Arc::new(Control {
+            config: Mutex::new(config),
+            dp,
+            caps,
+            trace: Mutex::new(VecDeque::new()),
+            started: Instant::now(),
+        })
+    }
+
+    /// The running configuration.
+    pub fn config(&self) -> Config {
+        lock(&self.config).clone()
+    }
+
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// Copy → `edit` → validate → build → publish. `fields` are the request
+    /// fields a validation message may name (the first is the fallback).
+    pub fn apply(
+        &self,
+        fields: &[&str],
+        edit: impl FnOnce(&mut Config) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        let mut cur = lock(&self.config);
+        let mut next = cur.clone();
+        edit(&mut next)?;
+        if let Some(d) = vecgate_config::validate(&next).first() {
+            return Err(ApiError {
+                status: 400,
+                field: field_in(&d.message, fields),
+                message: d.message.clone(),
+            });
+        }
+        let tables = (self.dp.build)(&next).map_err(|e| ApiError::new(409, e, None))?;
+        self.dp.tables.store(tables);
+        *cur = next;
+        Ok(())
+    }
+
+    pub fn counters(&self) -> CounterSnapshot {
+        let snaps: Vec<_> = self.dp.counters.iter().map(|c| c.snapshot()).collect();
+        CounterSnapshot::sum(&snaps)
+    }
+
+    pub fn status(&self) -> StatusInfo {
+        let cfg = lock(&self.config);
+        StatusInfo {
+            name: cfg.gateway.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            workers: self.dp.counters.len() as u64,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            tables_generation: self.dp.tables.load().generation,
+            api: cfg.gateway.api.to_string(),
+        }
+    }
+
+    pub fn interfaces(&self) -> Vec<InterfaceInfo> {
+        let cfg = self.config();
+        let sum = self.counters();
+        let tables = self.dp.tables.load();
+        cfg.interfaces
+            .iter()
+            .enumerate()
+            .map(|(i, ifc)| {
+                let nd = self.dp.netdevs.get(i).copied().unwrap_or(NetdevFacts {
+                    mac: [0; 6],
+                    mtu: 0,
+                    offloads: false,
+                });
+                let t = tables.iface(i as u16);
+                let c = sum.ports.get(i).copied().unwrap_or_default();
+                InterfaceInfo {
+                    name: ifc.name.clone(),
+                    host: ifc.host.clone(),
+                    driver: ifc.driver.as_str().to_owned(),
+                    mac: fmt_mac(nd.mac),
+                    mtu: t.map_or(nd.mtu, |t| t.mtu),
+                    vrf: ifc.vrf.clone(),
+                    addresses: ifc.addresses.iter().map(|a| a.to_string()).collect(),
+                    rsc: ifc.rsc,
+                    offloads: ifc.offloads,
+                    offloads_active: t.is_some_and(|t| t.flags.offloads),
+                    rx_packets: c.rx_packets,
+                    rx_bytes: c.rx_bytes,
+                    tx_packets: c.tx_packets,
+                    tx_bytes: c.tx_bytes,
+                    drops: c.drops,
+                }
+            })
+            .collect()
+    }
+
+    pub fn patch_interface(&self, name: &str, p: &InterfacePatch) -> Result<(), ApiError> {
+        if let Some(m) = p.mtu {
+            if !(68..=65535).contains(&m) {
+                return Err(ApiError::bad(
+                    "mtu",
+                    format!("mtu = {m} is out of range (expected 68..=65535)"),
+                ));
+            }
+        }
+        self.apply(&["rsc", "offloads", "mtu"], |c| {
+            let ifc = c
+                .interfaces
+                .iter_mut()
+                .find(|i| i.name == name)
+                .ok_or_else(|| ApiError::not_found("name", format!("no interface \"{name}\"")))?;
+            if let Some(v) = p.rsc {
+                ifc.rsc = v;
+            }
+            if let Some(v) = p.offloads {
+                ifc.offloads = v;
+            }
+            if let Some(m) = p.mtu {
+                ifc.mtu = Some(m);
+            }
+            Ok(())
+        })
+    }
+
+    pub fn vrfs(&self) -> Vec<VrfInfo> {
+        let cfg = self.config();
+        let tables = self.dp.tables.load();
+        cfg.vrfs()
+            .into_iter()
+            .map(|name| VrfInfo {
+                id: tables
+                    .vrfs
+                    .iter()
+                    .find(|v| v.name == name)
+                    .map_or(0, |v| v.id),
+                interfaces: cfg
+                    .interfaces
+                    .iter()
+                    .filter(|i| i.vrf == name)
+                    .map(|i| i.name.clone())
+                    .collect(),
+                tunnels: cfg
+                    .tunnels
+                    .iter()
+                    .filter(|t| t.vrf == name)
+                    .map(|t| t.name.clone())
+                    .collect(),
+                routes: cfg.routes.iter().filter(|r| r.vrf == name).count() as u64,
+                name,
+            })
+            .collect()
+    }
+
+    /// Static routes, plus the connected and local routes the interfaces'
+    /// addresses imply.
+    pub fn routes(&self, vrf: Option<&str>) -> Vec<RouteInfo> {
+        let cfg = self.config();
+        let mut out = Vec::new();
+        for ifc in &cfg.interfaces {
+            for a in &ifc.addresses {
+                let host = if a.addr.is_ipv4() { 32 } else { 128 };
+                out.push(RouteInfo {
+                    vrf: ifc.vrf.clone(),
+                    prefix: a.network().to_string(),
+                    via: ifc.name.clone(),
+                    kind: "connected".into(),
+                });
+                out.push(RouteInfo {
+                    vrf: ifc.vrf.clone(),
+                    prefix: format!("{}/{host}", a.addr),
+                    via: ifc.name.clone(),
+                    kind: "local".into(),
+                });
+            }
+        }
+        for r in &cfg.routes {
+            out.push(RouteInfo {
+                vrf: r.vrf.clone(),
+                prefix: r.prefix.to_string(),
+                via: r.via.to_string(),
+                kind: "static".into(),
+            });
+        }
+        out.retain(|r| vrf.is_none_or(|v| r.vrf == v));
+        out
+    }
+
+    /// Parses a route's `via` the way the configuration file does: a name
+    /// of an interface or tunnel, else an address.
+    fn via(cfg: &Config, via: &str) -> Result<Via, ApiError> {
+        if cfg.interface(via).is_some() {
+            Ok(Via::Interface(via.to_owned()))
+        } else if cfg.tunnel(via).is_some() {
+            Ok(Via::Tunnel(via.to_owned()))
+        } else if let Ok(a) = via.parse::<IpAddr>() {
+            Ok(Via::Address(a))
+        } else {
+            Err(ApiError::bad(
+                "via",
+                format!("via \"{via}\" is neither an interface, a tunnel nor an address"),
+            ))
+        }
+    }
+
+    fn prefix(s: &str) -> Result<Prefix, ApiError> {
+        s.parse::<Prefix>().map_err(|e| ApiError::bad("prefix", e))
+    }
+
+    fn vrf_name(v: Option<&str>) -> Result<String, ApiError> {
+        let v = v.unwrap_or(DEFAULT_VRF);
+        if v.is_empty() {
+            return Err(ApiError::bad("vrf", "vrf must not be empty"));
+        }
+        Ok(v.to_owned())
+    }
+
+    pub fn add_route(&self, spec: &RouteSpec) -> Result<RouteInfo, ApiError> {
+        let prefix = Self::prefix(&spec.prefix)?;
+        let vrf = Self::vrf_name(spec.vrf.as_deref())?;
+        self.apply(&["prefix", "via", "vrf"], |c| {
+            let via = Self::via(c, &spec.via)?;
+            if c.routes.iter().any(|r| r.vrf == vrf && r.prefix == prefix) {
+                return Err(ApiError::new(
+                    409,
+                    format!("vrf \"{vrf}\" already has a route for {prefix}"),
+                    Some("prefix"),
+                ));
+            }
+            c.routes.push(vecgate_config::Route {
+                vrf: vrf.clone(),
+                prefix,
+                via,
+            });
+            Ok(())
+        })?;
+        Ok(RouteInfo {
+            vrf,
+            prefix: prefix.to_string(),
+            via: spec.via.clone(),
+            kind: "static".into(),
+        })
+    }
+
+    pub fn del_route(&self, key: &RouteKey) -> Result<(), ApiError> {
+        let prefix = Self::prefix(&key.prefix)?;
+        let vrf = Self::vrf_name(key.vrf.as_deref())?;
+        self.apply(&["prefix", "vrf"], |c| {
+            let before = c.routes.len();
+            c.routes.retain(|r| !(r.vrf == vrf && r.prefix == prefix));
+            if c.routes.len() == before {
+                return Err(ApiError::not_found(
+                    "prefix",
+                    format!("vrf \"{vrf}\" has no static route for {prefix}"),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    pub fn tunnels(&self) -> Vec<TunnelInfo> {
+        self.config()
+            .tunnels
+            .iter()
+            .map(|t| TunnelInfo {
+                name: t.name.clone(),
+                kind: t.kind.as_str().to_owned(),
+                local: t.local.to_string(),
+                remote: t.remote.to_string(),
+                key: t.key,
+                vrf: t.vrf.clone(),
+                underlay_vrf: t.underlay_vrf.clone(),
+                mtu: t.mtu,
+            })
+            .collect()
+    }
+
+    /// Adds a tunnel: the spec becomes a `[[tunnel]]` table (defaults as in
+    /// the file), is validated with the rest, and built into the tables.
+    pub fn add_tunnel(&self, spec: &TunnelSpec) -> Result<(), ApiError> {
+        let kind: vecgate_config::TunnelKind =
+            spec.kind.parse().map_err(|e| ApiError::bad("kind", e))?;
+        for (f, v) in [("local", &spec.local), ("remote", &spec.remote)] {
+            v.parse::<IpAddr>()
+                .map_err(|_| ApiError::bad(f, format!("{f} \"{v}\" is not an IP address")))?;
+        }
+        let mut obj = serde_json::json!({
+            "name": spec.name,
+            "kind": kind,
+            "local": spec.local,
+            "remote": spec.remote,
+            "key": spec.key,
+            "vrf": spec.vrf.clone().unwrap_or_else(|| DEFAULT_VRF.to_owned()),
+            "underlay_vrf": spec.underlay_vrf.clone().unwrap_or_else(|| DEFAULT_VRF.to_owned()),
+            "mtu": spec.mtu,
+            "checksum": spec.checksum.unwrap_or(false),
+            "sequence": spec.sequence.unwrap_or(false),
+            "port": spec.port.unwrap_or(vecgate_config::VXLAN_PORT),
+        });
+        if let Some(o) = obj.as_object_mut() {
+            o.retain(|_, v| !v.is_null());
+        }
+        let tunnel: vecgate_config::Tunnel =
+            serde_json::from_value(obj).map_err(|e| ApiError::bad("name", e.to_string()))?;
+        if !self.caps.tunnels {
+            // Validate first so bad input is still a 400 naming the field.
+            let mut probe = self.config();
+            probe.tunnels.push(tunnel);
+            if let Some(d) = vecgate_config::validate(&probe).first() {
+                return Err(ApiError {
+                    status: 400,
+                    field: field_in(&d.message, &["name", "local", "remote", "key", "vrf"]),
+                    message: d.message.clone(),
+                });
+            }
+            return Err(ApiError::new(
+                501,
+                "tunnels are not in this build of the dataplane yet",
+                None,
+            ));
+        }
+        self.apply(
+            &["name", "local", "remote", "key", "vrf", "underlay_vrf", "mtu"],
+            |c| {
+                if c.tunnel(&spec.name).is_some() || c.interface(&spec.name).is_some() {
+                    return Err(ApiError::new(
+                        409,
+                        format!("name \"{}\" is already in use", spec.name),
+                        Some("name"),
+                    ));
+                }
+                c.tunnels.push(tunnel);
+                Ok(())
+            },
+        )
+    }
+
+    pub fn del_tunnel(&self, name: &str) -> Result<(), ApiError> {
+        self.apply(&["name"], |c| {
+            let before = c.tunnels.len();
+            c.tunnels.retain(|t| t.name != name);
+            if before == c.tunnels.len() {
+                return Err(ApiError::not_found("name", format!("no tunnel \"{name}\"")));
+            }
+            if let Some(r) = c
+                .routes
+                .iter()
+                .find(|r| matches!(&r.via, Via::Tunnel(t) if t == name))
+            {
+                return Err(ApiError::new(
+                    409,
+                    format!(
+                        "route {} in vrf \"{}\" goes through tunnel \"{name}\": delete it first",
+                        r.prefix, r.vrf
+                    ),
+                    Some("name"),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Asks every worker with `make` and collects the answers (blocking:
+    /// call from a blocking context). A worker that does not answer within
+    /// [`MAILBOX_WAIT`] is skipped.
+    fn ask<T: Send + 'static>(
+        &self,
+        make: impl Fn(crossbeam_channel::Sender<T>) -> Command,
+    ) -> Vec<(usize, T)> {
+        let mut rxs = Vec::new();
+        for (w, mb) in self.dp.mailboxes.iter().enumerate() {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            if mb.try_send(make(tx)).is_ok() {
+                rxs.push((w, rx));
+            }
+        }
+        let deadline = Instant::now() + MAILBOX_WAIT;
+        rxs.into_iter()
+            .filter_map(|(w, rx)| rx.recv_deadline(deadline).ok().map(|v| (w, v)))
+            .collect()
+    }
+
+    /// Neighbour entries of every worker, merged per (interface, address).
+    pub fn neighbors(&self) -> Vec<NeighborInfo> {
+        let cfg = self.config();
+        let mut out: Vec<NeighborInfo> = Vec::new();
+        let answers: Vec<(usize, Vec<NeighbourEntry>)> = self.ask(Command::Neighbours);
+        for (w, entries) in answers {
+            for e in entries {
+                let interface = cfg
+                    .interfaces
+                    .get(usize::from(e.port))
+                    .map_or_else(|| format!("port{}", e.port), |i| i.name.clone());
+                let address = e.ip.to_string();
+                match out
+                    .iter_mut()
+                    .find(|n| n.interface == interface && n.address == address)
+                {
+                    Some(n) => {
+                        n.workers.push(w as u64);
+                        if n.state != "reachable" && e.state != State::Incomplete {
+                            n.state = state_str(e.state).into();
+                            n.mac = fmt_mac(e.mac);
+                        }
+                    }
+                    None => out.push(NeighborInfo {
+                        interface,
+                        address,
+                        mac: fmt_mac(e.mac),
+                        state: state_str(e.state).into(),
+                        workers: vec![w as u64],
+                    }),
+                }
+            }
+        }
+        out.sort_by(|a, b| (&a.interface, &a.address).cmp(&(&b.interface, &b.address)));
+        out
+    }
+
+    /// Arms every worker's trace for `n` packets; returns how many took it.
+    pub fn trace_arm(&self, n: usize) -> usize {
+        self.dp
+            .mailboxes
+            .iter()
+            .filter(|mb| mb.try_send(Command::TraceArm(n)).is_ok())
+            .count()
+    }
+
+    /// Collects new trace lines from the workers; returns all kept lines.
+    pub fn trace_lines(&self) -> Vec<String> {
+        let answers = self.ask(Command::TraceDrain);
+        let mut kept = lock(&self.trace);
+        for (w, lines) in answers {
+            for l in lines {
+                if kept.len() >= TRACE_KEEP {
+                    kept.pop_front();
+                }
+                kept.push_back(format!("worker {w}: {l}"));
+            }
+        }
+        kept.iter().cloned().collect()
+    }
+
+    pub fn trace_clear(&self) {
+        let _ = self.trace_lines();
+        lock(&self.trace).clear();
+    }
+
+    /// Captures up to `count` frames on interface `name` (both directions,
+    /// every worker) for at most `timeout`; returns a pcap file.
+    pub fn capture(&self, name: &str, count: u64, timeout: Duration) -> Result<Vec<u8>, ApiError> {
+        let port = self
+            .config()
+            .interfaces
+            .iter()
+            .position(|i| i.name == name)
+            .ok_or_else(|| ApiError::not_found("interface", format!("no interface \"{name}\"")))?;
+        if !(1..=CAPTURE_MAX_FRAMES).contains(&count) {
+            return Err(ApiError::bad(
+                "count",
+                format!("count = {count} is out of range (expected 1..={CAPTURE_MAX_FRAMES})"),
+            ));
+        }
+        let count = count as usize;
+        let (tx, rx) = crossbeam_channel::bounded::<Captured>(count.min(4096));
+        for mb in &self.dp.mailboxes {
+            let _ = mb.try_send(Command::CaptureStart {
+                port: port as u16,
+                count,
+                out: tx.clone(),
+            });
+        }
+        drop(tx);
+        let deadline = Instant::now() + timeout;
+        let mut frames = Vec::new();
+        let mut bytes = 0usize;
+        while frames.len() < count && bytes < CAPTURE_MAX_BYTES {
+            match rx.recv_deadline(deadline) {
+                Ok(c) => {
+                    bytes += c.data.len();
+                    frames.push(c);
+                }
+                Err(_) => break,
+            }
+        }
+        for mb in &self.dp.mailboxes {
+            let _ = mb.try_send(Command::CaptureStop);
+        }
+        frames.sort_by_key(|c| c.ts);
+        let mut w = wire::pcap::Writer::new(
+            Vec::with_capacity(bytes + frames.len() * 16 + 24),
+            wire::pcap::LinkType::Ethernet,
+            wire::pcap::DEFAULT_SNAPLEN,
+        )
+        .map_err(|e| ApiError::new(500, e.to_string(), None))?;
+        for c in &frames {
+            w.write_packet(c.ts, &c.data)
+                .map_err(|e| ApiError::new(500, e.to_string(), None))?;
+        }
+        Ok(w.into_inner())
+    }
+
+    pub fn workers(&self) -> usize {
+        self.dp.counters.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::field_in;
+
+    #[test]
+    fn field_from_message() {
+        let m = "[[route]] 10.0.0.0/8: via \"x\" is not an interface";
+        assert_eq!(
+            field_in(m, &["prefix", "via", "vrf"]).as_deref(),
+            Some("via")
+        );
+        assert_eq!(field_in("nothing", &["prefix"]).as_deref(), Some("prefix"));
+    }
+}

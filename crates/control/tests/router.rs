@@ -1,0 +1,191 @@
+//! The API router without a network: a config, tables built from it, one
+//! worker's counters and mailbox (answered by a stand-in thread).
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use dataplane::fib::Prefix;
+use dataplane::tables::{SharedTables, TablesBuilder};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use tower::ServiceExt;
+use vecgate_control::api::router;
+use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
+
+const CFG: &str = r#"
+[gateway]
+name = "t"
+api = "unix:/tmp/unused.sock"
+
+[[interface]]
+name = "lan0"
+host = "veth0"
+driver = "af_packet"
+addresses = ["10.1.0.1/24"]
+
+[[route]]
+prefix = "10.9.0.0/16"
+via = "10.1.0.254"
+"#;
+
+fn build(cfg: &vecgate_config::Config) -> Result<dataplane::tables::Tables, String> {
+    let mut b = TablesBuilder::new();
+    for (i, ifc) in cfg.interfaces.iter().enumerate() {
+        let a: Vec<Prefix> = ifc
+            .addresses
+            .iter()
+            .map(|a| Prefix::new(a.addr, a.prefix_len).unwrap())
+            .collect();
+        b.add_interface(i as u16, &ifc.name, [2, 0, 0, 0, 0, 1], 1500, 0, &a);
+    }
+    b.build().map_err(|e| e.to_string())
+}
+
+fn control() -> (Arc<Control>, Arc<SharedTables>) {
+    let cfg = vecgate_config::parse(CFG).unwrap();
+    let tables = SharedTables::new(build(&cfg).unwrap());
+    let w = dataplane::worker::Worker::new(0, Vec::new(), tables.clone(), Default::default());
+    let dp = Dataplane {
+        tables: tables.clone(),
+        build: Box::new(build),
+        counters: vec![w.counters()],
+        mailboxes: vec![w.mailbox()],
+        netdevs: vec![NetdevFacts {
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            offloads: false,
+        }],
+    };
+    // Keep the worker alive (its mailbox) for the test's duration.
+    std::mem::forget(w);
+    (Control::new(cfg, dp, Capabilities::default()), tables)
+}
+
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (StatusCode, String) {
+    let mut r = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        r = r.header("authorization", format!("Bearer {t}"));
+    }
+    if body.is_some() {
+        r = r.header("content-type", "application/json");
+    }
+    let req = r
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let st = resp.status();
+    let b = resp.into_body().collect().await.unwrap().to_bytes();
+    (st, String::from_utf8_lossy(&b).into_owned())
+}
+
+#[tokio::test]
+async fn routes_crud_and_errors() {
+    let (ctl, tables) = control();
+    let app = router(ctl.clone(), Auth::None);
+    let gen0 = tables.load().generation;
+    let (st, b) = call(&app, "GET", "/routes", None, None).await;
+    assert_eq!(st, 200);
+    assert!(b.contains("10.9.0.0/16") && b.contains("\"connected\""), "{b}");
+    let (st, b) = call(
+        &app,
+        "POST",
+        "/routes",
+        Some(r#"{"prefix":"10.8.0.0/24","via":"lan0"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(st, 201, "{b}");
+    assert!(tables.load().generation > gen0);
+    assert!(ctl.config().to_toml().contains("10.8.0.0/24"));
+    // Duplicate, host bits, bad via, missing field: each a 4xx naming it.
+    for (body, code, field) in [
+        (r#"{"prefix":"10.8.0.0/24","via":"lan0"}"#, 409, "prefix"),
+        (r#"{"prefix":"10.8.0.1/24","via":"lan0"}"#, 400, "prefix"),
+        (r#"{"prefix":"10.7.0.0/24","via":"nope"}"#, 400, "via"),
+        (r#"{"prefix":"10.7.0.0/33","via":"lan0"}"#, 400, "prefix"),
+        (r#"{"prefix":"10.7.0.0/24"}"#, 400, "via"),
+        (r#"{"prefix":"10.7.0.0/24","via":"lan0","x":1}"#, 400, "x"),
+    ] {
+        let (st, b) = call(&app, "POST", "/routes", Some(body), None).await;
+        assert_eq!(st.as_u16(), code, "{body}: {b}");
+        let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert_eq!(v["field"], field, "{body}: {b}");
+    }
+    let (st, _) = call(&app, "DELETE", "/routes?prefix=10.8.0.0/24", None, None).await;
+    assert_eq!(st, 204);
+    let (st, _) = call(&app, "DELETE", "/routes?prefix=10.8.0.0/24", None, None).await;
+    assert_eq!(st, 404);
+    assert!(!ctl.config().to_toml().contains("10.8.0.0/24"));
+}
+
+#[tokio::test]
+async fn interfaces_patch_and_misc() {
+    let (ctl, tables) = control();
+    let app = router(ctl.clone(), Auth::None);
+    let (st, b) = call(&app, "PATCH", "/interfaces/lan0", Some(r#"{"rsc":false}"#), None).await;
+    assert_eq!(st, 200, "{b}");
+    assert!(b.contains("\"rsc\":false"), "{b}");
+    assert!(!ctl.config().interfaces[0].rsc);
+    let (st, _) = call(&app, "PATCH", "/interfaces/zz", Some(r#"{"rsc":false}"#), None).await;
+    assert_eq!(st, 404);
+    let (st, b) = call(&app, "PATCH", "/interfaces/lan0", Some(r#"{"mtu":5}"#), None).await;
+    assert_eq!(st, 400);
+    assert!(b.contains("\"field\":\"mtu\""), "{b}");
+    let (st, _) = call(&app, "POST", "/interfaces", Some("{}"), None).await;
+    assert_eq!(st, 501);
+    let (st, b) = call(&app, "GET", "/config", None, None).await;
+    assert_eq!(st, 200);
+    assert_eq!(vecgate_config::parse(&b).unwrap(), ctl.config());
+    let (st, b) = call(&app, "GET", "/metrics", None, None).await;
+    assert_eq!(st, 200);
+    assert!(
+        b.contains("vecgate_interface_rx_packets_total{interface=\"lan0\"} 0"),
+        "{b}"
+    );
+    assert!(b.contains("vecgate_node_drops_total{"), "{b}");
+    let (st, b) = call(&app, "GET", "/openapi.json", None, None).await;
+    assert_eq!(st, 200);
+    let doc: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    assert!(doc["paths"]["/routes"]["delete"].is_object());
+    let (st, b) = call(&app, "GET", "/sas", None, None).await;
+    assert_eq!((st.as_u16(), b.as_str()), (200, "[]"));
+    let (st, b) = call(
+        &app,
+        "POST",
+        "/tunnels",
+        Some(r#"{"name":"t1","kind":"gre","local":"10.1.0.1","remote":"x"}"#),
+        None,
+    )
+    .await;
+    assert_eq!(st, 400, "{b}");
+    assert!(b.contains("\"field\":\"remote\""), "{b}");
+    let _ = tables;
+}
+
+#[tokio::test]
+async fn tokens() {
+    let (ctl, tables) = control();
+    let auth = Auth::Bearer {
+        admin: Token::new(b"admin-secret").unwrap(),
+        readonly: Token::new(b"ro-secret"),
+    };
+    let app = router(ctl.clone(), auth);
+    let gen0 = tables.load().generation;
+    let add = Some(r#"{"prefix":"10.8.0.0/24","via":"lan0"}"#);
+    assert_eq!(call(&app, "GET", "/routes", None, None).await.0, 401);
+    assert_eq!(call(&app, "GET", "/routes", None, Some("bad")).await.0, 401);
+    assert_eq!(call(&app, "GET", "/routes", None, Some("ro-secret")).await.0, 200);
+    assert_eq!(call(&app, "POST", "/routes", add, None).await.0, 401);
+    assert_eq!(call(&app, "POST", "/routes", add, Some("bad")).await.0, 401);
+    assert_eq!(call(&app, "POST", "/routes", add, Some("ro-secret")).await.0, 403);
+    assert_eq!(tables.load().generation, gen0, "nothing changed");
+    assert!(!ctl.config().to_toml().contains("10.8.0.0/24"));
+    assert_eq!(call(&app, "POST", "/routes", add, Some("admin-secret")).await.0, 201);
+    assert_eq!(call(&app, "GET", "/openapi.json", None, None).await.0, 200);
+}
