@@ -7,7 +7,7 @@
 
 use crate::buffer::{Packet, Pool};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 /// One worker's queue on one network interface.
 pub trait Port: Send {
@@ -29,7 +29,8 @@ pub trait Port: Send {
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize>;
 
     /// File descriptor to wait on (readable = packets to receive).
-    fn poll_fd(&self) -> RawFd;
+    /// `None` for a port without one (tests' in-memory ports).
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>>;
 
     /// Hardware address of the interface.
     fn mac(&self) -> [u8; 6];

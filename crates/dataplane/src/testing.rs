@@ -8,7 +8,6 @@ use crate::port::Port;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use wire::arp::{ArpRepr, Operation};
@@ -138,8 +137,8 @@ impl Port for MockPort {
         Ok(n)
     }
 
-    fn poll_fd(&self) -> RawFd {
-        -1
+    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
     }
 
     fn mac(&self) -> [u8; 6] {

@@ -24,6 +24,7 @@ use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::time::Instant;
 
 /// Period of the neighbour / ICMP timers.
@@ -501,43 +502,36 @@ impl Worker {
         let start = Instant::now();
         let now = || start.elapsed().as_millis() as u64;
         self.announce_all(now());
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.ports.len());
         while !stop.load(Ordering::Relaxed) {
-            self.handle_commands();
             let received = self.step(now());
             if received > 0 {
                 continue;
             }
-            fds.clear();
-            for s in &self.ports {
-                if let Some(p) = &s.port {
-                    let fd = p.poll_fd();
-                    if fd >= 0 {
-                        fds.push(libc::pollfd {
-                            fd,
-                            events: libc::POLLIN,
-                            revents: 0,
-                        });
-                    }
-                }
-            }
             let wait = TIMER_MS
                 .saturating_sub(now().saturating_sub(self.last_timer))
                 .max(1);
-            poll(&mut fds, wait as i32);
+            self.wait_readable(wait);
         }
     }
-}
 
-/// `poll(2)` on `fds` for up to `timeout_ms`; errors (EINTR) just return.
-fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) {
-    if fds.is_empty() {
-        std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
-        return;
-    }
-    // SAFETY: `fds` is a valid, exclusively borrowed slice of `pollfd` and
-    // its length is passed alongside; poll(2) writes only `revents` within it.
-    unsafe {
-        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms);
+    /// Blocks until a port has packets or `ms` pass (only when idle, so the
+    /// small allocation of the descriptor list is off the fast path).
+    fn wait_readable(&self, ms: u64) {
+        let mut fds: Vec<PollFd<'_>> = self
+            .ports
+            .iter()
+            .filter_map(|s| s.port.as_ref().and_then(|p| p.poll_fd()))
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+            .collect();
+        if fds.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            return;
+        }
+        let timeout = Timespec {
+            tv_sec: (ms / 1000) as i64,
+            tv_nsec: ((ms % 1000) * 1_000_000) as i64,
+        };
+        // EINTR and friends just end the wait early.
+        let _ = poll(&mut fds, Some(&timeout));
     }
 }

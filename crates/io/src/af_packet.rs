@@ -25,7 +25,7 @@ use crate::sys;
 use crate::vnet::{self, VNET_HDR_LEN};
 use dataplane::{Offload, Packet, Pool, Port};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// Options of an AF_PACKET port.
 #[derive(Clone, Debug)]
@@ -477,8 +477,8 @@ impl Port for AfPacketPort {
         result.map(|()| sent)
     }
 
-    fn poll_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
     }
 
     fn mac(&self) -> [u8; 6] {
