@@ -36,6 +36,14 @@ impl Config {
         let _ = writeln!(s, "name = {}", quote(&g.name));
         let _ = writeln!(s, "workers = {}", g.workers);
         let _ = writeln!(s, "api = {}", quote(&g.api.to_string()));
+        for (key, f) in [
+            ("api_token_file", &g.api_token_file),
+            ("api_readonly_token_file", &g.api_readonly_token_file),
+        ] {
+            if let Some(p) = f {
+                let _ = writeln!(s, "{key} = {}", quote(&p.to_string_lossy()));
+            }
+        }
         for i in &self.interfaces {
             let _ = writeln!(s, "\n[[interface]]");
             let _ = writeln!(s, "name = {}", quote(&i.name));

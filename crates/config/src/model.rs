@@ -37,6 +37,13 @@ pub struct Gateway {
     pub workers: usize,
     /// Where the control API listens.
     pub api: ApiEndpoint,
+    /// File holding the admin bearer token; required for a TCP `api` (the
+    /// token itself never appears in the configuration).
+    #[serde(default)]
+    pub api_token_file: Option<PathBuf>,
+    /// File holding a read-only bearer token (GET only); TCP `api` only.
+    #[serde(default)]
+    pub api_readonly_token_file: Option<PathBuf>,
 }
 
 /// Where the control API listens: `unix:/path` or `tcp:addr:port`.

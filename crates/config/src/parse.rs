@@ -11,6 +11,7 @@ use crate::Diagnostic;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::ops::Range;
+use std::path::PathBuf;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
@@ -50,7 +51,13 @@ impl Source {
     }
 }
 
-const GATEWAY_KEYS: &[&str] = &["name", "workers", "api"];
+const GATEWAY_KEYS: &[&str] = &[
+    "name",
+    "workers",
+    "api",
+    "api_token_file",
+    "api_readonly_token_file",
+];
 const INTERFACE_KEYS: &[&str] = &[
     "name",
     "host",
@@ -399,11 +406,17 @@ pub(crate) fn shape(text: &str) -> Shaped {
                     .and_then(|n| usize::try_from(n).ok())
                     .unwrap_or(1);
                 let api = r.parsed::<ApiEndpoint>("api", false);
+                let api_token_file = r.string("api_token_file", false).map(PathBuf::from);
+                let api_readonly_token_file = r
+                    .string("api_readonly_token_file", false)
+                    .map(PathBuf::from);
                 positions.gateway = r.pos;
                 name.map(|name| Gateway {
                     api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
                     name,
                     workers,
+                    api_token_file,
+                    api_readonly_token_file,
                 })
             }
             other => {
@@ -630,6 +643,8 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
         gateway: Gateway {
             name: "unnamed".to_owned(),
             workers: 1,
+            api_token_file: None,
+            api_readonly_token_file: None,
             api: ApiEndpoint::default_for("unnamed"),
         },
         interfaces,

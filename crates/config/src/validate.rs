@@ -195,6 +195,30 @@ fn gateway(v: &mut V<'_>) {
             v.err(p.key("api"), "[gateway]", m);
         }
     }
+    // A TCP endpoint is reachable by anyone who can route to it: the API
+    // refuses to run it without a bearer token.
+    if matches!(g.api, ApiEndpoint::Tcp(_)) && g.api_token_file.is_none() {
+        let m = format!(
+            "api \"{}\" is a TCP endpoint: api_token_file (a file holding the admin bearer token) is required",
+            g.api
+        );
+        v.err(p.key("api"), "[gateway]", m);
+    }
+    for (key, f) in [
+        ("api_token_file", &g.api_token_file),
+        ("api_readonly_token_file", &g.api_readonly_token_file),
+    ] {
+        if let Some(path) = f {
+            if !path.is_absolute() {
+                let m = format!("{key} \"{}\" must be an absolute path", path.display());
+                v.err(p.key(key), "[gateway]", m);
+            }
+        }
+    }
+    if g.api_readonly_token_file.is_some() && g.api_token_file.is_none() {
+        let m = "api_readonly_token_file needs api_token_file too".to_owned();
+        v.err(p.key("api_readonly_token_file"), "[gateway]", m);
+    }
 }
 
 /// Interfaces and tunnels share one namespace: both are route targets.

@@ -215,7 +215,18 @@ fn config() -> impl Strategy<Value = Config> {
         .prop_flat_map(|(name, workers, api, nif, ntun)| {
             let ifs: Vec<_> = (0..nif).map(interface).collect();
             let tuns: Vec<_> = (0..ntun).map(tunnel).collect();
-            (Just(Gateway { name, workers, api }), ifs, tuns)
+            (
+                Just(Gateway {
+                    api_token_file: matches!(api, ApiEndpoint::Tcp(_))
+                        .then(|| "/etc/vecgate/token".into()),
+                    api_readonly_token_file: None,
+                    name,
+                    workers,
+                    api,
+                }),
+                ifs,
+                tuns,
+            )
         })
         .prop_flat_map(|(gateway, ifs, tuns)| {
             let routes = prop::collection::vec(route(ifs.clone(), tuns.clone()), 0..6);
@@ -305,7 +316,13 @@ proptest! {
         roots.sort();
         roots.dedup();
         let cfg = Config {
-            gateway: Gateway { name: "g".into(), workers: 1, api: ApiEndpoint::default_for("g") },
+            gateway: Gateway {
+                name: "g".into(),
+                workers: 1,
+                api: ApiEndpoint::default_for("g"),
+                api_token_file: None,
+                api_readonly_token_file: None,
+            },
             interfaces: vec![Interface {
                 name: "a".into(),
                 host: "v".into(),

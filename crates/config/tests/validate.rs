@@ -91,7 +91,7 @@ fn unknown_keys_all_reported() {
     assert_eq!(
         e,
         vec![
-            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api)",
+            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]])",
@@ -239,10 +239,30 @@ fn api_endpoint() {
         3,
         "must be absolute",
     );
-    let cfg = parse("[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\n").unwrap();
+    let cfg =
+        parse("[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_token_file = \"/etc/t\"\n")
+            .unwrap();
     assert_eq!(
         cfg.gateway.api,
         ApiEndpoint::Tcp("[::1]:9090".parse().unwrap())
+    );
+    assert_eq!(cfg.gateway.api_token_file, Some("/etc/t".into()));
+    assert!(cfg.to_toml().contains("api_token_file = \"/etc/t\""));
+    // TCP without a token file; relative token path; read-only alone.
+    one(
+        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\n",
+        3,
+        "api_token_file (a file holding the admin bearer token) is required",
+    );
+    one(
+        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_token_file = \"t\"\n",
+        4,
+        "api_token_file \"t\" must be an absolute path",
+    );
+    one(
+        "[gateway]\nname = \"gw\"\napi_readonly_token_file = \"/t\"\n",
+        3,
+        "api_readonly_token_file needs api_token_file too",
     );
 }
 
@@ -606,6 +626,8 @@ fn validate_works_on_code_built_configs() {
             name: "api".into(),
             workers: 4,
             api: ApiEndpoint::default_for("api"),
+            api_token_file: None,
+            api_readonly_token_file: None,
         },
         interfaces: vec![Interface {
             name: "lan".into(),
