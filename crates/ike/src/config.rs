@@ -280,6 +280,9 @@ pub struct IkeConfig {
     pub initiate: bool,
     /// Always UDP-encapsulate ESP and float to NAT-T even without NAT.
     pub force_encap: bool,
+    /// RFC 7383 fragmentation: offered when Some, and encrypted messages
+    /// larger than this many bytes (UDP payload) are fragmented.
+    pub fragment_size: Option<usize>,
 }
 
 impl fmt::Debug for IkeConfig {
@@ -328,6 +331,7 @@ impl IkeConfig {
             cookie_threshold: 16,
             initiate: false,
             force_encap: false,
+            fragment_size: Some(1280),
         }
     }
 

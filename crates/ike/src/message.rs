@@ -209,3 +209,173 @@ pub fn fragment_info(body: &[u8]) -> Result<FragmentInfo> {
     }
     Ok(FragmentInfo { number, total })
 }
+
+/// Most fragments we build or reassemble for one message (RFC 7383 §2.5
+/// allows up to 65535; real messages need a handful).
+pub const MAX_FRAGMENTS: usize = 64;
+
+impl Message {
+    /// Build the message as RFC 7383 SKF fragments of at most `max_len`
+    /// bytes each (IKE header included). One fragment if it fits.
+    pub fn build_fragments(&self, keys: &SkKeys, max_len: usize) -> Result<Vec<Vec<u8>>> {
+        let mut inner = Vec::new();
+        let first = payload::encode_chain(&self.payloads, &mut inner);
+        let fixed = HEADER_LEN + 4 + keys.overhead();
+        let chunk = max_len
+            .checked_sub(fixed)
+            .filter(|c| *c >= 16)
+            .ok_or(Error::Malformed("fragment size too small"))?;
+        let total = inner.len().div_ceil(chunk).max(1);
+        if total > MAX_FRAGMENTS {
+            return Err(Error::TooLong);
+        }
+        let mut h = self.header;
+        h.next = kind::SKF;
+        let mut out = Vec::with_capacity(total);
+        for i in 0..total {
+            let part = inner
+                .get(i * chunk..inner.len().min((i + 1) * chunk))
+                .unwrap_or(&[]);
+            let mut buf = vec![0u8; HEADER_LEN];
+            // Only the first fragment names the first inner payload (§2.5).
+            buf.extend_from_slice(&[if i == 0 { first } else { 0 }, 0, 0, 0]);
+            buf.extend_from_slice(&((i + 1) as u16).to_be_bytes());
+            buf.extend_from_slice(&(total as u16).to_be_bytes());
+            keys.seal(&mut buf, part.to_vec(), HEADER_LEN, &h)?;
+            out.push(buf);
+        }
+        Ok(out)
+    }
+}
+
+/// One verified and decrypted SKF fragment.
+#[derive(Debug)]
+pub struct Fragment {
+    /// Header of the datagram carrying it.
+    pub header: Header,
+    /// Numbering.
+    pub info: FragmentInfo,
+    /// First inner payload type (fragment 1 only; 0 otherwise).
+    pub next: u8,
+    /// Decrypted chunk of the inner payload chain.
+    pub plain: crate::crypto::Secret,
+}
+
+/// Verify and decrypt one SKF fragment (RFC 7383 §2.6: each fragment is
+/// authenticated on its own, before reassembly).
+pub fn open_fragment(buf: &[u8], keys: &SkKeys) -> Result<Fragment> {
+    let header = Header::parse(buf)?;
+    if header.next != kind::SKF {
+        return Err(Error::Malformed("not a fragment"));
+    }
+    let raw = RawPayloads::new(header.next, &buf[HEADER_LEN..], HEADER_LEN)
+        .next()
+        .ok_or(Error::Truncated("SKF"))??;
+    let info = fragment_info(raw.body)?;
+    let iv_off = raw.offset + 8;
+    let plain = keys.open(buf, raw.offset, iv_off)?;
+    Ok(Fragment {
+        header,
+        info,
+        next: raw.next,
+        plain,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{DhGroup, Encr, IkeKeys, IkeSuite, Integ, Prf};
+    use crate::payload::Notify;
+
+    #[test]
+    fn header_rejects_bad_version_and_length() {
+        let m = Message {
+            header: Header {
+                spi_i: 1,
+                spi_r: 0,
+                next: 0,
+                exchange: exchange::IKE_SA_INIT,
+                flags: flags::INITIATOR,
+                msg_id: 0,
+                length: 0,
+            },
+            payloads: vec![Payload::Nonce(vec![7; 16])],
+        };
+        let mut w = m.build_plain().unwrap();
+        assert_eq!(w.len(), 28 + 4 + 16);
+        assert_eq!(w[16], kind::NONCE);
+        assert_eq!(Message::parse_plain(&w).unwrap(), {
+            let mut x = m.clone();
+            x.header.next = kind::NONCE;
+            x.header.length = w.len() as u32;
+            x
+        });
+        w[17] = 0x10;
+        assert_eq!(Header::parse(&w), Err(Error::BadVersion(1)));
+        w[17] = 0x20;
+        w.push(0);
+        assert_eq!(Header::parse(&w), Err(Error::BadLength("IKE header")));
+        assert_eq!(
+            Header::parse(&vec![0u8; MAX_MESSAGE_LEN + 1]),
+            Err(Error::TooLong)
+        );
+    }
+
+    #[test]
+    fn fragments_round_trip_and_authenticate() {
+        for suite in [
+            IkeSuite {
+                encr: Encr::AesGcm16(16),
+                prf: Prf::HmacSha256,
+                integ: None,
+                dh: DhGroup::Curve25519,
+            },
+            IkeSuite {
+                encr: Encr::AesCbc(32),
+                prf: Prf::HmacSha256,
+                integ: Some(Integ::HmacSha256_128),
+                dh: DhGroup::Ecp256,
+            },
+        ] {
+            let k = IkeKeys::initial(&suite, &[3; 32], &[1; 16], &[2; 16], 9, 10).unwrap();
+            let (i, r) = (k.sk_keys(&suite, true), k.sk_keys(&suite, false));
+            let m = Message {
+                header: Header {
+                    spi_i: 9,
+                    spi_r: 10,
+                    next: 0,
+                    exchange: exchange::IKE_AUTH,
+                    flags: flags::INITIATOR,
+                    msg_id: 1,
+                    length: 0,
+                },
+                payloads: (0..20)
+                    .map(|n| Payload::Notify(Notify::new(40000 + n, vec![n as u8; 30])))
+                    .collect(),
+            };
+            let frags = m.build_fragments(&i, 256).unwrap();
+            assert!(frags.len() > 3);
+            let mut plain = Vec::new();
+            let mut first = 0;
+            for (n, f) in frags.iter().enumerate() {
+                assert!(f.len() <= 256);
+                let o = open_fragment(f, &r).unwrap();
+                assert_eq!(usize::from(o.info.number), n + 1);
+                assert_eq!(usize::from(o.info.total), frags.len());
+                if n == 0 {
+                    first = o.next;
+                } else {
+                    assert_eq!(o.next, 0);
+                }
+                plain.extend_from_slice(&o.plain);
+                // Every fragment is authenticated on its own.
+                let mut bad = f.clone();
+                bad[33] ^= 1; // fragment number
+                assert!(open_fragment(&bad, &r).is_err());
+            }
+            assert_eq!(payload::decode_chain(first, &plain).unwrap(), m.payloads);
+            assert!(m.build_fragments(&i, 40).is_err());
+        }
+    }
+}

@@ -9,7 +9,10 @@
 use crate::config::IkeConfig;
 use crate::crypto::{self, child_keymat, DhGroup, DhPrivate, IkeKeys, IkeSuite, Secret, SkKeys};
 use crate::error::{Error, Result};
-use crate::message::{exchange, flags, Header, Message};
+use crate::message::{
+    exchange, flags, open_fragment, Fragment, Header, Message, MAX_FRAGMENTS, MAX_MESSAGE_LEN,
+};
+use crate::payload::kind;
 use crate::payload::{notify, sa as sap, Delete, Notify, Payload, Proposal, TrafficSelector};
 use crate::select::{self, EspSuite};
 use std::collections::VecDeque;
@@ -245,9 +248,18 @@ enum Req {
     Dpd,
 }
 
+/// Fragments of one message being reassembled (RFC 7383 §2.6).
+struct Reassembly {
+    msg_id: u32,
+    response: bool,
+    first: u8,
+    parts: Vec<Option<Secret>>,
+    bytes: usize,
+}
+
 struct Pending {
     msg_id: u32,
-    data: Vec<u8>,
+    data: Vec<Vec<u8>>,
     req: Req,
     tries: u32,
     next_retx: Instant,
@@ -282,7 +294,9 @@ struct IkeSa {
     pending: Option<Pending>,
     queue: VecDeque<Task>,
     peer_next: u32,
-    last_resp: Option<(u32, Vec<u8>)>,
+    last_resp: Option<(u32, Vec<Vec<u8>>)>,
+    frag_size: Option<usize>,
+    reasm: Option<Reassembly>,
     children: Vec<Child>,
     created: Instant,
     last_rx: Instant,
@@ -318,6 +332,8 @@ impl IkeSa {
             queue: VecDeque::new(),
             peer_next: 0,
             last_resp: None,
+            frag_size: None,
+            reasm: None,
             children: Vec::new(),
             created: now,
             last_rx: now,
@@ -345,19 +361,27 @@ impl IkeSa {
         }
     }
 
+    /// Encrypt a message; fragment it (RFC 7383) when the peer supports
+    /// fragmentation and it would exceed the fragment size.
     fn protect(
         &self,
         exch: u8,
         msg_id: u32,
         response: bool,
         payloads: Vec<Payload>,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Vec<Vec<u8>>> {
         let sk = self.sk.as_ref().ok_or(Error::Malformed("no keys"))?;
-        Message {
+        let m = Message {
             header: self.header(exch, msg_id, response),
             payloads,
+        };
+        let whole = m.build_protected(sk)?;
+        match self.frag_size {
+            Some(max) if whole.len() + if self.natt { 4 } else { 0 } > max => {
+                m.build_fragments(sk, max - if self.natt { 4 } else { 0 })
+            }
+            _ => Ok(vec![whole]),
         }
-        .build_protected(sk)
     }
 
     fn wrap(&self, msg: Vec<u8>) -> Vec<u8> {
@@ -466,6 +490,8 @@ pub struct Ike {
     sas: Vec<IkeSa>,
     actions: VecDeque<Action>,
     cookie_secret: Zeroizing<[u8; 32]>,
+    dropped: u64,
+    last_error: Option<Error>,
 }
 
 impl fmt::Debug for Ike {
@@ -490,6 +516,8 @@ impl Ike {
             sas: Vec::new(),
             actions: VecDeque::new(),
             cookie_secret,
+            dropped: 0,
+            last_error: None,
         })
     }
 
@@ -501,6 +529,11 @@ impl Ike {
     /// Next action for the caller, if any.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Datagrams rejected as malformed or unusable, and the last reason.
+    pub fn dropped(&self) -> (u64, Option<&Error>) {
+        (self.dropped, self.last_error.as_ref())
     }
 
     /// Whether an IKE SA is established.
@@ -587,6 +620,12 @@ impl Ike {
             sa.remote,
             self.cfg.force_encap,
         ));
+        if self.cfg.fragment_size.is_some() {
+            p.push(Payload::Notify(Notify::new(
+                notify::IKEV2_FRAGMENTATION_SUPPORTED,
+                vec![],
+            )));
+        }
         let msg = Message {
             header: sa.header(exchange::IKE_SA_INIT, 0, false),
             payloads: p,
@@ -594,11 +633,18 @@ impl Ike {
         .build_plain()?;
         let sa = &mut self.sas[idx];
         sa.init_req = msg.clone();
-        self.start_request(idx, 0, msg, Req::Init, now);
+        self.start_request(idx, 0, vec![msg], Req::Init, now);
         Ok(())
     }
 
-    fn start_request(&mut self, idx: usize, msg_id: u32, msg: Vec<u8>, req: Req, now: Instant) {
+    fn start_request(
+        &mut self,
+        idx: usize,
+        msg_id: u32,
+        msg: Vec<Vec<u8>>,
+        req: Req,
+        now: Instant,
+    ) {
         let base = self.cfg.retransmit_base;
         let sa = &mut self.sas[idx];
         sa.pending = Some(Pending {
@@ -608,7 +654,13 @@ impl Ike {
             tries: 0,
             next_retx: now + base,
         });
-        self.send(idx, msg);
+        self.send_all(idx, msg);
+    }
+
+    fn send_all(&mut self, idx: usize, msgs: Vec<Vec<u8>>) {
+        for m in msgs {
+            self.send(idx, m);
+        }
     }
 
     /// Queue a new child SA with the configured selectors.
@@ -808,8 +860,13 @@ impl Ike {
         } else {
             data
         };
-        let Ok(h) = Header::parse(data) else {
-            return;
+        let h = match Header::parse(data) {
+            Ok(h) => h,
+            Err(e) => {
+                self.dropped += 1;
+                self.last_error = Some(e);
+                return;
+            }
         };
         let r = if h.exchange == exchange::IKE_SA_INIT {
             if h.is_response() {
@@ -821,7 +878,10 @@ impl Ike {
             self.on_protected(&h, data, local, remote, now)
         };
         if let Err(e) = r {
-            self.fail(FailReason::Protocol(e.to_string()), false);
+            // Unauthenticated junk must not be able to flood the event log:
+            // count it and keep the last reason for diagnostics.
+            self.dropped += 1;
+            self.last_error = Some(e);
         }
         self.sweep();
     }
@@ -913,7 +973,7 @@ impl Ike {
         {
             if self.sas[i].state == St::HalfOpen && self.sas[i].init_req == data {
                 if let Some((_, r)) = self.sas[i].last_resp.clone() {
-                    self.send(i, r);
+                    self.send_all(i, r);
                 }
             }
             return Ok(());
@@ -1003,6 +1063,15 @@ impl Ike {
             remote,
             self.cfg.force_encap,
         ));
+        if m.notify(notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some() {
+            if let Some(f) = self.cfg.fragment_size {
+                sa.frag_size = Some(f);
+                p.push(Payload::Notify(Notify::new(
+                    notify::IKEV2_FRAGMENTATION_SUPPORTED,
+                    vec![],
+                )));
+            }
+        }
         let resp = Message {
             header: sa.header(exchange::IKE_SA_INIT, 0, true),
             payloads: p,
@@ -1011,7 +1080,7 @@ impl Ike {
         sa.init_req = data.to_vec();
         sa.init_resp = resp.clone();
         sa.peer_next = 1;
-        sa.last_resp = Some((0, resp.clone()));
+        sa.last_resp = Some((0, vec![resp.clone()]));
         self.sas.push(sa);
         let idx = self.sas.len() - 1;
         self.send(idx, resp);
@@ -1108,6 +1177,9 @@ impl Ike {
         sa.suite = Some(suite);
         sa.init_resp = data.to_vec();
         sa.pending = None;
+        if m.notify(notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some() {
+            sa.frag_size = self.cfg.fragment_size;
+        }
         sa.next_req = 1;
         sa.last_rx = now;
         let nat = nat_detected(&m, sa.spi_i, sa.spi_r, sa.local, sa.remote);
@@ -1169,18 +1241,28 @@ impl Ike {
                 return Ok(());
             }
         } else if h.msg_id.wrapping_add(1) == sa.peer_next {
-            if let Some((id, r)) = sa.last_resp.clone() {
+            // RFC 7383 §2.6.1: a retransmitted fragmented request is
+            // answered once, on its first fragment.
+            let first_frag =
+                h.next != kind::SKF || open_fragment(data, sk).is_ok_and(|f| f.info.number == 1);
+            if let (Some((id, r)), true) = (sa.last_resp.clone(), first_frag) {
                 if id == h.msg_id {
-                    self.send(idx, r);
+                    self.send_all(idx, r);
                 }
             }
             return Ok(());
         } else if h.msg_id != sa.peer_next {
             return Ok(());
         }
-        // Integrity failures are dropped silently (RFC 7296 §2.21).
-        let Ok(m) = Message::parse_protected(data, sk) else {
-            return Ok(());
+        let m = if h.next == kind::SKF {
+            // Integrity failures are dropped silently (RFC 7296 §2.21).
+            let f = open_fragment(data, sk)?;
+            match self.reassemble(idx, f)? {
+                Some(m) => m,
+                None => return Ok(()),
+            }
+        } else {
+            Message::parse_protected(data, sk)?
         };
         let sa = &mut self.sas[idx];
         sa.last_rx = now;
@@ -1200,18 +1282,66 @@ impl Ike {
                 let sa = &mut self.sas[idx];
                 let msg = sa.protect(h.exchange, h.msg_id, true, payloads)?;
                 sa.peer_next = h.msg_id.wrapping_add(1);
-                let wrapped_src = msg.clone();
-                sa.last_resp = Some((h.msg_id, wrapped_src.clone()));
-                self.send(idx, wrapped_src);
-            }
-            if self.sas[idx].state == St::HalfOpen && self.sas[idx].dead {
-                // failed IKE_AUTH: response sent, SA dropped by sweep
+                sa.last_resp = Some((h.msg_id, msg.clone()));
+                self.send_all(idx, msg);
             }
         }
         if idx < self.sas.len() {
             self.run_queue(idx, now);
         }
         Ok(())
+    }
+
+    /// Collect a verified fragment; the whole message once complete.
+    fn reassemble(&mut self, idx: usize, f: Fragment) -> Result<Option<Message>> {
+        let sa = &mut self.sas[idx];
+        let total = usize::from(f.info.total);
+        if total > MAX_FRAGMENTS {
+            return Err(Error::TooMany("fragments"));
+        }
+        let response = f.header.is_response();
+        let fresh = sa.reasm.as_ref().is_none_or(|r| {
+            r.msg_id != f.header.msg_id || r.response != response || r.parts.len() != total
+        });
+        if fresh {
+            sa.reasm = Some(Reassembly {
+                msg_id: f.header.msg_id,
+                response,
+                first: 0,
+                parts: (0..total).map(|_| None).collect(),
+                bytes: 0,
+            });
+        }
+        let Some(r) = sa.reasm.as_mut() else {
+            return Ok(None);
+        };
+        let slot = usize::from(f.info.number) - 1;
+        if r.parts[slot].is_some() {
+            return Ok(None);
+        }
+        r.bytes += f.plain.len();
+        if r.bytes > MAX_MESSAGE_LEN {
+            sa.reasm = None;
+            return Err(Error::TooLong);
+        }
+        if slot == 0 {
+            r.first = f.next;
+        }
+        r.parts[slot] = Some(f.plain);
+        if r.parts.iter().any(Option::is_none) {
+            return Ok(None);
+        }
+        let mut whole = Zeroizing::new(Vec::with_capacity(r.bytes));
+        for p in r.parts.iter().flatten() {
+            whole.extend_from_slice(p);
+        }
+        let first = r.first;
+        sa.reasm = None;
+        let payloads = crate::payload::decode_chain(first, &whole)?;
+        Ok(Some(Message {
+            header: f.header,
+            payloads,
+        }))
     }
 
     fn on_request(
@@ -1624,6 +1754,7 @@ impl Ike {
         sa.keys = Some(keys);
         sa.suite = Some(suite);
         sa.natt = old.natt;
+        sa.frag_size = old.frag_size;
         sa.state = St::Established;
         sa.rekey_at = self.cfg.ike_rekey_time.map(|d| now + d);
         // Children move to the new IKE SA (RFC 7296 §2.18).
@@ -1941,7 +2072,7 @@ impl Ike {
                         vec![],
                     ))],
                 )?;
-                self.send(idx, msg);
+                self.send_all(idx, msg);
             }
             return Ok(());
         }
@@ -2008,7 +2139,7 @@ impl Ike {
                 continue;
             }
             if let Some(d) = resend {
-                self.send(idx, d);
+                self.send_all(idx, d);
             }
             let sa = &mut self.sas[idx];
             match sa.state {

@@ -472,4 +472,64 @@ fn garbage_never_panics_or_replies() {
         );
     }
     assert!(n.b.ike.is_established());
+    assert!(n.b.ike.dropped().0 > 0);
+}
+
+fn skf_count(n: &Net) -> usize {
+    n.wire
+        .iter()
+        .filter(|w| {
+            let d = if w.1.starts_with(&[0, 0, 0, 0]) {
+                &w.1[4..]
+            } else {
+                &w.1[..]
+            };
+            d.len() > 16 && d[16] == 53
+        })
+        .count()
+}
+
+#[test]
+fn fragmentation_rfc7383() {
+    let mut n = pair(|a, b| {
+        a.fragment_size = Some(200);
+        b.fragment_size = Some(200);
+        a.esp_proposals = ["aes128gcm16", "aes256gcm16", "aes128-sha1", "aes256-sha256"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+    });
+    // Lose the second fragment of the first IKE_AUTH request once.
+    n.drop = Box::new(|from_a, i| from_a && i == 3);
+    n.establish();
+    n.advance(Duration::from_secs(5));
+    assert!(established(&n.a) && established(&n.b));
+    assert_pair(&n.a.installed[0], &n.b.installed[0]);
+    assert!(skf_count(&n) >= 3, "IKE_AUTH was not fragmented");
+    // Encrypted messages fit the fragment size (IKE_SA_INIT cannot be
+    // fragmented, RFC 7383 §2.5).
+    assert!(n
+        .wire
+        .iter()
+        .filter(|w| w.1.len() > 28 && w.1[18] != 34)
+        .all(|w| w.1.len() <= 200));
+    // Rekeys still work fragmented.
+    n.a.ike.rekey_ike(n.now);
+    n.run();
+    assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
+    let spi = n.a.installed[0].spi_in;
+    n.a.ike.rekey_child(spi, n.now);
+    n.run();
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+}
+
+#[test]
+fn no_fragmentation_unless_both_support_it() {
+    let mut n = pair(|a, b| {
+        a.fragment_size = Some(200);
+        b.fragment_size = None;
+    });
+    n.establish();
+    assert!(established(&n.a) && established(&n.b));
+    assert_eq!(skf_count(&n), 0);
 }
