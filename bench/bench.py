@@ -105,7 +105,7 @@ class Router:
     """h1 -- R -- h2, where R is a direct veth (no hop), Linux kernel
     forwarding, or vecgate with AF_PACKET ports."""
 
-    def __init__(self, mode, workers=1):
+    def __init__(self, mode, workers=1, offloads=True):
         self.mode = mode
         self.gw = None
         self.h1, self.h2 = NS("h1"), NS("h2")
@@ -139,12 +139,14 @@ name = "h1"
 host = "r-h1"
 driver = "af_packet"
 addresses = ["10.1.0.1/24"]
+offloads = {str(offloads).lower()}
 
 [[interface]]
 name = "h2"
 host = "r-h2"
 driver = "af_packet"
 addresses = ["10.2.0.1/24"]
+offloads = {str(offloads).lower()}
 """)
             self.gw = self.r.popen([VECGATE, "run", "--config", cfg],
                                    stdout=subprocess.DEVNULL, stderr=open(cfg + ".log", "w"))
@@ -175,15 +177,17 @@ addresses = ["10.2.0.1/24"]
             ns.close()
 
 
-def perf_run(topo, streams, duration, port=5201):
-    """One `vecgate perf` TCP run from h1 to h2; returns a result dict."""
+def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
+    """One `vecgate perf` run (TCP, or UDP with `udp`) from h1 to h2; returns
+    a result dict."""
     rx = topo.h2.popen([VECGATE, "perf", "receive", "-p", str(port), "--json", "-q", "--timeout", "20"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
     pid = topo.gateway_pid()
     c0 = proc_cpu_seconds(pid) if pid else None
     tx = topo.h1.popen([VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
-                        "-d", str(duration), "--warmup", "1", "--json", "-q"],
+                        "-d", str(duration), "--warmup", "1", "--json", "-q"]
+                       + (["--udp"] if udp else []) + (["-l", str(io_size)] if io_size else []),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     txo, txe = tx.communicate(timeout=duration + 60)
     rxo, rxe = rx.communicate(timeout=30)
@@ -198,6 +202,8 @@ def perf_run(topo, streams, duration, port=5201):
         "cpu_pct_system": r.get("cpu_pct_system"),
         "retrans": s.get("tcp_retrans"),
         "bytes": r["bytes"],
+        "pps": r.get("packets_per_s"),
+        "loss_pct": r.get("loss_pct"),
     }
     if pid:
         # The gateway's CPU over the whole run (warm-up included) divided by
@@ -248,7 +254,117 @@ def scenario_router(args):
     return rows
 
 
-SCENARIOS = {"router": scenario_router}
+def scenario_smallpkt(args):
+    """UDP packets per second through the router: 64-byte and 1514-byte
+    frames (18 and 1472 bytes of UDP payload), kernel forwarding vs vecgate."""
+    modes = ["kernel", "vecgate"]
+    topos, results = {}, {}
+    try:
+        for m in modes:
+            log(f"[smallpkt] setting up {m}")
+            topos[m] = Router(m, workers=args.workers)
+        for frame, payload in ((64, 18), (1514, 1472)):
+            for i in range(args.runs):
+                for m in modes:
+                    log(f"[smallpkt] {m:8s} {frame} B frames run {i + 1}/{args.runs}")
+                    res = perf_run(topos[m], 1, args.duration, udp=True, io_size=payload)
+                    results.setdefault((m, frame), []).append(res)
+                    log(f"           {res['pps'] or 0:.0f} pkt/s received, loss {res['loss_pct']}%")
+    finally:
+        for t in topos.values():
+            t.close()
+    rows = []
+    for (m, frame), runs in sorted(results.items(), key=lambda kv: (kv[0][1], modes.index(kv[0][0]))):
+        rows.append({"scenario": "smallpkt", "mode": m, "frame": frame, "runs": len(runs),
+                     "pps": median_of(runs, "pps"), "gbps": median_of(runs, "gbps"),
+                     "loss_pct": median_of(runs, "loss_pct"), "path_cpb": median_of(runs, "path_cpb"),
+                     "gw_cpb": median_of(runs, "gw_cpb")})
+    return rows
+
+
+IO_SIZES = [1024, 4096, 16384, 65536, 262144]
+
+
+def scenario_iosize(args):
+    """One TCP stream through the router at I/O sizes 1 KB … 256 KB (the
+    x-axis of the NVGRE-offload figure): kernel forwarding, vecgate with its
+    offloads (super-packets through vnet headers) and vecgate without."""
+    variants = [("kernel", {}), ("vecgate", {}), ("vecgate-nooffload", {"offloads": False})]
+    topos, results = {}, {}
+    try:
+        for name, kw in variants:
+            log(f"[iosize] setting up {name}")
+            topos[name] = Router(name.split("-")[0], workers=args.workers, **kw)
+        for size in IO_SIZES:
+            for i in range(args.runs):
+                for name, _ in variants:
+                    log(f"[iosize] {name:18s} {size // 1024:4d} KB run {i + 1}/{args.runs}")
+                    res = perf_run(topos[name], 1, args.duration, io_size=size)
+                    results.setdefault((name, size), []).append(res)
+                    log(f"           {res['gbps']:.2f} Gbit/s")
+    finally:
+        for t in topos.values():
+            t.close()
+    return [{"scenario": "iosize", "mode": name, "io_size": size, "runs": len(runs),
+             "gbps": median_of(runs, "gbps"), "path_cpb": median_of(runs, "path_cpb"),
+             "gw_cpb": median_of(runs, "gw_cpb")}
+            for (name, size), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+
+
+def table_smallpkt(rows):
+    lines = ["| path | frame size | packets/s received (median) | Gbit/s | loss % | gateway process cycles/byte |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {LABELS[r['mode']]} | {r['frame']} B | {fmt(r['pps'], 0)} | {fmt(r['gbps'])} | "
+                     f"{fmt(r['loss_pct'], 1)} | {fmt(r.get('gw_cpb'))} |")
+    return "\n".join(lines)
+
+
+IOLABELS = {"kernel": "Linux kernel forwarding", "vecgate": "vecgate, offloads on",
+            "vecgate-nooffload": "vecgate, offloads off"}
+
+
+def table_iosize(rows):
+    names = [n for n in IOLABELS if any(r["mode"] == n for r in rows)]
+    lines = ["| I/O size | " + " | ".join(f"{IOLABELS[n]} Gbit/s" for n in names) + " |",
+             "|---|" + "---|" * len(names)]
+    for size in IO_SIZES:
+        cells = []
+        for n in names:
+            r = next((x for x in rows if x["mode"] == n and x["io_size"] == size), None)
+            cells.append(fmt(r["gbps"]) if r else "—")
+        lines.append(f"| {size // 1024} KB | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_iosize(rows, path_base):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for n, label in IOLABELS.items():
+        pts = sorted((r["io_size"], r["gbps"] or 0) for r in rows if r["mode"] == n)
+        if pts:
+            ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([s / 1024 for s in IO_SIZES])
+    ax.set_xticklabels([f"{s // 1024}K" for s in IO_SIZES])
+    ax.set_xlabel("application I/O size (bytes per send)")
+    ax.set_ylabel("Gbit/s (median)")
+    ax.set_title("One TCP stream through one hop, by I/O size")
+    ax.legend()
+    fig.tight_layout()
+    outs = []
+    for ext in ("svg", "png"):
+        fig.savefig(f"{path_base}.{ext}")
+        outs.append(f"{path_base}.{ext}")
+    return outs
+
+
+SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)"}
 
@@ -321,6 +437,17 @@ def write_doc(mach, args, all_rows, doc):
                   "Topology: h1 —veth— router —veth— h2, offloads on (TSO/GSO/GRO on every veth); vecgate uses AF_PACKET "
                   "with virtio-net headers so 64 KB super-packets cross it whole.", "",
                   table_router(all_rows["router"]), "", "![routing throughput](bench-router.svg)", ""]
+    if "smallpkt" in all_rows:
+        parts += ["## Small packets: UDP packets per second through one hop", "",
+                  "`vecgate perf --udp` at full rate from h1 to h2 through the router; 64-byte frames carry 18 bytes of "
+                  "UDP payload, 1514-byte frames 1472. Received packets per second at h2.", "",
+                  table_smallpkt(all_rows["smallpkt"]), ""]
+    if "iosize" in all_rows:
+        parts += ["## I/O size sweep: offloads on vs off", "",
+                  "One TCP stream, `vecgate perf -l SIZE`. *offloads off* sets `offloads = false` on vecgate's "
+                  "interfaces: super-packets from the kernel are segmented and checksummed in software before they "
+                  "leave, as a gateway without vnet headers would have to.", "",
+                  table_iosize(all_rows["iosize"]), "", "![I/O size sweep](bench-iosize.svg)", ""]
     os.makedirs(os.path.dirname(doc), exist_ok=True)
     with open(doc, "w") as f:
         f.write("\n".join(parts))
@@ -346,10 +473,16 @@ def main():
         all_rows[name] = SCENARIOS[name](args)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
-    if "router" in all_rows:
-        print(table_router(all_rows["router"]))
+    for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize)):
+        if name in all_rows:
+            print(table(all_rows[name]))
+            print()
     if not args.summary:
-        plot_router(all_rows.get("router", []), os.path.join(os.path.dirname(args.doc), "bench-router"))
+        docdir = os.path.dirname(args.doc)
+        if "router" in all_rows:
+            plot_router(all_rows["router"], os.path.join(docdir, "bench-router"))
+        if "iosize" in all_rows:
+            plot_iosize(all_rows["iosize"], os.path.join(docdir, "bench-iosize"))
         write_doc(mach, args, all_rows, args.doc)
         log(f"bench: wrote {args.doc}")
 
