@@ -31,7 +31,6 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) build --release -p vecgate
 	$(CARGO) test --workspace --no-fail-fast
 
 fuzz-smoke:
