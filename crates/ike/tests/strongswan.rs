@@ -50,6 +50,8 @@ struct LabCfg<'a> {
     ike: &'a str,
     esp: &'a str,
     charon_psk: &'a str,
+    /// Extra `charon { }` settings.
+    charon_extra: &'a str,
 }
 
 impl Lab {
@@ -125,6 +127,7 @@ impl Lab {
   load = random nonce openssl kdf pem pkcs1 x509 kernel-libipsec kernel-netlink socket-default vici updown
   install_routes = yes
   retransmit_tries = 2
+  {extra}
   plugins {{
     vici {{ socket = unix://{d}/charon.vici }}
   }}
@@ -141,7 +144,8 @@ impl Lab {
     }}
   }}
 }}
-"
+",
+                extra = c.charon_extra
             ),
         )
         .unwrap();
@@ -248,6 +252,10 @@ secrets {{
     }
 
     fn peer(&self, initiate: bool, ike: &str, esp: &str) -> Peer {
+        self.peer_with(initiate, ike, esp, &[])
+    }
+
+    fn peer_with(&self, initiate: bool, ike: &str, esp: &str, extra: &[&str]) -> Peer {
         let mut cmd = Command::new("ip");
         cmd.args([
             "netns",
@@ -269,6 +277,7 @@ secrets {{
         if initiate {
             cmd.arg("--initiate");
         }
+        cmd.args(extra);
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -488,6 +497,7 @@ fn vecgate_initiates_groups_14_19_31_and_esp_suites() {
             ike,
             esp,
             charon_psk: PSK,
+            charon_extra: "",
         });
         let mut p = lab.peer(true, ike, esp);
         let l = p.wait("child install", is_install);
@@ -517,6 +527,7 @@ fn charon_initiates_and_rekeys() {
             ike,
             esp,
             charon_psk: PSK,
+            charon_extra: "",
         });
         let mut p = lab.peer(false, ike, esp);
         std::thread::sleep(Duration::from_millis(300));
@@ -563,6 +574,7 @@ fn vecgate_rekeys_child_and_ike_then_deletes() {
         ike,
         esp,
         charon_psk: PSK,
+        charon_extra: "",
     });
     let mut p = lab.peer(true, ike, esp);
     let k = parse_install(&p.wait("child install", is_install));
@@ -610,6 +622,7 @@ fn wrong_psk_fails_clearly_on_both_sides() {
         ike,
         esp,
         charon_psk: "some-other-psk",
+        charon_extra: "",
     });
     let mut p = lab.peer(true, ike, esp);
     p.wait("authentication failure", |l| {
@@ -633,4 +646,42 @@ fn wrong_psk_fails_clearly_on_both_sides() {
     });
     assert!(!p.seen.iter().any(|l| is_install(l)));
     assert!(lab.log().contains("AUTHENTICATION_FAILED"));
+}
+
+#[test]
+fn fragmentation_both_ways_rfc7383() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ike, esp) = (
+        "aes256-sha256-modp2048",
+        "aes128gcm16,aes256gcm16,aes128-sha1,aes256-sha256",
+    );
+    let lab = Lab::new(&LabCfg {
+        ike,
+        esp: "aes256-sha256",
+        charon_psk: PSK,
+        charon_extra: "fragment_size = 200",
+    });
+    let mut p = lab.peer_with(true, ike, esp, &["--fragment-size", "200"]);
+    let k = parse_install(&p.wait("child install", is_install));
+    assert_keys_match(&lab, &k, true);
+    lab.wait_sas("INSTALLED", true);
+    let log = lab.log();
+    // charon reassembled ours and fragmented its own.
+    assert!(
+        log.contains("IKE_AUTH request 1 [ EF"),
+        "our IKE_AUTH was not fragmented"
+    );
+    assert!(
+        log.contains("received fragment #"),
+        "charon saw no fragments"
+    );
+    assert!(
+        log.contains("splitting IKE message"),
+        "charon did not fragment"
+    );
+    p.cmd("rekey-child");
+    let k2 = parse_install(&p.wait("rekeyed child", is_install));
+    assert_keys_match(&lab, &k2, true);
+    p.cmd("delete-ike");
+    p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
 }
