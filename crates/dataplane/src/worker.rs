@@ -20,11 +20,11 @@ use crate::port::Port;
 use crate::tables::SharedTables;
 use crate::VECTOR_SIZE;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::time::Instant;
 
 /// Period of the neighbour / ICMP timers.
@@ -503,6 +503,8 @@ impl Worker {
         let now = || start.elapsed().as_millis() as u64;
         self.announce_all(now());
         while !stop.load(Ordering::Relaxed) {
+            // Control commands: once per iteration, never blocking.
+            self.handle_commands();
             let received = self.step(now());
             if received > 0 {
                 continue;
