@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod check;
+mod cli;
 mod run;
 mod setup;
 
@@ -39,6 +40,57 @@ enum Cmd {
     },
     /// NTttcp-style traffic measurement: throughput, CPU %, cycles/byte.
     Perf(vecgate_perf::cli::PerfArgs),
+    /// Show the running gateway's state (through its API).
+    Show {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        what: cli::Show,
+    },
+    /// Add or delete a static route live.
+    Route {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::RouteCmd,
+    },
+    /// Change a runtime switch.
+    Set {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::SetCmd,
+    },
+    /// Receive segment coalescing on or off: `vecgate rsc on|off IFACE`.
+    Rsc {
+        #[command(flatten)]
+        target: cli::Target,
+        #[arg(value_parser = ["on", "off"])]
+        value: String,
+        interface: String,
+    },
+    /// Packet trace through the graph nodes (like `vppctl trace`).
+    Trace {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::TraceCmd,
+    },
+    /// Capture frames of an interface (both directions) into a pcap file.
+    Capture {
+        #[command(flatten)]
+        target: cli::Target,
+        interface: String,
+        /// Frames to capture.
+        #[arg(long, default_value_t = 10)]
+        count: u64,
+        /// Output pcap file.
+        #[arg(short = 'w', long = "write")]
+        write: PathBuf,
+        /// Give up after this many milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,5 +103,21 @@ fn main() -> ExitCode {
             log_json,
         } => run::main(&config, &log_level, log_json),
         Cmd::Perf(args) => vecgate_perf::cli::main(args),
+        Cmd::Show { target, what } => cli::show(&target, &what),
+        Cmd::Route { target, cmd } => cli::route(&target, &cmd),
+        Cmd::Set { target, cmd } => cli::set(&target, &cmd),
+        Cmd::Rsc {
+            target,
+            value,
+            interface,
+        } => cli::set_switch(&target, &interface, "rsc", value == "on"),
+        Cmd::Trace { target, cmd } => cli::trace(&target, &cmd),
+        Cmd::Capture {
+            target,
+            interface,
+            count,
+            write,
+            timeout_ms,
+        } => cli::capture(&target, &interface, count, &write, timeout_ms),
     }
 }

@@ -137,19 +137,15 @@ fn run(cfg: Config) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
 
-    // SIGUSR1 prints the counters (`vppctl show errors` / `show runtime`)
-    // to the log, until the management API serves them.
-    let dump = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, dump.clone())
-        .context("installing signal handlers")?;
-
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::new();
     let mut counters = Vec::new();
+    let mut mailboxes = Vec::new();
     for (w, ports) in per_worker.into_iter().enumerate() {
         let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
         worker.set_neighbour_shared(neigh.clone());
         counters.push(worker.counters());
+        mailboxes.push(worker.mailbox());
         let drivers: Vec<(&'static str, String)> = cfg
             .interfaces
             .iter()
@@ -173,6 +169,11 @@ fn run(cfg: Config) -> Result<()> {
             .context("spawning a worker thread")?;
         threads.push(t);
     }
+
+    // The management API: live changes rebuild the tables with the same
+    // builder as above and publish them; workers never wait for it.
+    let api = start_api(&cfg, &shared, &counters, mailboxes, &netdevs)?;
+    info!(api = %api.endpoint, "management API listening");
 
     info!(
         gateway = %cfg.gateway.name,
@@ -218,11 +219,9 @@ fn run(cfg: Config) -> Result<()> {
     };
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
-        if dump.swap(false, Ordering::Relaxed) {
-            show(&counters);
-        }
     }
     info!("stopping");
+    api.shutdown();
     for t in threads {
         if t.join().is_err() {
             error!("a worker thread panicked");
@@ -236,4 +235,47 @@ fn run(cfg: Config) -> Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// Starts the management API on `gateway.api` with the tokens from the
+/// configured files (read once; never logged).
+fn start_api(
+    cfg: &Config,
+    shared: &Arc<SharedTables>,
+    counters: &[Arc<dataplane::counters::WorkerCounters>],
+    mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
+    netdevs: &[NetdevInfo],
+) -> Result<vecgate_control::ServerHandle> {
+    use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
+    let auth = match (&cfg.gateway.api, &cfg.gateway.api_token_file) {
+        (vecgate_config::ApiEndpoint::Tcp(_), Some(admin)) => Auth::Bearer {
+            admin: Token::from_file(admin).map_err(|e| anyhow!(e))?,
+            readonly: cfg
+                .gateway
+                .api_readonly_token_file
+                .as_deref()
+                .map(Token::from_file)
+                .transpose()
+                .map_err(|e| anyhow!(e))?,
+        },
+        _ => Auth::None,
+    };
+    let nd = netdevs.to_vec();
+    let dp = Dataplane {
+        tables: shared.clone(),
+        build: Box::new(move |c: &Config| build_tables(c, &nd)),
+        counters: counters.to_vec(),
+        mailboxes,
+        netdevs: netdevs
+            .iter()
+            .map(|n| NetdevFacts {
+                mac: n.mac,
+                mtu: n.mtu,
+                offloads: n.offloads,
+            })
+            .collect(),
+    };
+    let ctl = Control::new(cfg.clone(), dp, Capabilities::default());
+    vecgate_control::serve(&cfg.gateway.api, ctl, auth)
+        .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))
 }

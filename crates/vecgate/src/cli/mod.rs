@@ -1,0 +1,533 @@
+//! The operator's verbs (`vecgate show …`, `route`, `set`, `rsc`, `trace`,
+//! `capture`): each is one or two requests to the management API, printed
+//! as aligned tables like `ip` / `vppctl`, or as the API's JSON with
+//! `--json`.
+
+pub mod client;
+
+use client::Client;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use vecgate_config::ApiEndpoint;
+
+/// How to reach the daemon (global options).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Target {
+    /// API endpoint: unix:/path, tcp:ADDR:PORT, or a socket path.
+    #[arg(long, global = true)]
+    pub api: Option<String>,
+    /// Find the endpoint (and token file) in this configuration.
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// File holding the bearer token (TCP endpoints).
+    #[arg(long, global = true)]
+    pub token_file: Option<PathBuf>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Show {
+    Interfaces,
+    /// Routes (static, connected, local), optionally of one VRF.
+    Routes {
+        vrf: Option<String>,
+    },
+    Vrfs,
+    Neighbors,
+    Tunnels,
+    Sa,
+    /// Per-interface packet and byte counters.
+    Stats,
+    /// Per-node vectors, packets and drops.
+    NodeCounters,
+    /// Non-zero drop counters by node and reason.
+    Errors,
+    /// Gateway status and per-node vector sizes.
+    Runtime,
+    /// The running configuration (TOML).
+    Config,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum RouteCmd {
+    /// vecgate route add VRF PREFIX via X
+    Add {
+        vrf: String,
+        prefix: String,
+        #[arg(value_parser = ["via"])]
+        via_kw: String,
+        via: String,
+    },
+    /// vecgate route del VRF PREFIX
+    Del { vrf: String, prefix: String },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SetCmd {
+    /// vecgate set interface IFACE rsc|offloads on|off
+    Interface {
+        name: String,
+        #[arg(value_parser = ["rsc", "offloads"])]
+        switch: String,
+        #[arg(value_parser = ["on", "off"])]
+        value: String,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TraceCmd {
+    /// Trace the next N packets (per worker).
+    Add { count: u64 },
+    /// Print the recorded trace.
+    Show,
+    /// Forget the recorded trace.
+    Clear,
+}
+
+fn resolve(t: &Target) -> Result<Client, String> {
+    let mut token = t.token_file.clone();
+    let endpoint = if let Some(a) = &t.api {
+        if a.starts_with("unix:") || a.starts_with("tcp:") {
+            a.parse::<ApiEndpoint>()?
+        } else {
+            ApiEndpoint::Unix(PathBuf::from(a))
+        }
+    } else if let Some(c) = &t.config {
+        let cfg = vecgate_config::load(c).map_err(|e| e.to_string())?;
+        if token.is_none() {
+            token = cfg.gateway.api_token_file.clone();
+        }
+        cfg.gateway.api
+    } else {
+        ApiEndpoint::Unix(client::default_socket(Path::new("/run/vecgate"))?)
+    };
+    Client::new(endpoint, token.as_deref())
+}
+
+fn json(r: &client::Response) -> Result<Value, String> {
+    serde_json::from_slice(&r.body).map_err(|e| format!("bad JSON from the API: {e}"))
+}
+
+/// Aligned columns; the last column is not padded.
+pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i < w.len() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<width$}  ", width = w[i]));
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(head.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(x) => x.clone(),
+        Value::Null => "-".into(),
+        Value::Bool(b) => if *b { "on" } else { "off" }.into(),
+        Value::Array(a) => a.iter().map(s).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+fn rows(v: &Value, keys: &[&str]) -> Vec<Vec<String>> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| keys.iter().map(|k| s(&o[*k])).collect())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn print_or_json(t: &Target, v: &Value, text: impl FnOnce(&Value) -> String) {
+    if t.json {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    } else {
+        print!("{}", text(v));
+    }
+}
+
+fn finish(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vecgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn enc(x: &str) -> String {
+    let mut o = String::new();
+    for b in x.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~:".contains(&b) {
+            o.push(b as char);
+        } else {
+            o.push_str(&format!("%{b:02X}"));
+        }
+    }
+    o
+}
+
+pub fn show(t: &Target, what: &Show) -> ExitCode {
+    finish(show_inner(t, what))
+}
+
+fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
+    let c = resolve(t)?;
+    match what {
+        Show::Config => {
+            let r = c.get("/config")?;
+            print!("{}", r.text());
+            return Ok(());
+        }
+        Show::Interfaces => {
+            let v = json(&c.get("/interfaces")?)?;
+            print_or_json(t, &v, |v| {
+                table(
+                    &[
+                        "Name",
+                        "Host",
+                        "Driver",
+                        "MAC",
+                        "MTU",
+                        "VRF",
+                        "RSC",
+                        "Offloads",
+                        "Addresses",
+                    ],
+                    &rows(
+                        v,
+                        &[
+                            "name",
+                            "host",
+                            "driver",
+                            "mac",
+                            "mtu",
+                            "vrf",
+                            "rsc",
+                            "offloads_active",
+                            "addresses",
+                        ],
+                    ),
+                )
+            });
+        }
+        Show::Routes { vrf } => {
+            let path = match vrf {
+                Some(v) => format!("/routes?vrf={}", enc(v)),
+                None => "/routes".into(),
+            };
+            let v = json(&c.get(&path)?)?;
+            print_or_json(t, &v, |v| {
+                table(
+                    &["VRF", "Prefix", "Via", "Kind"],
+                    &rows(v, &["vrf", "prefix", "via", "kind"]),
+                )
+            });
+        }
+        Show::Vrfs => {
+            let v = json(&c.get("/vrfs")?)?;
+            print_or_json(t, &v, |v| {
+                table(
+                    &["Name", "Id", "Routes", "Interfaces", "Tunnels"],
+                    &rows(v, &["name", "id", "routes", "interfaces", "tunnels"]),
+                )
+            });
+        }
+        Show::Neighbors => {
+            let v = json(&c.get("/neighbors")?)?;
+            print_or_json(t, &v, |v| {
+                table(
+                    &["Interface", "Address", "MAC", "State", "Workers"],
+                    &rows(v, &["interface", "address", "mac", "state", "workers"]),
+                )
+            });
+        }
+        Show::Tunnels => {
+            let v = json(&c.get("/tunnels")?)?;
+            print_or_json(t, &v, |v| {
+                table(
+                    &["Name", "Kind", "Local", "Remote", "Key", "VRF", "Underlay"],
+                    &rows(
+                        v,
+                        &[
+                            "name",
+                            "kind",
+                            "local",
+                            "remote",
+                            "key",
+                            "vrf",
+                            "underlay_vrf",
+                        ],
+                    ),
+                )
+            });
+        }
+        Show::Sa => {
+            let v = json(&c.get("/sas")?)?;
+            print_or_json(t, &v, |v| {
+                table(
+                    &["SPI", "Tunnel", "Direction", "Cipher", "Packets", "Bytes"],
+                    &rows(
+                        v,
+                        &["spi", "tunnel", "direction", "cipher", "packets", "bytes"],
+                    ),
+                )
+            });
+        }
+        Show::Stats => {
+            let v = json(&c.get("/counters")?)?;
+            print_or_json(t, &v["interfaces"], |v| {
+                table(
+                    &[
+                        "Interface",
+                        "RX-packets",
+                        "RX-bytes",
+                        "TX-packets",
+                        "TX-bytes",
+                        "Drops",
+                    ],
+                    &rows(
+                        v,
+                        &[
+                            "interface",
+                            "rx_packets",
+                            "rx_bytes",
+                            "tx_packets",
+                            "tx_bytes",
+                            "drops",
+                        ],
+                    ),
+                )
+            });
+        }
+        Show::NodeCounters => {
+            let v = json(&c.get("/counters")?)?;
+            print_or_json(t, &v["nodes"], |v| {
+                let r: Vec<Vec<String>> = v
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|n| {
+                                let drops: u64 = n["drops"]
+                                    .as_array()
+                                    .map(|d| d.iter().filter_map(|x| x["count"].as_u64()).sum())
+                                    .unwrap_or(0);
+                                vec![
+                                    s(&n["node"]),
+                                    s(&n["vectors"]),
+                                    s(&n["packets"]),
+                                    drops.to_string(),
+                                ]
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                table(&["Node", "Vectors", "Packets", "Drops"], &r)
+            });
+        }
+        Show::Errors => {
+            let v = json(&c.get("/counters")?)?;
+            let mut errs = Vec::new();
+            for n in v["nodes"].as_array().into_iter().flatten() {
+                for d in n["drops"].as_array().into_iter().flatten() {
+                    if d["count"].as_u64().unwrap_or(0) > 0 {
+                        errs.push(serde_json::json!({"count": d["count"], "node": n["node"], "reason": d["reason"]}));
+                    }
+                }
+            }
+            let errs = Value::Array(errs);
+            print_or_json(t, &errs, |v| {
+                table(
+                    &["Count", "Node", "Reason"],
+                    &rows(v, &["count", "node", "reason"]),
+                )
+            });
+        }
+        Show::Runtime => {
+            let st = json(&c.get("/status")?)?;
+            let cnt = json(&c.get("/counters")?)?;
+            let v = serde_json::json!({"status": st, "nodes": cnt["nodes"]});
+            print_or_json(t, &v, |v| {
+                let st = &v["status"];
+                let mut out =
+                    format!(
+                    "gateway {} (vecgate {}), {} workers, up {} s, tables generation {}, api {}\n",
+                    s(&st["name"]), s(&st["version"]), s(&st["workers"]), s(&st["uptime_seconds"]),
+                    s(&st["tables_generation"]), s(&st["api"])
+                );
+                let r: Vec<Vec<String>> = v["nodes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|n| n["vectors"].as_u64().unwrap_or(0) > 0)
+                    .map(|n| {
+                        let (vec, pk) = (
+                            n["vectors"].as_u64().unwrap_or(0),
+                            n["packets"].as_u64().unwrap_or(0),
+                        );
+                        vec![
+                            s(&n["node"]),
+                            vec.to_string(),
+                            pk.to_string(),
+                            format!("{:.2}", pk as f64 / vec.max(1) as f64),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table(&["Name", "Vectors", "Packets", "Vec/Call"], &r));
+                out
+            });
+        }
+    }
+    Ok(())
+}
+
+pub fn route(t: &Target, cmd: &RouteCmd) -> ExitCode {
+    finish((|| {
+        let c = resolve(t)?;
+        match cmd {
+            RouteCmd::Add {
+                vrf, prefix, via, ..
+            } => {
+                let body =
+                    serde_json::json!({"vrf": vrf, "prefix": prefix, "via": via}).to_string();
+                let r = c.ok(c.request("POST", "/routes", Some(&body))?)?;
+                if t.json {
+                    println!("{}", r.text());
+                } else {
+                    println!("route {prefix} via {via} added to vrf {vrf}");
+                }
+            }
+            RouteCmd::Del { vrf, prefix } => {
+                let path = format!("/routes?vrf={}&prefix={}", enc(vrf), enc(prefix));
+                c.ok(c.request("DELETE", &path, None)?)?;
+                if !t.json {
+                    println!("route {prefix} deleted from vrf {vrf}");
+                }
+            }
+        }
+        Ok(())
+    })())
+}
+
+/// PATCH one switch of an interface.
+pub fn set_switch(t: &Target, name: &str, switch: &str, on: bool) -> ExitCode {
+    finish((|| {
+        let c = resolve(t)?;
+        let body = serde_json::json!({ switch: on }).to_string();
+        let r = c.ok(c.request("PATCH", &format!("/interfaces/{}", enc(name)), Some(&body))?)?;
+        if t.json {
+            println!("{}", r.text());
+        } else {
+            println!("{name}: {switch} {}", if on { "on" } else { "off" });
+        }
+        Ok(())
+    })())
+}
+
+pub fn set(t: &Target, cmd: &SetCmd) -> ExitCode {
+    match cmd {
+        SetCmd::Interface {
+            name,
+            switch,
+            value,
+        } => set_switch(t, name, switch, value == "on"),
+    }
+}
+
+pub fn trace(t: &Target, cmd: &TraceCmd) -> ExitCode {
+    finish((|| {
+        let c = resolve(t)?;
+        match cmd {
+            TraceCmd::Add { count } => {
+                let body = serde_json::json!({ "count": count }).to_string();
+                let r = c.ok(c.request("POST", "/trace", Some(&body))?)?;
+                let v = json(&r)?;
+                print_or_json(t, &v, |v| {
+                    format!(
+                        "tracing the next {} packets on {} workers\n",
+                        s(&v["count"]),
+                        s(&v["workers"])
+                    )
+                });
+            }
+            TraceCmd::Show => {
+                let v = json(&c.get("/trace")?)?;
+                print_or_json(t, &v, |v| {
+                    v["lines"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|l| s(l) + "\n")
+                        .collect()
+                });
+            }
+            TraceCmd::Clear => {
+                c.ok(c.request("DELETE", "/trace", None)?)?;
+            }
+        }
+        Ok(())
+    })())
+}
+
+pub fn capture(t: &Target, iface: &str, count: u64, out: &Path, timeout_ms: u64) -> ExitCode {
+    finish((|| {
+        let mut c = resolve(t)?;
+        c.timeout = std::time::Duration::from_millis(timeout_ms + 10_000);
+        let body =
+            serde_json::json!({"interface": iface, "count": count, "timeout_ms": timeout_ms})
+                .to_string();
+        let r = c.ok(c.request("POST", "/capture", Some(&body))?)?;
+        if !r.content_type.starts_with("application/vnd.tcpdump.pcap") {
+            return Err(format!(
+                "expected a pcap from the API, got {:?}",
+                r.content_type
+            ));
+        }
+        std::fs::write(out, &r.body).map_err(|e| format!("writing {}: {e}", out.display()))?;
+        let n = wire::pcap::Reader::new(&r.body)
+            .map(|mut rd| std::iter::from_fn(move || rd.next_record().ok().flatten()).count())
+            .unwrap_or(0);
+        eprintln!("{n} packets captured on {iface} into {}", out.display());
+        Ok(())
+    })())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns() {
+        let t = table(
+            &["A", "Bee"],
+            &[
+                vec!["xyz".into(), "1".into()],
+                vec!["q".into(), "22".into()],
+            ],
+        );
+        assert_eq!(t, "A    Bee\nxyz  1\nq    22\n");
+        assert_eq!(enc("10.0.0.0/8"), "10.0.0.0%2F8");
+    }
+}
