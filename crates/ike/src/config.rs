@@ -90,7 +90,6 @@ fn token(t: &str) -> Option<Tok> {
     };
     Some(match t {
         "aes128" | "aes" => Tok::Encr(Encr::AesCbc(16)),
-        "aes192" => Tok::Encr(Encr::AesCbc(24)),
         "aes256" => Tok::Encr(Encr::AesCbc(32)),
         "aes128gcm16" | "aes128gcm128" | "aes128gcm" => Tok::Encr(Encr::AesGcm16(16)),
         "aes256gcm16" | "aes256gcm128" | "aes256gcm" => Tok::Encr(Encr::AesGcm16(32)),

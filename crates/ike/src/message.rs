@@ -160,7 +160,7 @@ impl Message {
             match raw.ty {
                 kind::SK => {
                     let body_off = raw.offset + 4;
-                    let plain = keys.open(buf, raw.offset, body_off)?;
+                    let plain = keys.open(buf, body_off)?;
                     payloads.extend(payload::decode_chain(raw.next, &plain)?);
                     return Ok(Message { header, payloads });
                 }
@@ -273,7 +273,7 @@ pub fn open_fragment(buf: &[u8], keys: &SkKeys) -> Result<Fragment> {
         .ok_or(Error::Truncated("SKF"))??;
     let info = fragment_info(raw.body)?;
     let iv_off = raw.offset + 8;
-    let plain = keys.open(buf, raw.offset, iv_off)?;
+    let plain = keys.open(buf, iv_off)?;
     Ok(Fragment {
         header,
         info,
