@@ -1,0 +1,215 @@
+//! esp-decrypt: ESP packets addressed to the gateway (IP protocol 50, or
+//! UDP port 4500 for NAT traversal, RFC 3948) are authenticated, replay
+//! checked and decrypted (RFC 4303 §3.4) and the inner packet is delivered
+//! to ip4/ip6-input in the tunnel's overlay VRF, as if it had arrived on the
+//! tunnel's virtual port.
+//!
+//! ip-local hands packets here with the outer IP header still in front and
+//! `meta.aux` = offset of the ESP header, or of the UDP header with
+//! [`AUX_UDP`] set. UDP 4500 payloads are classified (RFC 3948 §2.2, with
+//! `wire::esp::UdpEncap`): ESP goes on, an IKE message (non-ESP marker) is
+//! counted as "ike-to-control-plane" and dropped until the IKE daemon takes
+//! them, a NAT-keepalive is counted and dropped.
+//!
+//! The whole vector goes to the SAD in one call ([`EspInbound::decrypt`]):
+//! it looks SAs up in one snapshot, decrypts runs of one SA as a batch and
+//! locks each replay window once per run. Failures are counted by the
+//! crypto's reason names ([`CRYPTO_REASONS`]). An authentic packet whose
+//! inner source is outside the tunnel's selectors is dropped as
+//! "policy-mismatch" (RFC 4301 §5.2: the inbound SPD check after
+//! decryption). Delivered packets carry `flags::DECAP`, so TCP segments are
+//! coalesced (RSC) on the way to the host as for the overlays.
+
+use super::esp_encrypt::reason_index;
+use super::tunnel_util::clamp_mss;
+use super::{ip4_at, ip6_at, pull};
+use crate::buffer::{Offload, Packet};
+use crate::esp::{EspTunnel, Reason, RxOk, CRYPTO_REASONS};
+use crate::graph::{flags, Ctx, Next, Node, NodeId};
+use std::net::IpAddr;
+use wire::esp::UdpEncap;
+
+/// Bit of `meta.aux` (set by ip-local): the offset is that of a UDP header
+/// (NAT-T), not of the ESP header.
+pub const AUX_UDP: u32 = 1 << 31;
+
+/// Reasons after the crypto's.
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum E {
+    NoSad = CRYPTO_REASONS.len() as u16,
+    BadOffset,
+    IkeToControlPlane,
+    NatKeepalive,
+    BadUdpEncap,
+    NoTunnel,
+    PolicyMismatch,
+    Decrypted,
+}
+
+const ERRORS: &[&str] = &[
+    // CRYPTO_REASONS, in order (checked by a test).
+    "truncated",
+    "bad-length",
+    "bad-spi",
+    "replay",
+    "too-old",
+    "icv-fail",
+    "bad-padding",
+    "bad-next-header",
+    "dummy",
+    "seq-exhausted",
+    "sa-expired",
+    "lifetime-hard",
+    "no-room",
+    "bad-inner",
+    "bad-config",
+    "crypto",
+    // esp-decrypt's own.
+    "no-sad",
+    "bad-offset",
+    "ike-to-control-plane",
+    "nat-keepalive",
+    "bad-udp-encap",
+    "no-tunnel",
+    "policy-mismatch",
+    "decrypted",
+];
+
+const NEXT: &[NodeId] = &[NodeId::Ip4Input, NodeId::Ip6Input];
+
+#[derive(Default)]
+pub struct EspDecrypt {
+    batch: Vec<Packet>,
+    out: Vec<Result<RxOk, Reason>>,
+}
+
+impl Node for EspDecrypt {
+    fn name(&self) -> &'static str {
+        "esp-decrypt"
+    }
+    fn error_names(&self) -> &'static [&'static str] {
+        ERRORS
+    }
+    fn next_nodes(&self) -> &'static [NodeId] {
+        NEXT
+    }
+
+    fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
+        let tables = cx.tables.clone();
+        let Some(sad) = tables.esp.sad.as_ref() else {
+            for p in input.drain(..) {
+                next.drop(p, E::NoSad as u16);
+            }
+            return;
+        };
+        for mut p in input.drain(..) {
+            let off = (p.meta.aux & 0xffff) as usize;
+            let udp = p.meta.aux & AUX_UDP != 0;
+            let start = if udp { off + 8 } else { off };
+            if start > p.len() {
+                next.drop(p, E::BadOffset as u16);
+                continue;
+            }
+            if udp {
+                match UdpEncap::classify(&p.data()[start..]) {
+                    UdpEncap::Esp => {}
+                    UdpEncap::Ike => {
+                        next.drop(p, E::IkeToControlPlane as u16);
+                        continue;
+                    }
+                    UdpEncap::Keepalive => {
+                        next.drop(p, E::NatKeepalive as u16);
+                        continue;
+                    }
+                    UdpEncap::Invalid => {
+                        next.drop(p, E::BadUdpEncap as u16);
+                        continue;
+                    }
+                }
+            }
+            if !pull(&mut p, start) {
+                next.drop(p, E::BadOffset as u16);
+                continue;
+            }
+            self.batch.push(p);
+        }
+        if self.batch.is_empty() {
+            return;
+        }
+        self.out.clear();
+        self.out.resize(self.batch.len(), Err(0));
+        sad.decrypt(&mut self.batch, &mut self.out);
+        let mut ok = 0u64;
+        for (p, r) in self.batch.drain(..).zip(self.out.iter()) {
+            let rx = match r {
+                Ok(rx) => *rx,
+                Err(e) => {
+                    next.drop(p, reason_index(*e));
+                    continue;
+                }
+            };
+            let Some(tun) = tables.esp.by_id(rx.tunnel) else {
+                next.drop(p, E::NoTunnel as u16);
+                continue;
+            };
+            let d = p.data();
+            // The crypto checked the inner header's version and minimum
+            // length against the next header.
+            let src: Option<IpAddr> = match (rx.inner_v6, d.len()) {
+                (false, n) if n >= 20 => Some(ip4_at(d, 12).into()),
+                (true, n) if n >= 40 => Some(ip6_at(d, 8).into()),
+                _ => None,
+            };
+            if !src.is_some_and(|s| tun.allows(s)) {
+                next.drop(p, E::PolicyMismatch as u16);
+                continue;
+            }
+            ok += 1;
+            deliver(cx, next, p, tun, rx.inner_v6);
+        }
+        next.count(E::Decrypted as u16, ok);
+    }
+}
+
+/// Hands the inner packet to the overlay as received on the tunnel's
+/// virtual port; nothing of the underlay (VRF, port, offload state, flags)
+/// survives but the trace mark.
+fn deliver(cx: &mut Ctx, next: &mut Next<'_>, mut p: Packet, tun: &EspTunnel, v6: bool) {
+    let (vrf, mtu) = cx.tables.iface(tun.port).map_or((0, 0), |i| (i.vrf, i.mtu));
+    if p.meta.trace {
+        cx.trace.add(
+            "esp-decrypt",
+            format_args!("port {} len {} v6 {v6}", tun.port, p.len()),
+        );
+    }
+    p.meta.rx_port = tun.port;
+    p.meta.tx_port = tun.port;
+    p.meta.vrf = vrf;
+    p.meta.flags = flags::DECAP;
+    p.meta.offload = Offload::default();
+    p.meta.l3_offset = 0;
+    p.meta.aux = 0;
+    p.meta.adj = 0;
+    clamp_mss(&mut p, 0, v6, mtu);
+    next.enqueue(
+        if v6 {
+            NodeId::Ip6Input
+        } else {
+            NodeId::Ip4Input
+        },
+        p,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_table_starts_with_crypto_reasons() {
+        assert_eq!(&ERRORS[..CRYPTO_REASONS.len()], &CRYPTO_REASONS[..]);
+        assert_eq!(ERRORS[E::PolicyMismatch as usize], "policy-mismatch");
+        assert_eq!(ERRORS.len(), E::Decrypted as usize + 1);
+    }
+}

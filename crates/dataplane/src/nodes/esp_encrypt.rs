@@ -1,0 +1,220 @@
+//! esp-encrypt: packets that interface-output found leaving through an ESP
+//! tunnel's virtual port are encrypted with the tunnel's current outbound SA
+//! (RFC 4303 tunnel mode) and routed in the underlay VRF.
+//!
+//! The vector is cut into runs of consecutive packets for one tunnel; each
+//! run is encrypted with one call ([`EspOutbound::encrypt`]): the SA is
+//! loaded once, its sequence numbers are reserved once (an atomic add, so
+//! several workers share one SA without a lock), and the crypto runs over
+//! the whole run. The outer IP (+ UDP for NAT-T) header comes from the SA's
+//! template.
+//!
+//! Super-packets are segmented *before* encryption (each ESP packet is one
+//! inner segment; RFC 4303 has no segmentation of its own): the inner
+//! segments are at most the tunnel MTU, which ip-rewrite enforced on the
+//! virtual port (ICMP too-big / PMTU) and SYN MSS clamping keeps true, and
+//! the tunnel MTU is the underlay MTU minus [`EspOutbound::overhead`], so
+//! every ESP packet fits the underlay. Partial checksums are completed
+//! first: after encryption nobody can.
+//!
+//! Drop reasons: the crypto's own ([`CRYPTO_REASONS`], the names of
+//! `vecgate_ipsec::EspError::as_str`) followed by this node's.
+
+use super::tunnel_util::clamp_mss;
+use super::{be16, pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use crate::buffer::{Gso, Offload, Packet};
+use crate::esp::{EspTunnel, Reason, CRYPTO_REASONS, REASON_CRYPTO};
+use crate::graph::{flags, Ctx, Next, Node, NodeId};
+use crate::offload::{csum, gso, SegmentSpec};
+
+/// Reasons after the crypto's.
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum E {
+    NoTunnel = CRYPTO_REASONS.len() as u16,
+    NotIp,
+    SegmentationFailed,
+    ChecksumFailed,
+    SegmentedSuperPackets,
+    Segments,
+    Encrypted,
+}
+
+const ERRORS: &[&str] = &[
+    // CRYPTO_REASONS, in order (checked by a test).
+    "truncated",
+    "bad-length",
+    "bad-spi",
+    "replay",
+    "too-old",
+    "icv-fail",
+    "bad-padding",
+    "bad-next-header",
+    "dummy",
+    "seq-exhausted",
+    "sa-expired",
+    "lifetime-hard",
+    "no-room",
+    "bad-inner",
+    "bad-config",
+    "crypto",
+    // esp-encrypt's own.
+    "no-tunnel",
+    "not-ip",
+    "segmentation-failed",
+    "checksum-failed",
+    "segmented-super-packets",
+    "segments",
+    "encrypted",
+];
+
+const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
+
+/// Counter index of a crypto reason (out-of-range values count as "crypto").
+#[inline]
+pub(crate) fn reason_index(r: Reason) -> u16 {
+    if usize::from(r) < CRYPTO_REASONS.len() {
+        u16::from(r)
+    } else {
+        u16::from(REASON_CRYPTO)
+    }
+}
+
+#[derive(Default)]
+pub struct EspEncrypt {
+    /// Packets of the current run (one tunnel), ready for the crypto.
+    batch: Vec<Packet>,
+    status: Vec<Result<(), Reason>>,
+    segs: Vec<Packet>,
+}
+
+impl Node for EspEncrypt {
+    fn name(&self) -> &'static str {
+        "esp-encrypt"
+    }
+    fn error_names(&self) -> &'static [&'static str] {
+        ERRORS
+    }
+    fn next_nodes(&self) -> &'static [NodeId] {
+        NEXT
+    }
+
+    fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
+        let tables = cx.tables.clone();
+        let mut cur: Option<&EspTunnel> = None;
+        for mut p in input.drain(..) {
+            let Some(tun) = tables.esp.at_port(p.meta.tx_port) else {
+                next.drop(p, E::NoTunnel as u16);
+                continue;
+            };
+            if cur.is_some_and(|c| c.port != tun.port) {
+                if let Some(c) = cur {
+                    self.flush(c, next);
+                }
+            }
+            cur = Some(tun);
+            // The point-to-point virtual port got an Ethernet header from
+            // ip-rewrite; ESP carries the IP packet.
+            let et = if p.len() >= ETH_LEN {
+                be16(p.data(), 12)
+            } else {
+                0
+            };
+            if !(et == ETHERTYPE_IPV4 || et == ETHERTYPE_IPV6) || !pull(&mut p, ETH_LEN) {
+                next.drop(p, E::NotIp as u16);
+                continue;
+            }
+            let mtu = tables.iface(tun.port).map_or(0, |i| i.mtu);
+            clamp_mss(&mut p, 0, et == ETHERTYPE_IPV6, mtu);
+            if p.meta.trace {
+                cx.trace.add(
+                    "esp-encrypt",
+                    format_args!(
+                        "port {} spi {:#010x} len {}",
+                        tun.port,
+                        tun.def.tx.spi(),
+                        p.len()
+                    ),
+                );
+            }
+            if p.meta.offload.gso == Gso::None {
+                if csum::complete(&mut p).is_err() {
+                    next.drop(p, E::ChecksumFailed as u16);
+                    continue;
+                }
+                p.meta.offload = Offload::default();
+                self.batch.push(p);
+                continue;
+            }
+            self.segs.clear();
+            match gso::segment_with(&p, &SegmentSpec::plain(0), &mut cx.pool, &mut self.segs) {
+                Ok(n) => {
+                    cx.pool.free(p);
+                    next.count(E::SegmentedSuperPackets as u16, 1);
+                    next.count(E::Segments as u16, n as u64);
+                    for mut s in self.segs.drain(..) {
+                        s.meta.offload = Offload::default();
+                        self.batch.push(s);
+                    }
+                }
+                Err(_) => next.drop(p, E::SegmentationFailed as u16),
+            }
+        }
+        if let Some(c) = cur {
+            self.flush(c, next);
+        }
+    }
+}
+
+impl EspEncrypt {
+    /// Encrypts the collected run for `tun` and hands it to the underlay.
+    fn flush(&mut self, tun: &EspTunnel, next: &mut Next<'_>) {
+        if self.batch.is_empty() {
+            return;
+        }
+        self.status.clear();
+        self.status.resize(self.batch.len(), Ok(()));
+        if let Err(r) = tun.def.tx.encrypt(&mut self.batch, &mut self.status) {
+            for p in self.batch.drain(..) {
+                next.drop(p, reason_index(r));
+            }
+            return;
+        }
+        let to = if tun.v6 {
+            NodeId::Ip6Lookup
+        } else {
+            NodeId::Ip4Lookup
+        };
+        let mut ok = 0u64;
+        for (mut p, st) in self.batch.drain(..).zip(self.status.iter()) {
+            match st {
+                Ok(()) => {
+                    ok += 1;
+                    p.meta.vrf = tun.underlay_vrf;
+                    // Our own packet now: ip-rewrite keeps its TTL and
+                    // icmp-error does not answer it.
+                    p.meta.flags = flags::LOCAL;
+                    p.meta.l3_offset = 0;
+                    p.meta.aux = 0;
+                    next.enqueue(to, p);
+                }
+                Err(r) => next.drop(p, reason_index(*r)),
+            }
+        }
+        next.count(E::Encrypted as u16, ok);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_table_starts_with_crypto_reasons() {
+        assert_eq!(&ERRORS[..CRYPTO_REASONS.len()], &CRYPTO_REASONS[..]);
+        assert_eq!(ERRORS[E::NoTunnel as usize], "no-tunnel");
+        assert_eq!(ERRORS[E::Encrypted as usize], "encrypted");
+        assert_eq!(ERRORS.len(), E::Encrypted as usize + 1);
+        assert_eq!(reason_index(200), u16::from(REASON_CRYPTO));
+    }
+}

@@ -1,0 +1,395 @@
+//! The dataplane glue: this crate's SAs behind the graph's ESP traits
+//! ([`dataplane::esp::EspOutbound`], [`dataplane::esp::EspInbound`]).
+//!
+//! The dataplane cannot name this crate (it depends on the dataplane for
+//! `Packet`), so its esp-encrypt / esp-decrypt nodes call these trait
+//! objects, which the tables hold. [`EspRegistry`] owns them for the life of
+//! the process: table rebuilds reuse the same objects, and the key manager
+//! (static configuration now, IKEv2 later, the REST API) installs, switches
+//! and removes SAs through it without touching the tables. The SAs
+//! themselves are shared by every worker: sequence numbers are reserved per
+//! vector with an atomic add and the replay window is locked once per run of
+//! one SA, so one tunnel spreads over several cores.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arc_swap::ArcSwap;
+use dataplane::esp::{EspInbound, EspOutbound, Reason, RxOk};
+use dataplane::Packet;
+
+use crate::{Algorithm, Decrypted, EspError, InboundSa, LifetimeEvent, OutboundSa, TunnelSas};
+
+/// Index of `e` in [`EspError::ALL`] (= `dataplane::esp::CRYPTO_REASONS`).
+#[inline]
+pub fn reason(e: EspError) -> Reason {
+    EspError::ALL
+        .iter()
+        .position(|x| *x == e)
+        .map_or(dataplane::esp::REASON_CRYPTO, |i| i as Reason)
+}
+
+thread_local! {
+    // Per-worker scratch for the library's typed results: reused, so the
+    // fast path does not allocate once a worker has seen its largest
+    // vector.
+    static TX_STATUS: RefCell<Vec<Result<(), EspError>>> = const { RefCell::new(Vec::new()) };
+    static RX_STATUS: RefCell<Vec<Result<Decrypted, EspError>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The outbound side of one tunnel: the SA currently in use, switchable.
+#[derive(Debug)]
+pub struct TunnelTx {
+    sas: TunnelSas,
+}
+
+impl TunnelTx {
+    pub fn new(sa: OutboundSa) -> Self {
+        TunnelTx {
+            sas: TunnelSas::new(sa),
+        }
+    }
+
+    /// The current outbound SA.
+    pub fn current(&self) -> Arc<OutboundSa> {
+        Arc::clone(&self.sas.outbound())
+    }
+}
+
+impl EspOutbound for TunnelTx {
+    fn encrypt(
+        &self,
+        pkts: &mut [Packet],
+        status: &mut [Result<(), Reason>],
+    ) -> Result<(), Reason> {
+        let sa = self.sas.outbound();
+        TX_STATUS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.clear();
+            s.resize(pkts.len().min(status.len()), Ok(()));
+            sa.encrypt_batch(pkts, &mut s).map_err(reason)?;
+            for (o, r) in status.iter_mut().zip(s.iter()) {
+                *o = r.map_err(reason);
+            }
+            Ok(())
+        })
+    }
+
+    fn overhead(&self) -> usize {
+        let sa = self.sas.outbound();
+        sa.overhead_front() + sa.overhead_back_max()
+    }
+
+    fn spi(&self) -> u32 {
+        self.sas.outbound().spi()
+    }
+}
+
+/// An inbound SA with the tunnel it belongs to.
+#[derive(Debug, Clone)]
+pub struct InboundEntry {
+    pub sa: Arc<InboundSa>,
+    pub tunnel: u32,
+}
+
+/// The inbound SAD: SPI → SA, read-copy-update (workers load one snapshot
+/// per vector, the control plane copies the map on change).
+#[derive(Debug, Default)]
+pub struct InboundSad {
+    map: ArcSwap<HashMap<u32, InboundEntry>>,
+}
+
+#[inline]
+fn spi_of(p: &Packet) -> Option<u32> {
+    let d = p.data().get(..4)?;
+    Some(u32::from_be_bytes([d[0], d[1], d[2], d[3]]))
+}
+
+impl EspInbound for InboundSad {
+    fn decrypt(&self, pkts: &mut [Packet], out: &mut [Result<RxOk, Reason>]) {
+        let map = self.map.load();
+        let n = pkts.len().min(out.len());
+        RX_STATUS.with(|s| {
+            let mut s = s.borrow_mut();
+            let mut i = 0;
+            while i < n {
+                let Some(spi) = spi_of(&pkts[i]) else {
+                    out[i] = Err(reason(EspError::Truncated));
+                    i += 1;
+                    continue;
+                };
+                // A run of one SPI is decrypted as one batch.
+                let mut j = i + 1;
+                while j < n && spi_of(&pkts[j]) == Some(spi) {
+                    j += 1;
+                }
+                let Some(e) = map.get(&spi) else {
+                    out[i..j].fill(Err(reason(EspError::BadSpi)));
+                    i = j;
+                    continue;
+                };
+                s.clear();
+                s.resize(j - i, Err(EspError::Crypto));
+                match e.sa.decrypt_batch(&mut pkts[i..j], &mut s) {
+                    Err(err) => out[i..j].fill(Err(reason(err))),
+                    Ok(_) => {
+                        for (o, r) in out[i..j].iter_mut().zip(s.iter()) {
+                            *o = match r {
+                                Ok(d) => Ok(RxOk {
+                                    tunnel: e.tunnel,
+                                    inner_v6: d.inner_v6,
+                                }),
+                                Err(err) => Err(reason(*err)),
+                            };
+                        }
+                    }
+                }
+                i = j;
+            }
+        });
+    }
+}
+
+/// Why a registry operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("no ESP tunnel with id {0}")]
+    NoTunnel(u32),
+    #[error("ESP tunnel id {0} exists")]
+    TunnelExists(u32),
+    #[error("inbound SPI {0:#010x} is in use")]
+    SpiInUse(u32),
+    #[error("no inbound SA with SPI {0:#010x}")]
+    NoSa(u32),
+}
+
+/// What `show` prints about an SA: never keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaInfo {
+    pub tunnel: u32,
+    pub tunnel_name: String,
+    pub outbound: bool,
+    pub spi: u32,
+    pub algorithm: Algorithm,
+    pub esn: bool,
+    pub nat_t: bool,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// A lifetime event collected by [`EspRegistry::poll_events`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaEvent {
+    pub tunnel: u32,
+    pub outbound: bool,
+    pub spi: u32,
+    pub event: LifetimeEvent,
+}
+
+#[derive(Debug)]
+struct TunnelEntry {
+    name: String,
+    tx: Arc<TunnelTx>,
+}
+
+/// Every ESP tunnel's SAs: what the tables point at, and what the key
+/// manager changes. Make-before-break rekey (RFC 7296 §2.8):
+/// [`EspRegistry::install_inbound`] the new inbound SA, then
+/// [`EspRegistry::switch_outbound`] once the peer has the matching one,
+/// and [`EspRegistry::remove_inbound`] the old inbound SA when its
+/// stragglers are done.
+#[derive(Debug, Default)]
+pub struct EspRegistry {
+    sad: Arc<InboundSad>,
+    tunnels: Mutex<HashMap<u32, TunnelEntry>>,
+}
+
+impl EspRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn tunnels(&self) -> MutexGuard<'_, HashMap<u32, TunnelEntry>> {
+        self.tunnels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The SAD, for `TablesBuilder::set_esp_sad`.
+    pub fn sad(&self) -> Arc<dyn EspInbound> {
+        self.sad.clone()
+    }
+
+    /// Registers tunnel `id` with its first outbound SA; returns the object
+    /// for `EspTunnelDef::tx`.
+    pub fn add_tunnel(
+        &self,
+        id: u32,
+        name: &str,
+        outbound: OutboundSa,
+    ) -> Result<Arc<TunnelTx>, RegistryError> {
+        let mut t = self.tunnels();
+        if t.contains_key(&id) {
+            return Err(RegistryError::TunnelExists(id));
+        }
+        let tx = Arc::new(TunnelTx::new(outbound));
+        t.insert(
+            id,
+            TunnelEntry {
+                name: name.to_string(),
+                tx: tx.clone(),
+            },
+        );
+        Ok(tx)
+    }
+
+    /// The outbound object of tunnel `id` (for a table rebuild).
+    pub fn tunnel_tx(&self, id: u32) -> Option<Arc<TunnelTx>> {
+        self.tunnels().get(&id).map(|e| e.tx.clone())
+    }
+
+    /// The id of the tunnel called `name`.
+    pub fn tunnel_id(&self, name: &str) -> Option<u32> {
+        self.tunnels()
+            .iter()
+            .find(|(_, e)| e.name == name)
+            .map(|(id, _)| *id)
+    }
+
+    /// Adds an inbound SA for tunnel `tunnel`. SPIs are unique per
+    /// receiver (RFC 4301 §4.1).
+    pub fn install_inbound(&self, tunnel: u32, sa: InboundSa) -> Result<(), RegistryError> {
+        if !self.tunnels().contains_key(&tunnel) {
+            return Err(RegistryError::NoTunnel(tunnel));
+        }
+        let spi = sa.spi();
+        let entry = InboundEntry {
+            sa: Arc::new(sa),
+            tunnel,
+        };
+        let mut result = Ok(());
+        self.sad.map.rcu(|cur| {
+            if cur.contains_key(&spi) {
+                result = Err(RegistryError::SpiInUse(spi));
+                return Arc::clone(cur);
+            }
+            result = Ok(());
+            let mut m = HashMap::clone(cur);
+            m.insert(spi, entry.clone());
+            Arc::new(m)
+        });
+        result
+    }
+
+    /// Removes an inbound SA; batches already holding it finish with it.
+    pub fn remove_inbound(&self, spi: u32) -> Result<Arc<InboundSa>, RegistryError> {
+        let mut removed = None;
+        self.sad.map.rcu(|cur| {
+            removed = cur.get(&spi).map(|e| e.sa.clone());
+            if removed.is_none() {
+                return Arc::clone(cur);
+            }
+            let mut m = HashMap::clone(cur);
+            m.remove(&spi);
+            Arc::new(m)
+        });
+        removed.ok_or(RegistryError::NoSa(spi))
+    }
+
+    /// Switches tunnel `tunnel` to a new outbound SA; returns the old one.
+    /// Vectors that loaded the old SA finish with it.
+    pub fn switch_outbound(
+        &self,
+        tunnel: u32,
+        sa: OutboundSa,
+    ) -> Result<Arc<OutboundSa>, RegistryError> {
+        let t = self.tunnels();
+        let e = t.get(&tunnel).ok_or(RegistryError::NoTunnel(tunnel))?;
+        Ok(e.tx.sas.switch_outbound(sa))
+    }
+
+    /// Every SA (outbound current, inbound all), sorted by tunnel and SPI.
+    pub fn list(&self) -> Vec<SaInfo> {
+        let t = self.tunnels();
+        let mut v = Vec::new();
+        for (id, e) in t.iter() {
+            let sa = e.tx.current();
+            v.push(SaInfo {
+                tunnel: *id,
+                tunnel_name: e.name.clone(),
+                outbound: true,
+                spi: sa.spi(),
+                algorithm: sa.algorithm(),
+                esn: sa.esn(),
+                nat_t: sa.encap().is_some(),
+                packets: sa.lifetime().packets(),
+                bytes: sa.lifetime().bytes(),
+            });
+        }
+        for (spi, e) in self.sad.map.load().iter() {
+            v.push(SaInfo {
+                tunnel: e.tunnel,
+                tunnel_name: t.get(&e.tunnel).map(|x| x.name.clone()).unwrap_or_default(),
+                outbound: false,
+                spi: *spi,
+                algorithm: e.sa.algorithm(),
+                esn: e.sa.esn(),
+                nat_t: e.sa.encap().is_some(),
+                packets: e.sa.lifetime().packets(),
+                bytes: e.sa.lifetime().bytes(),
+            });
+        }
+        v.sort_by_key(|s| (s.tunnel, !s.outbound, s.spi));
+        v
+    }
+
+    /// Collects lifetime events (for a control thread that polls). A hard
+    /// event on an inbound SA removes it from the SAD (RFC 4301 §4.4.2.1);
+    /// an expired outbound SA refuses traffic until it is switched.
+    pub fn poll_events(&self) -> Vec<SaEvent> {
+        let mut ev = Vec::new();
+        for (id, e) in self.tunnels().iter() {
+            let sa = e.tx.current();
+            if let Some(x) = sa.lifetime().take_event() {
+                ev.push(SaEvent {
+                    tunnel: *id,
+                    outbound: true,
+                    spi: sa.spi(),
+                    event: x,
+                });
+            }
+        }
+        for (spi, e) in self.sad.map.load().iter() {
+            if let Some(x) = e.sa.lifetime().take_event() {
+                ev.push(SaEvent {
+                    tunnel: e.tunnel,
+                    outbound: false,
+                    spi: *spi,
+                    event: x,
+                });
+            }
+        }
+        for x in &ev {
+            if !x.outbound && x.event == LifetimeEvent::Hard {
+                let _ = self.remove_inbound(x.spi);
+            }
+        }
+        ev
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_match_the_dataplane_table() {
+        let names: Vec<&str> = EspError::ALL.iter().map(|e| e.as_str()).collect();
+        assert_eq!(names, dataplane::esp::CRYPTO_REASONS.to_vec());
+        for e in EspError::ALL {
+            assert_eq!(
+                dataplane::esp::CRYPTO_REASONS[usize::from(reason(e))],
+                e.as_str()
+            );
+        }
+    }
+}
