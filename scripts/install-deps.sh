@@ -37,4 +37,6 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "install-deps: installing cargo-fuzz"
   cargo install cargo-fuzz --locked -q
 fi
+# Python tools (schemathesis) in the project-local .venv.
+"$(dirname "$0")/venv.sh" >/dev/null
 echo "install-deps: ok"

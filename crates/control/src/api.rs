@@ -42,8 +42,22 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The field a serde error names (`missing field `via``), if any.
+/// The field a serde error names: axum prefixes the path of the failing
+/// value (`…target type: rsc: invalid type…`); serde names missing and
+/// unknown fields in backquotes (`missing field `via``).
 fn serde_field(msg: &str) -> Option<String> {
+    if let Some(i) = msg.find("target type: ") {
+        let rest = &msg[i + 13..];
+        if let Some((path, _)) = rest.split_once(": ") {
+            if !path.is_empty()
+                && path.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'[' || b == b']'
+                })
+            {
+                return Some(path.to_owned());
+            }
+        }
+    }
     let start = msg.find('`')? + 1;
     let len = msg[start..].find('`')?;
     Some(msg[start..start + len].to_owned())
@@ -66,7 +80,9 @@ fn path_err(e: PathRejection) -> ApiError {
 }
 
 /// Runs blocking control work (waiting for workers) off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::new(500, format!("internal error: {e}"), None))
@@ -308,7 +324,10 @@ async fn metrics(State(s): State<AppState>) -> Response {
               (status = 401, body = ErrorBody)))]
 async fn config(State(s): State<AppState>) -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/toml"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/toml"),
+        )],
         s.ctl.config().to_toml(),
     )
         .into_response()
@@ -390,7 +409,10 @@ async fn capture(
 
 async fn openapi_json() -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         ApiDoc::openapi().to_pretty_json().unwrap_or_default(),
     )
         .into_response()
@@ -436,9 +458,8 @@ async fn authorize(State(s): State<AppState>, req: Request, next: Next) -> Respo
     match s.auth.check(h, writes) {
         Verdict::Allow => next.run(req).await,
         Verdict::Unauthenticated => {
-            let mut r =
-                ApiError::new(401, "missing or wrong bearer token", Some("Authorization"))
-                    .into_response();
+            let mut r = ApiError::new(401, "missing or wrong bearer token", Some("Authorization"))
+                .into_response();
             r.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"vecgate\""),

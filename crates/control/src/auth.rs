@@ -30,8 +30,8 @@ impl Token {
     /// Reads a token file.
     pub fn from_file(path: &std::path::Path) -> Result<Token, String> {
         use std::io::Read;
-        let f = std::fs::File::open(path)
-            .map_err(|e| format!("token file {}: {e}", path.display()))?;
+        let f =
+            std::fs::File::open(path).map_err(|e| format!("token file {}: {e}", path.display()))?;
         let mut buf = Zeroizing::new(Vec::new());
         f.take(MAX_TOKEN_LEN as u64 + 2)
             .read_to_end(&mut buf)
@@ -119,7 +119,10 @@ mod tests {
             a.check(Some(b"Bearer adm1"), false),
             Verdict::Unauthenticated
         );
-        assert_eq!(a.check(Some(b"Basic adm1n"), false), Verdict::Unauthenticated);
+        assert_eq!(
+            a.check(Some(b"Basic adm1n"), false),
+            Verdict::Unauthenticated
+        );
         assert_eq!(a.check(None, false), Verdict::Unauthenticated);
         assert_eq!(Auth::None.check(None, true), Verdict::Allow);
         assert!(Token::new(b" \n").is_none());

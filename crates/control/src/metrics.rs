@@ -97,11 +97,7 @@ pub fn render(ctl: &Control) -> String {
         generation,
     );
     let routes = Family::<Labels, Gauge>::default();
-    reg.register(
-        "vecgate_routes",
-        "Static routes per VRF",
-        routes.clone(),
-    );
+    reg.register("vecgate_routes", "Static routes per VRF", routes.clone());
     for v in ctl.vrfs() {
         routes
             .get_or_create(&vec![("vrf".to_owned(), v.name)])

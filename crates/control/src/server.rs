@@ -72,7 +72,11 @@ fn prepare_socket(path: &Path) -> Result<(), String> {
 
 /// Starts the API on `endpoint`. Binding happens before this returns, so
 /// errors (address in use, bad path) are reported to the caller.
-pub fn serve(endpoint: &ApiEndpoint, ctl: Arc<Control>, auth: Auth) -> Result<ServerHandle, String> {
+pub fn serve(
+    endpoint: &ApiEndpoint,
+    ctl: Arc<Control>,
+    auth: Auth,
+) -> Result<ServerHandle, String> {
     if matches!(endpoint, ApiEndpoint::Tcp(_)) && matches!(auth, Auth::None) {
         return Err("a TCP API endpoint needs a bearer token (api_token_file)".into());
     }

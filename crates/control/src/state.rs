@@ -438,7 +438,15 @@ impl Control {
             ));
         }
         self.apply(
-            &["name", "local", "remote", "key", "vrf", "underlay_vrf", "mtu"],
+            &[
+                "name",
+                "local",
+                "remote",
+                "key",
+                "vrf",
+                "underlay_vrf",
+                "mtu",
+            ],
             |c| {
                 if c.tunnel(&spec.name).is_some() || c.interface(&spec.name).is_some() {
                     return Err(ApiError::new(

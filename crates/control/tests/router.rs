@@ -90,7 +90,10 @@ async fn routes_crud_and_errors() {
     let gen0 = tables.load().generation;
     let (st, b) = call(&app, "GET", "/routes", None, None).await;
     assert_eq!(st, 200);
-    assert!(b.contains("10.9.0.0/16") && b.contains("\"connected\""), "{b}");
+    assert!(
+        b.contains("10.9.0.0/16") && b.contains("\"connected\""),
+        "{b}"
+    );
     let (st, b) = call(
         &app,
         "POST",
@@ -127,13 +130,34 @@ async fn routes_crud_and_errors() {
 async fn interfaces_patch_and_misc() {
     let (ctl, tables) = control();
     let app = router(ctl.clone(), Auth::None);
-    let (st, b) = call(&app, "PATCH", "/interfaces/lan0", Some(r#"{"rsc":false}"#), None).await;
+    let (st, b) = call(
+        &app,
+        "PATCH",
+        "/interfaces/lan0",
+        Some(r#"{"rsc":false}"#),
+        None,
+    )
+    .await;
     assert_eq!(st, 200, "{b}");
     assert!(b.contains("\"rsc\":false"), "{b}");
     assert!(!ctl.config().interfaces[0].rsc);
-    let (st, _) = call(&app, "PATCH", "/interfaces/zz", Some(r#"{"rsc":false}"#), None).await;
+    let (st, _) = call(
+        &app,
+        "PATCH",
+        "/interfaces/zz",
+        Some(r#"{"rsc":false}"#),
+        None,
+    )
+    .await;
     assert_eq!(st, 404);
-    let (st, b) = call(&app, "PATCH", "/interfaces/lan0", Some(r#"{"mtu":5}"#), None).await;
+    let (st, b) = call(
+        &app,
+        "PATCH",
+        "/interfaces/lan0",
+        Some(r#"{"mtu":5}"#),
+        None,
+    )
+    .await;
     assert_eq!(st, 400);
     assert!(b.contains("\"field\":\"mtu\""), "{b}");
     let (st, _) = call(&app, "POST", "/interfaces", Some("{}"), None).await;
@@ -180,12 +204,27 @@ async fn tokens() {
     let add = Some(r#"{"prefix":"10.8.0.0/24","via":"lan0"}"#);
     assert_eq!(call(&app, "GET", "/routes", None, None).await.0, 401);
     assert_eq!(call(&app, "GET", "/routes", None, Some("bad")).await.0, 401);
-    assert_eq!(call(&app, "GET", "/routes", None, Some("ro-secret")).await.0, 200);
+    assert_eq!(
+        call(&app, "GET", "/routes", None, Some("ro-secret"))
+            .await
+            .0,
+        200
+    );
     assert_eq!(call(&app, "POST", "/routes", add, None).await.0, 401);
     assert_eq!(call(&app, "POST", "/routes", add, Some("bad")).await.0, 401);
-    assert_eq!(call(&app, "POST", "/routes", add, Some("ro-secret")).await.0, 403);
+    assert_eq!(
+        call(&app, "POST", "/routes", add, Some("ro-secret"))
+            .await
+            .0,
+        403
+    );
     assert_eq!(tables.load().generation, gen0, "nothing changed");
     assert!(!ctl.config().to_toml().contains("10.8.0.0/24"));
-    assert_eq!(call(&app, "POST", "/routes", add, Some("admin-secret")).await.0, 201);
+    assert_eq!(
+        call(&app, "POST", "/routes", add, Some("admin-secret"))
+            .await
+            .0,
+        201
+    );
     assert_eq!(call(&app, "GET", "/openapi.json", None, None).await.0, 200);
 }
