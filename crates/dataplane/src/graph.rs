@@ -35,6 +35,9 @@ pub mod flags {
     /// The L3 header was already rewritten (TTL decremented, MTU checked):
     /// a fragment or a packet released by neighbour resolution.
     pub const L3_DONE: u16 = 1 << 2;
+    /// Decapsulated from an overlay tunnel: a candidate for receive segment
+    /// coalescing at output.
+    pub const DECAP: u16 = 1 << 3;
 }
 
 /// Passes over the node list per [`Graph::run`]; packets still pending
@@ -56,10 +59,14 @@ pub enum NodeId {
     IpRewrite,
     Ip4Fragment,
     InterfaceOutput,
+    GreInput,
+    VxlanInput,
+    TunnelEncap,
+    RscOutput,
 }
 
 impl NodeId {
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 15;
     pub const ALL: [NodeId; NodeId::COUNT] = [
         NodeId::EthernetInput,
         NodeId::ArpInput,
@@ -72,6 +79,10 @@ impl NodeId {
         NodeId::IpRewrite,
         NodeId::Ip4Fragment,
         NodeId::InterfaceOutput,
+        NodeId::GreInput,
+        NodeId::VxlanInput,
+        NodeId::TunnelEncap,
+        NodeId::RscOutput,
     ];
 
     #[inline]
@@ -110,6 +121,16 @@ impl Next<'_> {
             self.node
         );
         self.pending[to.index()].push(p);
+    }
+
+    /// Adds `n` to the node's counter `reason` without dropping anything
+    /// (event counters such as "coalesced-segments" share the error table,
+    /// as VPP's node counters do).
+    #[inline]
+    pub fn count(&mut self, reason: u16, n: u64) {
+        if let Some(c) = self.errors.get(usize::from(reason)) {
+            c.add(n);
+        }
     }
 
     /// Drops `p` for `reason` (an index into the node's error names): the

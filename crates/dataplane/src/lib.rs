@@ -16,6 +16,7 @@ pub mod offload;
 pub mod port;
 pub mod tables;
 pub mod trace;
+pub mod tunnel;
 pub mod worker;
 
 #[cfg(any(test, feature = "testing"))]

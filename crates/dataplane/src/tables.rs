@@ -7,6 +7,7 @@
 //! never waits for the control thread and never sees a half-built table.
 
 use crate::fib::{Fib4, Fib6, FxMap, Key, Lpm, Prefix};
+use crate::tunnel::{DecapKey, KeyClass, Tunnel, TunnelDef, TunnelKind, TunnelTable, NO_TUNNEL};
 use arc_swap::ArcSwap;
 use std::fmt::{self, Write as _};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -161,6 +162,8 @@ pub struct Tables {
     pub adjs: Vec<Adj>,
     /// Incremented by the control thread for every published table.
     pub generation: u64,
+    /// Overlay tunnels, their virtual ports and the decapsulation lookup.
+    pub tunnels: TunnelTable,
 }
 
 impl Tables {
@@ -246,6 +249,9 @@ pub enum BuildError {
     DuplicatePort(u16),
     DuplicateVrf(u32),
     BadPrefix(String),
+    /// A tunnel whose endpoints differ in family, or two tunnels the
+    /// receiver could not tell apart.
+    BadTunnel(String),
 }
 
 impl fmt::Display for BuildError {
@@ -256,6 +262,7 @@ impl fmt::Display for BuildError {
             BuildError::DuplicatePort(p) => write!(f, "port {p} defined twice"),
             BuildError::DuplicateVrf(v) => write!(f, "vrf {v} defined twice"),
             BuildError::BadPrefix(s) => write!(f, "bad prefix {s}"),
+            BuildError::BadTunnel(s) => write!(f, "bad tunnel: {s}"),
         }
     }
 }
@@ -279,6 +286,7 @@ pub struct TablesBuilder {
     vrfs: Vec<(u32, String)>,
     ifaces: Vec<IfDef>,
     routes: Vec<(u32, Prefix, Route)>,
+    tunnels: Vec<(u16, TunnelDef)>,
     error: Option<BuildError>,
 }
 
@@ -294,6 +302,7 @@ impl TablesBuilder {
             vrfs: vec![(0, "default".to_string())],
             ifaces: Vec::new(),
             routes: Vec::new(),
+            tunnels: Vec::new(),
             error: None,
         }
     }
@@ -349,6 +358,15 @@ impl TablesBuilder {
             Some(i) => i.flags = flags,
             None => self.fail(BuildError::UnknownPort(port)),
         }
+        self
+    }
+
+    /// A tunnel behind virtual port `port`, which must also be added with
+    /// [`TablesBuilder::add_interface`] (its overlay VRF, addresses, MTU and
+    /// MAC). Routes reach it as `Route::Port` (IP tunnels) or
+    /// `Route::Connected` / `Route::Via` (Ethernet tunnels).
+    pub fn add_tunnel(&mut self, port: u16, def: TunnelDef) -> &mut Self {
+        self.tunnels.push((port, def));
         self
     }
 
@@ -443,6 +461,41 @@ impl TablesBuilder {
                 defs6[v].insert(u128::from(a), 128, Route::Local);
             }
             t.interfaces[usize::from(d.port)] = Some(ifc);
+        }
+        t.tunnels.by_port = vec![NO_TUNNEL; t.interfaces.len()];
+        for (port, def) in &self.tunnels {
+            if t.iface(*port).is_none() {
+                return Err(BuildError::UnknownPort(*port));
+            }
+            let uv = vrf_of(def.underlay_vrf)?;
+            let tun = Tunnel::new(*port, def.clone(), uv).ok_or_else(|| {
+                BuildError::BadTunnel(format!(
+                    "port {port}: local {} and remote {} differ in family",
+                    def.local, def.remote
+                ))
+            })?;
+            let idx = t.tunnels.tunnels.len() as u32;
+            let key = DecapKey {
+                vrf: uv,
+                local: def.local,
+                remote: def.remote,
+                class: KeyClass::of(def),
+            };
+            if t.tunnels.decap.insert(key, idx).is_some() {
+                return Err(BuildError::BadTunnel(format!(
+                    "port {port}: same endpoints and key as another tunnel"
+                )));
+            }
+            t.tunnels.peers.insert((uv, def.local, def.remote), ());
+            if def.kind == TunnelKind::Vxlan {
+                if !t.tunnels.vxlan_ports.contains(&def.udp_port) {
+                    t.tunnels.vxlan_ports.push(def.udp_port);
+                }
+            } else {
+                t.tunnels.any_gre = true;
+            }
+            t.tunnels.by_port[usize::from(*port)] = idx;
+            t.tunnels.tunnels.push(tun);
         }
         for (vrf, p, r) in &self.routes {
             let v = usize::from(vrf_of(*vrf)?);

@@ -1,9 +1,11 @@
 //! interface-output: sorts packets into per-port transmit vectors. A port
 //! that cannot take offloads gets no super-packets or partial checksums:
-//! those are segmented / completed in software here first.
+//! those are segmented / completed in software here first. Packets for a
+//! tunnel's virtual port go to tunnel-encap instead; decapsulated packets
+//! for a port with offloads and `rsc` on go to rsc-output.
 
 use crate::buffer::{Gso, Packet};
-use crate::graph::{Ctx, Next, Node, NodeId};
+use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso};
 
 #[derive(Default)]
@@ -20,7 +22,7 @@ enum E {
 }
 
 const ERRORS: &[&str] = &["interface-down", "segmentation-failed", "checksum-failed"];
-const NEXT: &[NodeId] = &[];
+const NEXT: &[NodeId] = &[NodeId::TunnelEncap, NodeId::RscOutput];
 
 impl Node for InterfaceOutput {
     fn name(&self) -> &'static str {
@@ -35,6 +37,10 @@ impl Node for InterfaceOutput {
 
     fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
         for mut p in input.drain(..) {
+            if cx.tables.tunnels.at_port(p.meta.tx_port).is_some() {
+                next.enqueue(NodeId::TunnelEncap, p);
+                continue;
+            }
             let port = usize::from(p.meta.tx_port);
             if port >= cx.tx.len() || !cx.port_up[port] {
                 next.drop(p, E::InterfaceDown as u16);
@@ -55,6 +61,18 @@ impl Node for InterfaceOutput {
                     .tables
                     .iface(p.meta.tx_port)
                     .is_some_and(|i| i.flags.offloads);
+            if offloads && p.meta.flags & flags::DECAP != 0 {
+                // The flag is read per vector: `vecgate rsc on|off` is a
+                // table swap that applies at once.
+                if cx
+                    .tables
+                    .iface(p.meta.tx_port)
+                    .is_some_and(|i| i.flags.rsc)
+                {
+                    next.enqueue(NodeId::RscOutput, p);
+                    continue;
+                }
+            }
             if !offloads {
                 if p.meta.offload.gso != Gso::None {
                     self.segs.clear();

@@ -1,7 +1,9 @@
 //! ip-local: traffic addressed to the gateway itself. Answers ICMP echo
 //! (RFC 792) and ICMPv6 echo (RFC 4443 §4.1), handles Neighbor Discovery
 //! (RFC 4861: NS → NA, NA → neighbour table); everything else is dropped
-//! as "local-unhandled" (tunnel decapsulation plugs in here later).
+//! as "local-unhandled". Tunnel traffic is dispatched to decapsulation:
+//! IP protocol 47 to gre-input, UDP to a VXLAN tunnel's port to
+//! vxlan-input, with `meta.aux` = the offset of the GRE / UDP header.
 
 use super::nd::{na_reply, ICMP6_NA, ICMP6_NS, NA_OVERRIDE, NA_SOLICITED};
 use super::{be16, ip4_at, ip6_at, push_eth, put16, send_released, ETHERTYPE_IPV6};
@@ -53,6 +55,8 @@ const NEXT: &[NodeId] = &[
     NodeId::Ip4Lookup,
     NodeId::Ip6Lookup,
     NodeId::InterfaceOutput,
+    NodeId::GreInput,
+    NodeId::VxlanInput,
 ];
 
 /// Extension headers walked at most (RFC 8200 §4.1 recommends an order
@@ -91,6 +95,22 @@ impl Node for IpLocal {
 
 type R = Result<(), (Packet, E)>;
 
+/// Decapsulation node for a local packet with L4 protocol `proto` at
+/// offset `l4`, if a tunnel could want it.
+#[inline]
+fn tunnel_dispatch(cx: &Ctx, p: &Packet, proto: u8, l4: usize) -> Option<NodeId> {
+    let t = &cx.tables.tunnels;
+    match proto {
+        crate::tunnel::IP_PROTO_GRE if t.any_gre => Some(NodeId::GreInput),
+        crate::tunnel::IP_PROTO_UDP if !t.vxlan_ports.is_empty() => {
+            let d = p.data();
+            (d.len() >= l4 + 4 && t.vxlan_ports.contains(&be16(d, l4 + 2)))
+                .then_some(NodeId::VxlanInput)
+        }
+        _ => None,
+    }
+}
+
 impl IpLocal {
     fn local4(&mut self, cx: &mut Ctx, mut p: Packet, next: &mut Next<'_>) -> R {
         let d = p.data();
@@ -100,7 +120,15 @@ impl IpLocal {
             return Err((p, E::Fragment));
         }
         if d[9] != 1 {
-            return Err((p, E::LocalUnhandled));
+            return match tunnel_dispatch(cx, &p, d[9], ihl) {
+                Some(to) => {
+                    let mut p = p;
+                    p.meta.aux = ihl as u32;
+                    next.enqueue(to, p);
+                    Ok(())
+                }
+                None => Err((p, E::LocalUnhandled)),
+            };
         }
         let icmp = &d[ihl..];
         if icmp.len() < 8 {
@@ -162,7 +190,15 @@ impl IpLocal {
             return Err((p, E::BadExtHeader));
         }
         if nh != 58 {
-            return Err((p, E::LocalUnhandled));
+            return match tunnel_dispatch(cx, &p, nh, off) {
+                Some(to) => {
+                    let mut p = p;
+                    p.meta.aux = off as u32;
+                    next.enqueue(to, p);
+                    Ok(())
+                }
+                None => Err((p, E::LocalUnhandled)),
+            };
         }
         let (src, dst, hlim) = (ip6_at(d, 8), ip6_at(d, 24), d[7]);
         let icmp = &d[off..];

@@ -76,7 +76,13 @@ impl Node for IpRewrite {
                 next.drop(p, E::NoInterface as u16);
                 continue;
             };
-            if !cx.port_up.get(usize::from(port)).copied().unwrap_or(false) {
+            // Tunnel virtual ports have no socket and are always up.
+            let up = cx
+                .port_up
+                .get(usize::from(port))
+                .copied()
+                .unwrap_or_else(|| tables.tunnels.at_port(port).is_some());
+            if !up {
                 next.drop(p, E::InterfaceDown as u16);
                 continue;
             }

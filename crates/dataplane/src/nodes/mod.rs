@@ -8,6 +8,7 @@
 
 pub mod arp_input;
 pub mod ethernet_input;
+pub mod gre_input;
 pub mod icmp_error;
 pub mod interface_output;
 pub mod ip4_fragment;
@@ -18,6 +19,12 @@ pub mod ip6_lookup;
 pub mod ip_local;
 pub mod ip_rewrite;
 pub mod nd;
+pub mod tunnel_encap;
+pub mod tunnel_rsc;
+#[cfg(test)]
+mod tunnel_tests;
+pub mod tunnel_util;
+pub mod vxlan_input;
 
 use crate::buffer::{Gso, Packet};
 use crate::graph::{Ctx, Next, Node, NodeId};
@@ -37,6 +44,10 @@ pub fn standard() -> Vec<Box<dyn Node>> {
         Box::new(ip_rewrite::IpRewrite),
         Box::new(ip4_fragment::Ip4Fragment::default()),
         Box::new(interface_output::InterfaceOutput::default()),
+        Box::new(gre_input::GreInput::default()),
+        Box::new(vxlan_input::VxlanInput),
+        Box::new(tunnel_encap::TunnelEncap::default()),
+        Box::new(tunnel_rsc::RscOutput::default()),
     ]
 }
 

@@ -1,0 +1,278 @@
+//! tunnel-encap: packets that interface-output found leaving through a
+//! tunnel's virtual port get the tunnel's outer headers and are routed in
+//! its underlay VRF (ip4-lookup / ip6-lookup, which then resolve the outer
+//! Ethernet header through the ordinary rewrite).
+//!
+//! The outer headers are copied from the tunnel's template; per packet only
+//! the lengths, the IPv4 ID and header checksum, the VXLAN source port /
+//! NVGRE FlowID (from the inner flow hash, so the peer's fanout spreads the
+//! flows of one tunnel, RFC 7348 §5 / RFC 7637 §3.2), the GRE sequence
+//! number and the optional GRE / IPv6-UDP checksums are written. IP tunnels
+//! carry the inner IP packet: the Ethernet header ip-rewrite pushed for the
+//! point-to-point virtual port is removed first.
+//!
+//! Offloads: a TCP super-packet is encapsulated once and then cut with
+//! [`gso::segment_with`] (the outer headers act as a template, outer
+//! lengths, IDs and checksums fixed per segment), so every wire packet fits
+//! the underlay MTU as long as the inner segments fit the tunnel MTU, which
+//! ip-rewrite enforced (ICMP too-big / frag-needed, PMTU discovery) and SYN
+//! MSS clamping keeps true. With GRE sequence numbers each segment needs
+//! its own number, so such super-packets are segmented first and each
+//! segment encapsulated. A partial inner checksum is completed before
+//! encapsulation (an outer GRE / UDP checksum covers the final inner bytes).
+//!
+//! Sequence numbers are counted per worker and tunnel: with several workers
+//! sending into one `sequence = true` tunnel, the peer may see them out of
+//! order (RFC 2890 §2.2 then drops); use one worker for such tunnels.
+
+use super::tunnel_util::{clamp_mss, inner_ip};
+use super::{be16, pull, put16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use crate::buffer::{Gso, Offload, Packet};
+use crate::graph::{flags, Ctx, Next, Node, NodeId};
+use crate::offload::{csum, gso, OuterL4, OuterSpec, SegmentSpec};
+use crate::tunnel::{flow_hash, Tunnel, TunnelKind, VXLAN_SPORT_BASE};
+
+#[derive(Default)]
+pub struct TunnelEncap {
+    segs: Vec<Packet>,
+    ip_id: u16,
+    /// Per virtual port: next GRE sequence number to send.
+    seq: Vec<u32>,
+}
+
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum E {
+    NoTunnel,
+    NotIp,
+    NoHeadroom,
+    SegmentationFailed,
+    ChecksumFailed,
+    TooBig,
+    SegmentedSuperPackets,
+    Segments,
+}
+
+const ERRORS: &[&str] = &[
+    "no-tunnel",
+    "not-ip",
+    "no-headroom",
+    "segmentation-failed",
+    "checksum-failed",
+    "too-big",
+    "segmented-super-packets",
+    "segments",
+];
+
+const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
+
+impl Node for TunnelEncap {
+    fn name(&self) -> &'static str {
+        "tunnel-encap"
+    }
+    fn error_names(&self) -> &'static [&'static str] {
+        ERRORS
+    }
+    fn next_nodes(&self) -> &'static [NodeId] {
+        NEXT
+    }
+
+    fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
+        let tables = cx.tables.clone();
+        for mut p in input.drain(..) {
+            let Some((_, tun)) = tables.tunnels.at_port(p.meta.tx_port) else {
+                next.drop(p, E::NoTunnel as u16);
+                continue;
+            };
+            let eth = tun.def.ethernet;
+            if !eth {
+                // IP tunnel: only IP, without the point-to-point L2 header.
+                let et = if p.len() >= ETH_LEN {
+                    be16(p.data(), 12)
+                } else {
+                    0
+                };
+                if !(et == ETHERTYPE_IPV4 || et == ETHERTYPE_IPV6) || !pull(&mut p, ETH_LEN) {
+                    next.drop(p, E::NotIp as u16);
+                    continue;
+                }
+            }
+            let inner = inner_ip(p.data(), eth);
+            let mtu = tables.iface(tun.port).map_or(0, |i| i.mtu);
+            let hash = match inner {
+                Some((l3, v6)) => {
+                    clamp_mss(&mut p, l3, v6, mtu);
+                    flow_hash(p.data(), l3)
+                }
+                None => 0,
+            };
+            if p.meta.trace {
+                cx.trace.add(
+                    "tunnel-encap",
+                    format_args!(
+                        "port {} {:?} len {} hash {hash:08x}",
+                        tun.port,
+                        tun.def.kind,
+                        p.len()
+                    ),
+                );
+            }
+            if p.meta.offload.gso == Gso::None {
+                if csum::complete(&mut p).is_err() {
+                    next.drop(p, E::ChecksumFailed as u16);
+                    continue;
+                }
+                match self.encap(&mut p, tun, hash, true) {
+                    Ok(()) => enqueue(next, p, tun),
+                    Err(e) => next.drop(p, e as u16),
+                }
+                continue;
+            }
+            let inner_l3 = inner.map_or(0, |(l3, _)| l3);
+            self.segs.clear();
+            if tun.gre_seq_off().is_some() {
+                // Segment first: every segment gets its own sequence number.
+                let spec = SegmentSpec::plain(inner_l3);
+                if gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs).is_err() {
+                    next.drop(p, E::SegmentationFailed as u16);
+                    continue;
+                }
+                cx.pool.free(p);
+                next.count(E::SegmentedSuperPackets as u16, 1);
+                next.count(E::Segments as u16, self.segs.len() as u64);
+                let mut segs = std::mem::take(&mut self.segs);
+                for mut s in segs.drain(..) {
+                    match self.encap(&mut s, tun, hash, true) {
+                        Ok(()) => enqueue(next, s, tun),
+                        Err(e) => next.drop(s, e as u16),
+                    }
+                }
+                self.segs = segs;
+                continue;
+            }
+            // Encapsulate once, then segment with the outer headers as a
+            // template.
+            let id = self.ip_id;
+            if let Err(e) = self.encap(&mut p, tun, hash, false) {
+                next.drop(p, e as u16);
+                continue;
+            }
+            let l4 = match tun.def.kind {
+                TunnelKind::Vxlan => OuterL4::Udp { offset: tun.l4_off },
+                _ => OuterL4::Gre { offset: tun.l4_off },
+            };
+            let spec = SegmentSpec {
+                outer: Some(OuterSpec { l3_offset: 0, l4 }),
+                inner_l3_offset: tun.tpl_len + inner_l3,
+                mss: 0,
+                partial_csum: false,
+            };
+            match gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs) {
+                Ok(n) => {
+                    self.ip_id = id.wrapping_add(n as u16);
+                    next.count(E::SegmentedSuperPackets as u16, 1);
+                    next.count(E::Segments as u16, n as u64);
+                    cx.pool.free(p);
+                    for s in self.segs.drain(..) {
+                        enqueue(next, s, tun);
+                    }
+                }
+                Err(_) => next.drop(p, E::SegmentationFailed as u16),
+            }
+        }
+    }
+}
+
+#[inline]
+fn enqueue(next: &mut Next<'_>, p: Packet, tun: &Tunnel) {
+    let to = if tun.v6 {
+        NodeId::Ip6Lookup
+    } else {
+        NodeId::Ip4Lookup
+    };
+    next.enqueue(to, p);
+}
+
+impl TunnelEncap {
+    /// Prepends the outer headers. `full`: a plain packet, every field and
+    /// checksum final; otherwise a super-packet whose lengths and checksums
+    /// [`gso::segment_with`] fixes per segment.
+    fn encap(&mut self, p: &mut Packet, tun: &Tunnel, hash: u32, full: bool) -> Result<(), E> {
+        let n = tun.tpl_len;
+        let inner_v6 = p.data().first().is_some_and(|b| b >> 4 == 6);
+        let Some(h) = p.push_front(n) else {
+            return Err(E::NoHeadroom);
+        };
+        h.copy_from_slice(&tun.template[..n]);
+        let total = p.len();
+        if full && total > if tun.v6 { 0xffff + 40 } else { 0xffff } {
+            return Err(E::TooBig);
+        }
+        let l4 = tun.l4_off;
+        let d = p.data_mut();
+        if tun.v6 {
+            put16(d, 4, (total - 40).min(0xffff) as u16);
+        } else {
+            put16(d, 2, total.min(0xffff) as u16);
+            put16(d, 4, self.ip_id);
+            self.ip_id = self.ip_id.wrapping_add(1);
+            put16(d, 10, 0);
+            let c = wire::checksum::checksum(&d[..20]);
+            put16(d, 10, c);
+        }
+        match tun.def.kind {
+            TunnelKind::Gre => {
+                if !tun.def.ethernet {
+                    let et = if inner_v6 {
+                        ETHERTYPE_IPV6
+                    } else {
+                        ETHERTYPE_IPV4
+                    };
+                    put16(d, l4 + 2, et);
+                }
+                if let Some(o) = tun.gre_seq_off() {
+                    let port = usize::from(tun.port);
+                    if self.seq.len() <= port {
+                        self.seq.resize(port + 1, 0);
+                    }
+                    d[o..o + 4].copy_from_slice(&self.seq[port].to_be_bytes());
+                    self.seq[port] = self.seq[port].wrapping_add(1);
+                }
+                if let (Some(o), true) = (tun.gre_csum_off(), full) {
+                    put16(d, o, 0);
+                    let c = wire::checksum::checksum(&d[l4..]);
+                    put16(d, o, c);
+                }
+            }
+            TunnelKind::Nvgre => {
+                // FlowID: the low 8 bits of the key field (RFC 7637 §3.2).
+                d[l4 + 7] = hash as u8;
+            }
+            TunnelKind::Vxlan => {
+                let sport = VXLAN_SPORT_BASE | (hash as u16 & 0x3fff);
+                put16(d, l4, sport);
+                put16(d, l4 + 4, (total - l4).min(0xffff) as u16);
+                put16(d, l4 + 6, 0);
+                if tun.v6 && full {
+                    // Mandatory over IPv6 (RFC 8200 §8.1); zero over IPv4
+                    // (RFC 7348 §5).
+                    let ph = wire::checksum::pseudo_header_v6(
+                        &super::ip6_at(d, 8),
+                        &super::ip6_at(d, 24),
+                        17,
+                        (total - l4) as u32,
+                    );
+                    let c = !wire::checksum::combine(&[ph, wire::checksum::data(&d[l4..])]);
+                    put16(d, l4 + 6, if c == 0 { 0xffff } else { c });
+                }
+            }
+        }
+        p.meta.vrf = tun.underlay_vrf;
+        p.meta.flags = flags::LOCAL;
+        p.meta.l3_offset = 0;
+        if full {
+            p.meta.offload = Offload::default();
+        }
+        Ok(())
+    }
+}

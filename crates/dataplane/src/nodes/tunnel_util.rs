@@ -1,0 +1,109 @@
+//! Helpers the tunnel nodes share: handing a decapsulated packet to the
+//! overlay, and inner TCP MSS clamping.
+
+use super::{be16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use crate::buffer::{Offload, Packet};
+use crate::graph::{flags, Ctx, Next, NodeId};
+use crate::tunnel::Tunnel;
+
+/// What the decapsulated payload is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inner {
+    Ethernet,
+    Ip4,
+    Ip6,
+}
+
+/// Offset of the inner IP header of a frame that starts with an Ethernet
+/// header (`eth`) or with IP, and whether it is IPv6; `None` for non-IP.
+#[inline]
+pub(crate) fn inner_ip(d: &[u8], eth: bool) -> Option<(usize, bool)> {
+    if eth {
+        if d.len() < ETH_LEN {
+            return None;
+        }
+        match be16(d, 12) {
+            ETHERTYPE_IPV4 => Some((ETH_LEN, false)),
+            ETHERTYPE_IPV6 => Some((ETH_LEN, true)),
+            _ => None,
+        }
+    } else {
+        match d.first().map(|b| b >> 4) {
+            Some(4) => Some((0, false)),
+            Some(6) => Some((0, true)),
+            _ => None,
+        }
+    }
+}
+
+/// Clamps the MSS option of a TCP SYN inside the IP packet at `l3` so that
+/// a segment fits `mtu` (an L3 MTU): the tunnel's, both ways, since the
+/// SYN's MSS tells the *other* end what to send. IPv4 with options or
+/// fragments and IPv6 with extension headers are left alone. The checksum
+/// is updated incrementally (RFC 1624) unless it is a partial sum.
+pub(crate) fn clamp_mss(p: &mut Packet, l3: usize, v6: bool, mtu: u32) {
+    let partial = p.meta.offload.needs_csum;
+    let d = p.data_mut();
+    let (l4, proto, fixed) = if v6 {
+        if d.len() < l3 + 40 {
+            return;
+        }
+        (l3 + 40, d[l3 + 6], 60u32)
+    } else {
+        if d.len() < l3 + 20 || be16(d, l3 + 6) & 0x3fff != 0 {
+            return;
+        }
+        (l3 + usize::from(d[l3] & 0x0f) * 4, d[l3 + 9], 40u32)
+    };
+    // Only SYNs: flags byte at TCP offset 13.
+    if proto != 6 || d.len() < l4 + 20 || d[l4 + 13] & 0x02 == 0 {
+        return;
+    }
+    let max = mtu.saturating_sub(fixed).clamp(0, 0xffff) as u16;
+    if let Ok(mut t) = wire::tcp::Packet::new_checked(&mut d[l4..]) {
+        let _ = t.clamp_mss(max, !partial);
+    }
+}
+
+/// Hands a decapsulated packet (headers already pulled) to the overlay as
+/// if it had been received on the tunnel's virtual port: ethernet-input for
+/// Ethernet payloads, ip4/ip6-input for IP. The packet's metadata is reset:
+/// only the trace mark survives, so nothing of the underlay (VRF, port,
+/// offload state, L2 flags) leaks into the overlay.
+pub(crate) fn deliver(
+    cx: &mut Ctx,
+    next: &mut Next<'_>,
+    mut p: Packet,
+    tun: &Tunnel,
+    inner: Inner,
+) {
+    let (vrf, mtu) = cx.tables.iface(tun.port).map_or((0, 0), |i| (i.vrf, i.mtu));
+    p.meta.rx_port = tun.port;
+    p.meta.tx_port = tun.port;
+    p.meta.vrf = vrf;
+    p.meta.flags = flags::DECAP;
+    p.meta.offload = Offload::default();
+    p.meta.l3_offset = 0;
+    p.meta.aux = 0;
+    p.meta.adj = 0;
+    if let Some((l3, v6)) = inner_ip(p.data(), inner == Inner::Ethernet) {
+        clamp_mss(&mut p, l3, v6, mtu);
+    }
+    let to = match inner {
+        Inner::Ethernet => NodeId::EthernetInput,
+        Inner::Ip4 => NodeId::Ip4Input,
+        Inner::Ip6 => NodeId::Ip6Input,
+    };
+    next.enqueue(to, p);
+}
+
+/// Outer source and destination of the IP packet at the start of `d`
+/// (ip4/ip6-input checked the fixed header).
+#[inline]
+pub(crate) fn outer_addrs(d: &[u8]) -> Option<(std::net::IpAddr, std::net::IpAddr)> {
+    match d.first()? >> 4 {
+        4 if d.len() >= 20 => Some((super::ip4_at(d, 12).into(), super::ip4_at(d, 16).into())),
+        6 if d.len() >= 40 => Some((super::ip6_at(d, 8).into(), super::ip6_at(d, 24).into())),
+        _ => None,
+    }
+}
