@@ -374,6 +374,7 @@ class StrongswanEsp(_SiteToSite):
         self.host_mtu = host_mtu
         self.label = f"strongSwan kernel-libipsec ESP ({proposal})"
         self.charon = {}
+        self.negotiated = None
         super().__init__()
 
     def build(self):
@@ -387,6 +388,12 @@ class StrongswanEsp(_SiteToSite):
         out = self.swanctl("a", "--initiate --child net --timeout 20", check=False)
         if "successfully" not in out:
             raise RuntimeError(f"{self.label}: IKE/child SA not established:\n{out}\n" + self.diagnostics())
+        sas = self.swanctl("a", "--list-sas", check=False)
+        if "INSTALLED, TUNNEL" not in sas:
+            raise RuntimeError(f"{self.label}: no installed tunnel-mode child SA:\n{sas}\n" + self.diagnostics())
+        # What was negotiated, e.g. "AES_GCM_16-128" or
+        # "AES_CBC-128/HMAC_SHA1_96", for the benchmark's row label.
+        self.negotiated = next((l.split("ESP:", 1)[1].strip() for l in sas.splitlines() if "ESP:" in l), None)
         for tag in ("a", "b"):
             ns = self.gwa if tag == "a" else self.gwb
             _wait(lambda: "ipsec0" in ns.sh("ip route show table 220", check=False), 10,
