@@ -1,0 +1,136 @@
+"""vecgate's own site-to-site topologies for the benchmark suite: the same
+h1 ── gwA ══ underlay ══ gwB ── h2 layout as the peers in peers.py, with a
+vecgate in each gateway namespace."""
+
+import os
+import time
+
+import peers
+from peers import UNDERLAY_A, UNDERLAY_B, _SiteToSite
+
+
+def _bench():
+    return peers._bench()
+
+
+ENCAP_FILTER = {
+    "gre": "ip proto 47",
+    "gre-eth": "ip proto 47",
+    "nvgre": "ip proto 47",
+    "vxlan": "udp port 4789",
+}
+
+LABELS = {
+    "gre": "vecgate GRE",
+    "gre-eth": "vecgate GRE (Ethernet inner)",
+    "nvgre": "vecgate NVGRE",
+    "vxlan": "vecgate VXLAN",
+    "plain": "vecgate, no tunnel",
+}
+
+
+class VecgateTunnel(_SiteToSite):
+    """vecgate in both gateways. `kind`: plain (routing only), gre, gre-eth,
+    nvgre, vxlan. `tunnels`: how many parallel tunnels (each its own tenant
+    VRF, key and host pair is not needed: one host pair, the tunnels carry
+    different /32 routes... kept at 1 unless asked)."""
+
+    def __init__(self, kind, workers=1, rsc=True, offloads=True):
+        self.kind = kind
+        self.workers = workers
+        self.rsc = rsc
+        self.offloads = offloads
+        self.label = LABELS[kind] + ("" if rsc else ", RSC off")
+        self.encap_filter = ENCAP_FILTER.get(kind)
+        super().__init__()
+
+    def config(self, side):
+        a = side == "a"
+        me, peer = (UNDERLAY_A, UNDERLAY_B) if a else (UNDERLAY_B, UNDERLAY_A)
+        lan_if, wan_if = ("a-h1", "a-u") if a else ("b-h2", "b-u")
+        lan = "10.1.0.1/24" if a else "10.2.0.1/24"
+        remote_net = "10.2.0.0/24" if a else "10.1.0.0/24"
+        out = _bench().OUT
+        sock = os.path.join(out, f"{self.gwa.name}-{side}.sock")
+        cfg = f"""[gateway]
+name = "bench-{side}"
+workers = {self.workers}
+api = "unix:{sock}"
+
+[[interface]]
+name = "lan"
+host = "{lan_if}"
+driver = "af_packet"
+addresses = ["{lan}"]
+vrf = "{"default" if self.kind == "plain" else "blue"}"
+rsc = {str(self.rsc).lower()}
+offloads = {str(self.offloads).lower()}
+
+[[interface]]
+name = "wan"
+host = "{wan_if}"
+driver = "af_packet"
+addresses = ["{me}/24"]
+offloads = {str(self.offloads).lower()}
+"""
+        if self.kind == "plain":
+            return cfg + f"""
+[[route]]
+prefix = "{remote_net}"
+via = "{peer}"
+"""
+        kind = {"gre-eth": "gre"}.get(self.kind, self.kind)
+        l2 = self.kind in ("gre-eth", "nvgre", "vxlan")
+        tun_addr = "10.9.0.1" if a else "10.9.0.2"
+        tun_peer = "10.9.0.2" if a else "10.9.0.1"
+        cfg += f"""
+[[tunnel]]
+name = "to-peer"
+kind = "{kind}"
+local = "{me}"
+remote = "{peer}"
+key = 5000
+vrf = "blue"
+"""
+        if self.kind == "gre-eth":
+            cfg += 'inner = "ethernet"\n'
+        if l2:
+            cfg += f'addresses = ["{tun_addr}/24"]\n'
+        cfg += f"""
+[[route]]
+vrf = "blue"
+prefix = "{remote_net}"
+via = "{tun_peer if l2 else "to-peer"}"
+"""
+        return cfg
+
+    def build(self):
+        self.h1.sh("ip addr add 10.1.0.2/24 dev eth0; ip route add default via 10.1.0.1")
+        self.h2.sh("ip addr add 10.2.0.2/24 dev eth0; ip route add default via 10.2.0.1")
+        self.dst = "10.2.0.2"
+        b = _bench()
+        self.gw_logs = []
+        for side, ns in (("a", self.gwa), ("b", self.gwb)):
+            path = os.path.join(self.dir, f"gw-{side}.toml")
+            with open(path, "w") as f:
+                f.write(self.config(side))
+            logname = f"gw-{side}.log"
+            self.spawn(ns, [b.VECGATE, "run", "--config", path], logname, gateway=True)
+            self.gw_logs.append(os.path.join(self.dir, logname))
+        deadline = time.time() + 20
+        for log in self.gw_logs:
+            while True:
+                with open(log) as f:
+                    text = f.read()
+                if " ready" in text:
+                    break
+                if time.time() > deadline or any(p.poll() is not None for p in self.procs):
+                    raise RuntimeError(f"{self.label}: vecgate did not start:\n{text}")
+                time.sleep(0.05)
+
+    def diagnostics(self):
+        out = []
+        for log in getattr(self, "gw_logs", []):
+            with open(log) as f:
+                out.append(f"--- {log}\n" + "".join(f.readlines()[-30:]))
+        return "\n".join(out)
