@@ -48,7 +48,8 @@ pub fn render(ctl: &Control) -> String {
         "vecgate_interface_drops",
         "Packets the kernel refused on transmit, or receive errors",
     );
-    for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
+    for (i, ifc) in cfg.interfaces.iter().enumerate() {
+        let p = sum.ports.get(i).copied().unwrap_or_default();
         let l = ifl(&ifc.name);
         rxp.get_or_create(&l).inc_by(p.rx_packets);
         rxb.get_or_create(&l).inc_by(p.rx_bytes);
