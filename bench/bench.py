@@ -24,6 +24,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 VECGATE = os.environ.get("VECGATE", os.path.join(ROOT, "target", "release", "vecgate"))
 OUT = os.path.join(ROOT, "bench", "out")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -183,15 +184,15 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     rx = topo.h2.popen([VECGATE, "perf", "receive", "-p", str(port), "--json", "-q", "--timeout", "20"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
-    pid = topo.gateway_pid()
-    c0 = proc_cpu_seconds(pid) if pid else None
+    pids = topo.gateway_pids() if hasattr(topo, "gateway_pids") else [p for p in [topo.gateway_pid()] if p]
+    c0 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
     tx = topo.h1.popen([VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
                         "-d", str(duration), "--warmup", "1", "--json", "-q"]
                        + (["--udp"] if udp else []) + (["-l", str(io_size)] if io_size else []),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     txo, txe = tx.communicate(timeout=duration + 60)
     rxo, rxe = rx.communicate(timeout=30)
-    c1 = proc_cpu_seconds(pid) if pid else None
+    c1 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
     if tx.returncode != 0 or rx.returncode != 0:
         raise RuntimeError(f"perf failed: send rc={tx.returncode} {txe}\nreceive rc={rx.returncode} {rxe}")
     r = json.loads(rxo)
@@ -205,8 +206,10 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
         "pps": r.get("packets_per_s"),
         "loss_pct": r.get("loss_pct"),
     }
-    if pid:
-        # The gateway's CPU over the whole run (warm-up included) divided by
+    out["rx_cpu_pct"] = r.get("cpu_pct_process")
+    out["rx_cpb"] = r.get("cycles_per_byte_process")
+    if pids:
+        # The gateways' CPU over the whole run (warm-up included) divided by
         # the bytes of the whole run, as the sender counted them.
         total = s.get("total_bytes") or r["bytes"]
         out["gw_cpb"] = (c1 - c0) * tsc_hz() / max(total, 1)
@@ -364,7 +367,140 @@ def plot_iosize(rows, path_base):
     return outs
 
 
-SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize}
+def tunnel_contenders():
+    """(key, label, constructor) of every site-to-site contender, vecgate and
+    third-party peers; a peer that cannot be built is reported as skipped."""
+    import peers
+    import vecgate_topo as vt
+    c = [("kernel-plain", "Linux kernel forwarding, no tunnel (ceiling)", lambda: peers.KernelPlain())]
+    for k in ("gre", "nvgre", "vxlan"):
+        c.append((f"vecgate-{k}", vt.LABELS[k], lambda k=k: vt.VecgateTunnel(k)))
+    c += [("kernel-vxlan", "Linux kernel VXLAN", lambda: peers.KernelVxlan()),
+          ("ovs-gre", "Open vSwitch userspace GRE", lambda: peers.OvsGre()),
+          ("ovs-vxlan", "Open vSwitch userspace VXLAN", lambda: peers.OvsVxlan())]
+    return c
+
+
+def build_all(contenders, tag):
+    topos, skipped = {}, {}
+    for key, label, make in contenders:
+        log(f"[{tag}] setting up {label}")
+        try:
+            topos[key] = make()
+        except Exception as e:  # reported, never silently dropped
+            skipped[key] = (label, str(e).strip().splitlines()[0][:200] if str(e).strip() else repr(e))
+            log(f"[{tag}] SKIPPED {label}: {skipped[key][1]}")
+    return topos, skipped
+
+
+def scenario_tunnels(args):
+    """Issue 4's table: no tunnel vs every tunnel kind, vecgate vs peers,
+    1 and 8 TCP streams, Gbit/s and cycles/byte per gateway."""
+    contenders = tunnel_contenders()
+    labels = {k: l for k, l, _ in contenders}
+    topos, skipped = build_all(contenders, "tunnels")
+    results = {}
+    try:
+        for streams in (1, 8):
+            for i in range(args.runs):
+                for key in topos:
+                    log(f"[tunnels] {key:14s} {streams} stream(s) run {i + 1}/{args.runs}")
+                    try:
+                        res = perf_run(topos[key], streams, args.duration)
+                    except Exception as e:
+                        log(f"           failed: {e}")
+                        continue
+                    results.setdefault((key, streams), []).append(res)
+                    log(f"           {res['gbps']:.2f} Gbit/s")
+    finally:
+        for t in topos.values():
+            t.close()
+    rows = []
+    for (key, streams), runs in results.items():
+        rows.append({"scenario": "tunnels", "mode": key, "label": labels[key], "streams": streams,
+                     "runs": len(runs), "gbps": median_of(runs, "gbps"), "all_gbps": [r["gbps"] for r in runs],
+                     "path_cpb": median_of(runs, "path_cpb"),
+                     # two gateways: per gateway is half of both
+                     "gw_cpb": (median_of(runs, "gw_cpb") / 2) if median_of(runs, "gw_cpb") is not None else None,
+                     "retrans": median_of(runs, "retrans")})
+    for key, (label, why) in skipped.items():
+        rows.append({"scenario": "tunnels", "mode": key, "label": label, "skipped": why})
+    return rows
+
+
+def scenario_rsc(args):
+    """RSC on vs off at the receiving gateway (vecgate GRE pair, one TCP
+    stream): the receiver's CPU %, cycles/byte and throughput, as Hyper-V's
+    RSC table reports them."""
+    import vecgate_topo as vt
+    variants = [("rsc-off", lambda: vt.VecgateTunnel("gre", rsc=False)),
+                ("rsc-on", lambda: vt.VecgateTunnel("gre", rsc=True))]
+    topos, skipped = build_all([(k, k, m) for k, m in variants], "rsc")
+    results = {}
+    try:
+        for i in range(args.runs):
+            for key in topos:
+                log(f"[rsc] {key} run {i + 1}/{args.runs}")
+                res = perf_run(topos[key], 1, args.duration)
+                results.setdefault(key, []).append(res)
+                log(f"           {res['gbps']:.2f} Gbit/s, receiver {res.get('rx_cpu_pct') or 0:.1f} % CPU")
+    finally:
+        for t in topos.values():
+            t.close()
+    rows = []
+    for key, runs in results.items():
+        rows.append({"scenario": "rsc", "mode": key, "runs": len(runs), "gbps": median_of(runs, "gbps"),
+                     "rx_cpu_pct": median_of(runs, "rx_cpu_pct"), "rx_cpb": median_of(runs, "rx_cpb"),
+                     "path_cpb": median_of(runs, "path_cpb"),
+                     "gw_cpb": (median_of(runs, "gw_cpb") / 2) if median_of(runs, "gw_cpb") is not None else None})
+    for key, (label, why) in skipped.items():
+        rows.append({"scenario": "rsc", "mode": key, "skipped": why})
+    return rows
+
+
+def table_tunnels(rows):
+    lines = ["| path | streams | Gbit/s (median) | runs | cycles/byte per gateway | path cycles/byte | TCP retransmits |",
+             "|---|---|---|---|---|---|---|"]
+    live = [r for r in rows if not r.get("skipped")]
+    for r in sorted(live, key=lambda r: (r["streams"], r["mode"])):
+        lines.append(f"| {r['label']} | {r['streams']} | {fmt(r['gbps'])} | {', '.join(fmt(x) for x in r['all_gbps'])} | "
+                     f"{fmt(r.get('gw_cpb'))} | {fmt(r['path_cpb'])} | {fmt(r['retrans'], 0)} |")
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['label']} | — | skipped: {r['skipped']} | | | | |")
+    notes = []
+    for s in (1, 8):
+        def g(key):
+            return next((x["gbps"] for x in live if x["mode"] == key and x["streams"] == s), None)
+        ceil, gre, ovs = g("kernel-plain"), g("vecgate-gre"), g("ovs-gre")
+        if ceil and gre:
+            notes.append(f"- {s} stream(s): vecgate GRE = **{gre / ceil:.2f}×** the no-tunnel kernel ceiling"
+                         + (f", **{gre / ovs:.1f}×** Open vSwitch userspace GRE" if ovs else ""))
+    return "\n".join(lines + [""] + notes)
+
+
+def table_rsc(rows):
+    live = {r["mode"]: r for r in rows if not r.get("skipped")}
+    lines = ["| receiving gateway | Avg CPU % (receiver process) | receiver cycles/byte | gateway cycles/byte | Gbit/s |",
+             "|---|---|---|---|---|"]
+    for key, label in (("rsc-off", "RSC off"), ("rsc-on", "RSC on")):
+        r = live.get(key)
+        if r:
+            lines.append(f"| {label} | {fmt(r['rx_cpu_pct'], 1)} | {fmt(r['rx_cpb'])} | {fmt(r.get('gw_cpb'))} | {fmt(r['gbps'])} |")
+    on, off = live.get("rsc-on"), live.get("rsc-off")
+    if on and off:
+        def pct(a, b):
+            return "—" if a is None or b in (None, 0) else f"{(a - b) / b * 100:+.0f} %"
+        lines.append(f"| **improvement** | {pct(on['rx_cpu_pct'], off['rx_cpu_pct'])} | {pct(on['rx_cpb'], off['rx_cpb'])} | "
+                     f"{pct(on.get('gw_cpb'), off.get('gw_cpb'))} | {pct(on['gbps'], off['gbps'])} |")
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['mode']} | skipped: {r['skipped']} | | | |")
+    return "\n".join(lines)
+
+
+SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize,
+             "tunnels": scenario_tunnels, "rsc": scenario_rsc}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)"}
 
@@ -442,6 +578,18 @@ def write_doc(mach, args, all_rows, doc):
                   "`vecgate perf --udp` at full rate from h1 to h2 through the router; 64-byte frames carry 18 bytes of "
                   "UDP payload, 1514-byte frames 1472. Received packets per second at h2.", "",
                   table_smallpkt(all_rows["smallpkt"]), ""]
+    if "tunnels" in all_rows:
+        parts += ["## Site-to-site tunnels: vecgate vs kernel and third-party peers (issues 4 and 5)", "",
+                  "Topology: h1 — gwA ══ underlay veth ══ gwB — h2, the same for every contender. *cycles/byte per "
+                  "gateway*: CPU time of both gateway processes (vecgate, ovs-vswitchd, charon) × TSC / bytes / 2; "
+                  "kernel contenders have no process (see path cycles/byte). Open vSwitch runs an L2 tunnel with hosts "
+                  "at MTU 1450 and tx offloads off, as it requires (bench/peers.py says why).", "",
+                  table_tunnels(all_rows["tunnels"]), ""]
+    if "rsc" in all_rows:
+        parts += ["## Receive segment coalescing on vs off (vecgate GRE, receiving gateway)", "",
+                  "One TCP stream h1 → h2 through a vecgate GRE pair; `rsc` switched on gwB's host-facing interface. "
+                  "Receiver figures are those of the `vecgate perf receive` process on h2 (its CPU includes the "
+                  "kernel's TCP receive work done in its context).", "", table_rsc(all_rows["rsc"]), ""]
     if "iosize" in all_rows:
         parts += ["## I/O size sweep: offloads on vs off", "",
                   "One TCP stream, `vecgate perf -l SIZE`. *offloads off* sets `offloads = false` on vecgate's "
@@ -473,7 +621,8 @@ def main():
         all_rows[name] = SCENARIOS[name](args)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
-    for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize)):
+    for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
+                        ("tunnels", table_tunnels), ("rsc", table_rsc)):
         if name in all_rows:
             print(table(all_rows[name]))
             print()

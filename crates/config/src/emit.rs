@@ -98,6 +98,9 @@ impl Config {
             if t.inner != TunnelInner::Ip {
                 let _ = writeln!(s, "inner = {}", quote(t.inner.as_str()));
             }
+            if let Some(x) = &t.ipsec {
+                crate::ipsec::emit(x, &mut s, quote);
+            }
         }
         for r in &self.routes {
             let _ = writeln!(s, "\n[[route]]");

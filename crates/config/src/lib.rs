@@ -40,10 +40,12 @@
 //! validated here then.
 
 mod emit;
+pub mod ipsec;
 mod model;
 mod parse;
 mod validate;
 
+pub use ipsec::{EspAlgorithm, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use validate::validate;
 use validate::Pos;

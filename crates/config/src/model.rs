@@ -259,6 +259,10 @@ pub struct Tunnel {
     /// What a GRE tunnel carries; NVGRE and VXLAN always carry Ethernet.
     #[serde(default)]
     pub inner: TunnelInner,
+    /// `kind = "ipsec"`: static SAs, NAT-T and traffic selectors
+    /// ([`crate::ipsec`]); `None` for the other kinds.
+    #[serde(default)]
+    pub ipsec: Option<crate::ipsec::Ipsec>,
 }
 
 impl Tunnel {

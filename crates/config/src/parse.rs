@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
+#[path = "parse_ipsec.rs"]
+mod ipsec;
+
 /// Byte offset to line/column.
 pub(crate) struct Source {
     line_starts: Vec<usize>,
@@ -82,6 +85,9 @@ const TUNNEL_KEYS: &[&str] = &[
     "port",
     "addresses",
     "inner",
+    "nat_t",
+    "traffic",
+    "sa",
 ];
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
 const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route"];
@@ -525,6 +531,7 @@ pub(crate) fn shape(text: &str) -> Shaped {
             .unwrap_or(VXLAN_PORT);
         let addresses = read_addresses(&mut r);
         let inner = r.parsed::<TunnelInner>("inner", false).unwrap_or_default();
+        let ipsec = ipsec::read(&mut r);
         let (pos, broken) = (r.pos, r.broken);
         match (name, kind, local, remote, broken) {
             (Some(name), Some(kind), Some(local), Some(remote), false) => {
@@ -543,6 +550,7 @@ pub(crate) fn shape(text: &str) -> Shaped {
                     port,
                     addresses,
                     inner,
+                    ipsec,
                 });
             }
             (name, ..) => {

@@ -19,6 +19,9 @@ pub(crate) struct Pos {
     pub column: usize,
 }
 
+#[path = "validate_ipsec.rs"]
+mod ipsec;
+
 /// Where one object and its keys are in the file.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ObjPos {
@@ -28,6 +31,8 @@ pub(crate) struct ObjPos {
     pub keys: Vec<(&'static str, Pos)>,
     /// Elements of the object's array (`addresses`), in order.
     pub items: Vec<Pos>,
+    /// Sub-tables (`[[tunnel.sa]]`), in order.
+    pub subs: Vec<ObjPos>,
 }
 
 impl ObjPos {
@@ -36,6 +41,7 @@ impl ObjPos {
             table,
             keys: Vec::new(),
             items: Vec::new(),
+            subs: Vec::new(),
         }
     }
 
@@ -170,6 +176,7 @@ pub(crate) fn validate_at(
     names(&mut v);
     interfaces(&mut v);
     tunnels(&mut v);
+    ipsec::check(&mut v);
     routes(&mut v, broken_names);
     let mut out = v.out;
     out.sort_by_key(|d| (d.line, d.column));

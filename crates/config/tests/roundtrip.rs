@@ -143,6 +143,7 @@ fn tunnel(i: usize) -> impl Strategy<Value = Tunnel> {
                     } else {
                         TunnelInner::Ip
                     },
+                    ipsec: (kind == TunnelKind::Ipsec).then(|| ipsec_of(i, checksum, sequence)),
                 }
             },
         )
@@ -339,5 +340,30 @@ proptest! {
         let found = validate(&cfg).iter().filter(|d| d.message.contains("overlaps")).count();
         // One diagnostic per address beyond the first of each component.
         prop_assert_eq!(found, n - roots.len());
+    }
+}
+
+/// Static SAs for an ipsec tunnel `i` (inbound SPIs unique per tunnel).
+fn ipsec_of(i: usize, nat_t: bool, limits: bool) -> Ipsec {
+    let sa = |direction, spi: u32, a: usize| StaticSa {
+        direction,
+        spi,
+        algorithm: EspAlgorithm::ALL[a % EspAlgorithm::ALL.len()],
+        key_file: format!("/etc/vecgate/key{spi:x}.hex").into(),
+        esn: !limits,
+        replay_window: if limits { 4096 } else { 1024 },
+        lifetime_bytes: limits.then_some(1 << 30),
+        lifetime_packets: limits.then_some(1 << 20),
+        lifetime_seconds: limits.then_some(3600),
+    };
+    let base = 0x1000 + 4 * i as u32;
+    Ipsec {
+        nat_t,
+        traffic: vec![format!("10.{}.0.0/16", 100 + i % 100).parse().unwrap()],
+        sas: vec![
+            sa(SaDirection::Out, base, i),
+            sa(SaDirection::In, base + 1, i),
+            sa(SaDirection::In, base + 2, i + 1),
+        ],
     }
 }

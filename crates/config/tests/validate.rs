@@ -653,6 +653,7 @@ fn validate_works_on_code_built_configs() {
             port: 4789,
             addresses: vec!["10.9.0.1/24".parse().unwrap()],
             inner: TunnelInner::Ip,
+            ipsec: None,
         }],
         routes: vec![Route {
             vrf: "default".into(),

@@ -63,10 +63,12 @@ pub enum NodeId {
     VxlanInput,
     TunnelEncap,
     RscOutput,
+    EspEncrypt,
+    EspDecrypt,
 }
 
 impl NodeId {
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 17;
     pub const ALL: [NodeId; NodeId::COUNT] = [
         NodeId::EthernetInput,
         NodeId::ArpInput,
@@ -83,6 +85,8 @@ impl NodeId {
         NodeId::VxlanInput,
         NodeId::TunnelEncap,
         NodeId::RscOutput,
+        NodeId::EspEncrypt,
+        NodeId::EspDecrypt,
     ];
 
     #[inline]

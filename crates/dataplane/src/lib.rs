@@ -8,6 +8,7 @@
 
 pub mod buffer;
 pub mod counters;
+pub mod esp;
 pub mod fib;
 pub mod graph;
 pub mod neighbour;

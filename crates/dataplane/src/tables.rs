@@ -164,6 +164,8 @@ pub struct Tables {
     pub generation: u64,
     /// Overlay tunnels, their virtual ports and the decapsulation lookup.
     pub tunnels: TunnelTable,
+    /// IPsec ESP tunnels and the SAD (see [`crate::esp`]).
+    pub esp: crate::esp::EspTable,
 }
 
 impl Tables {
@@ -287,6 +289,8 @@ pub struct TablesBuilder {
     ifaces: Vec<IfDef>,
     routes: Vec<(u32, Prefix, Route)>,
     tunnels: Vec<(u16, TunnelDef)>,
+    esp: Vec<(u16, crate::esp::EspTunnelDef)>,
+    esp_sad: Option<Arc<dyn crate::esp::EspInbound>>,
     error: Option<BuildError>,
 }
 
@@ -303,6 +307,8 @@ impl TablesBuilder {
             ifaces: Vec::new(),
             routes: Vec::new(),
             tunnels: Vec::new(),
+            esp: Vec::new(),
+            esp_sad: None,
             error: None,
         }
     }
@@ -367,6 +373,22 @@ impl TablesBuilder {
     /// `Route::Connected` / `Route::Via` (Ethernet tunnels).
     pub fn add_tunnel(&mut self, port: u16, def: TunnelDef) -> &mut Self {
         self.tunnels.push((port, def));
+        self
+    }
+
+    /// An IPsec ESP tunnel behind virtual port `port` (added with
+    /// [`TablesBuilder::add_interface`] too, its MTU the underlay's minus
+    /// the ESP overhead); routes reach it as `Route::Port`. Needs
+    /// [`TablesBuilder::set_esp_sad`].
+    pub fn add_esp_tunnel(&mut self, port: u16, def: crate::esp::EspTunnelDef) -> &mut Self {
+        self.esp.push((port, def));
+        self
+    }
+
+    /// The inbound SAD shared by every ESP tunnel (kept across rebuilds by
+    /// whoever owns it).
+    pub fn set_esp_sad(&mut self, sad: Arc<dyn crate::esp::EspInbound>) -> &mut Self {
+        self.esp_sad = Some(sad);
         self
     }
 
@@ -497,6 +519,7 @@ impl TablesBuilder {
             t.tunnels.by_port[usize::from(*port)] = idx;
             t.tunnels.tunnels.push(tun);
         }
+        self.build_esp(&mut t, &vrf_of)?;
         for (vrf, p, r) in &self.routes {
             let v = usize::from(vrf_of(*vrf)?);
             if let Route::Connected { port }
@@ -541,6 +564,55 @@ impl TablesBuilder {
             }
         }
         Ok(t)
+    }
+}
+
+impl TablesBuilder {
+    /// ESP tunnels: virtual ports, ids, the SAD (see [`crate::esp`]).
+    fn build_esp(
+        &self,
+        t: &mut Tables,
+        vrf_of: &dyn Fn(u32) -> Result<u16, BuildError>,
+    ) -> Result<(), BuildError> {
+        use crate::esp::EspTunnel;
+        if self.esp.is_empty() {
+            return Ok(());
+        }
+        let Some(sad) = &self.esp_sad else {
+            return Err(BuildError::BadTunnel("ESP tunnels without a SAD".into()));
+        };
+        t.esp.sad = Some(sad.clone());
+        t.esp.by_port = vec![NO_TUNNEL; t.interfaces.len()];
+        for (port, def) in &self.esp {
+            if t.iface(*port).is_none() {
+                return Err(BuildError::UnknownPort(*port));
+            }
+            if t.tunnels.at_port(*port).is_some() || t.esp.at_port(*port).is_some() {
+                return Err(BuildError::DuplicatePort(*port));
+            }
+            if def.local.is_ipv4() != def.remote.is_ipv4() {
+                return Err(BuildError::BadTunnel(format!(
+                    "port {port}: local {} and remote {} differ in family",
+                    def.local, def.remote
+                )));
+            }
+            let idx = t.esp.tunnels.len() as u32;
+            if t.esp.by_id.insert(def.id, idx).is_some() {
+                return Err(BuildError::BadTunnel(format!(
+                    "port {port}: ESP tunnel id {} used twice",
+                    def.id
+                )));
+            }
+            t.esp.nat_t |= def.nat_t;
+            t.esp.by_port[usize::from(*port)] = idx;
+            t.esp.tunnels.push(EspTunnel {
+                port: *port,
+                underlay_vrf: vrf_of(def.underlay_vrf)?,
+                v6: def.local.is_ipv6(),
+                def: def.clone(),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -103,7 +103,9 @@ impl Port for MockPort {
         max: usize,
     ) -> io::Result<usize> {
         if self.h.fail.load(Ordering::Relaxed) {
-            return Err(io::Error::from_raw_os_error(rustix::io::Errno::NODEV.raw_os_error()));
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::NODEV.raw_os_error(),
+            ));
         }
         let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
@@ -126,7 +128,9 @@ impl Port for MockPort {
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
         if self.h.fail.load(Ordering::Relaxed) {
             pool.free_all(pkts);
-            return Err(io::Error::from_raw_os_error(rustix::io::Errno::NODEV.raw_os_error()));
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::NODEV.raw_os_error(),
+            ));
         }
         let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
         let n = pkts.len();

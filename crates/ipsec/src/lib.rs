@@ -43,6 +43,7 @@
 //! assert_eq!(pkt.data(), &inner);
 //! ```
 
+pub mod dp;
 pub mod error;
 pub mod esp;
 pub mod lifetime;

@@ -78,11 +78,14 @@ fn driver_str(d: Driver) -> &'static str {
 }
 
 fn run(cfg: Config) -> Result<()> {
-    if let Some(t) = cfg.tunnels.first() {
+    if let Some(t) = cfg
+        .tunnels
+        .iter()
+        .find(|t| t.kind == vecgate_config::TunnelKind::Ipsec)
+    {
         return Err(anyhow!(
-            "tunnel \"{}\" ({}): tunnels are not in this build of the dataplane yet",
-            t.name,
-            t.kind.as_str()
+            "tunnel \"{}\" (ipsec): IPsec tunnels are not in this build of the dataplane yet",
+            t.name
         ));
     }
     let nworkers = cfg.gateway.workers.max(1);

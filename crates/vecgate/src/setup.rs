@@ -7,8 +7,10 @@
 
 use dataplane::fib::Prefix;
 use dataplane::tables::{IfFlags, Route, Tables, TablesBuilder};
+use dataplane::tunnel::{derived_mac, Tunnel, TunnelDef, TunnelKind};
 use std::collections::HashMap;
-use vecgate_config::{Config, Via};
+use std::net::IpAddr;
+use vecgate_config::{Config, TunnelKind as CfgKind, Via};
 
 /// What the host tells us about a netdev an interface attaches to.
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +62,51 @@ pub fn build_tables(cfg: &Config, netdevs: &[NetdevInfo]) -> Result<Tables, Stri
             },
         );
     }
+    // Tunnels: virtual port `interfaces.len() + i` for `cfg.tunnels[i]`.
+    let nports = cfg.interfaces.len();
+    for (i, t) in cfg.tunnels.iter().enumerate() {
+        let kind = match t.kind {
+            CfgKind::Gre => TunnelKind::Gre,
+            CfgKind::Nvgre => TunnelKind::Nvgre,
+            CfgKind::Vxlan => TunnelKind::Vxlan,
+            CfgKind::Ipsec => continue,
+        };
+        let port = (nports + i) as u16;
+        let def = TunnelDef {
+            kind,
+            local: t.local,
+            remote: t.remote,
+            key: t.key,
+            underlay_vrf: vrfs[&t.underlay_vrf],
+            ethernet: t.carries_ethernet(),
+            checksum: t.checksum,
+            sequence: t.sequence,
+            udp_port: t.port,
+        };
+        let probe = Tunnel::new(port, def.clone(), 0)
+            .ok_or_else(|| format!("tunnel {}: local and remote differ in family", t.name))?;
+        let derived =
+            underlay_mtu(cfg, netdevs, t.local).saturating_sub(probe.mtu_overhead() as u32);
+        let mtu = t.mtu.map_or(derived, |m| m.min(derived));
+        let addrs: Vec<Prefix> = t
+            .addresses
+            .iter()
+            .map(|a| {
+                Prefix::new(a.addr, a.prefix_len).map_err(|e| format!("tunnel {}: {e}", t.name))
+            })
+            .collect::<Result<_, _>>()?;
+        let mac = derived_mac(&cfg.gateway.name, &t.name);
+        b.add_interface(port, &t.name, mac, mtu, vrfs[&t.vrf], &addrs);
+        b.set_flags(
+            port,
+            IfFlags {
+                offloads: false,
+                rsc: false,
+                ipv6: true,
+            },
+        );
+        b.add_tunnel(port, def);
+    }
     for r in &cfg.routes {
         let prefix = Prefix::new(r.prefix.addr, r.prefix.len).map_err(|e| e.to_string())?;
         let route = match &r.via {
@@ -77,13 +124,48 @@ pub fn build_tables(cfg: &Config, netdevs: &[NetdevInfo]) -> Result<Tables, Stri
                 Route::Connected { port: port as u16 }
             }
             Via::Tunnel(name) => {
-                return Err(format!(
-                    "route {}/{} via tunnel {name}: tunnels arrive with the overlay dataplane (not in this build)",
-                    r.prefix.addr, r.prefix.len
-                ))
+                let i = cfg
+                    .tunnels
+                    .iter()
+                    .position(|t| &t.name == name)
+                    .ok_or_else(|| format!("route {}: no tunnel {name}", r.prefix.addr))?;
+                let t = &cfg.tunnels[i];
+                if t.kind == CfgKind::Ipsec {
+                    return Err(format!(
+                        "route {}/{} via ipsec tunnel {name}: not in this build",
+                        r.prefix.addr, r.prefix.len
+                    ));
+                }
+                let port = (nports + i) as u16;
+                if t.carries_ethernet() {
+                    // An L2 segment: the destination is resolved on it.
+                    Route::Connected { port }
+                } else {
+                    // Point-to-point: no resolution.
+                    Route::Port { port }
+                }
             }
         };
         b.add_route(vrfs[&r.vrf], prefix, route);
     }
     b.build().map_err(|e| e.to_string())
+}
+
+/// MTU of the underlay under a tunnel: that of the interface owning its
+/// `local` address (or whose subnet holds it); 1500 if none does.
+fn underlay_mtu(cfg: &Config, netdevs: &[NetdevInfo], local: IpAddr) -> u32 {
+    let within = |a: &vecgate_config::IfAddr| {
+        a.addr == local
+            || a.network()
+                == vecgate_config::IfAddr {
+                    addr: local,
+                    prefix_len: a.prefix_len,
+                }
+                .network()
+    };
+    cfg.interfaces
+        .iter()
+        .zip(netdevs)
+        .find(|(i, _)| i.addresses.iter().any(within))
+        .map_or(1500, |(i, nd)| i.mtu.unwrap_or(nd.mtu).min(nd.mtu))
 }

@@ -22,7 +22,7 @@ enum E {
 }
 
 const ERRORS: &[&str] = &["interface-down", "segmentation-failed", "checksum-failed"];
-const NEXT: &[NodeId] = &[NodeId::TunnelEncap, NodeId::RscOutput];
+const NEXT: &[NodeId] = &[NodeId::TunnelEncap, NodeId::RscOutput, NodeId::EspEncrypt];
 
 impl Node for InterfaceOutput {
     fn name(&self) -> &'static str {
@@ -39,6 +39,10 @@ impl Node for InterfaceOutput {
         for mut p in input.drain(..) {
             if cx.tables.tunnels.at_port(p.meta.tx_port).is_some() {
                 next.enqueue(NodeId::TunnelEncap, p);
+                continue;
+            }
+            if cx.tables.esp.at_port(p.meta.tx_port).is_some() {
+                next.enqueue(NodeId::EspEncrypt, p);
                 continue;
             }
             let port = usize::from(p.meta.tx_port);
@@ -64,11 +68,7 @@ impl Node for InterfaceOutput {
             if offloads && p.meta.flags & flags::DECAP != 0 {
                 // The flag is read per vector: `vecgate rsc on|off` is a
                 // table swap that applies at once.
-                if cx
-                    .tables
-                    .iface(p.meta.tx_port)
-                    .is_some_and(|i| i.flags.rsc)
-                {
+                if cx.tables.iface(p.meta.tx_port).is_some_and(|i| i.flags.rsc) {
                     next.enqueue(NodeId::RscOutput, p);
                     continue;
                 }

@@ -3,7 +3,8 @@
 //! (RFC 4861: NS → NA, NA → neighbour table); everything else is dropped
 //! as "local-unhandled". Tunnel traffic is dispatched to decapsulation:
 //! IP protocol 47 to gre-input, UDP to a VXLAN tunnel's port to
-//! vxlan-input, with `meta.aux` = the offset of the GRE / UDP header.
+//! vxlan-input, IP protocol 50 and UDP 4500 (NAT-T) to esp-decrypt, with
+//! `meta.aux` = the offset of the GRE / UDP / ESP header.
 
 use super::nd::{na_reply, ICMP6_NA, ICMP6_NS, NA_OVERRIDE, NA_SOLICITED};
 use super::{be16, ip4_at, ip6_at, push_eth, put16, send_released, ETHERTYPE_IPV6};
@@ -57,6 +58,7 @@ const NEXT: &[NodeId] = &[
     NodeId::InterfaceOutput,
     NodeId::GreInput,
     NodeId::VxlanInput,
+    NodeId::EspDecrypt,
 ];
 
 /// Extension headers walked at most (RFC 8200 §4.1 recommends an order
@@ -96,16 +98,29 @@ impl Node for IpLocal {
 type R = Result<(), (Packet, E)>;
 
 /// Decapsulation node for a local packet with L4 protocol `proto` at
-/// offset `l4`, if a tunnel could want it.
+/// offset `l4`, if a tunnel could want it, with the flags to put in
+/// `meta.aux` next to the offset (ESP in UDP 4500, RFC 3948:
+/// [`AUX_UDP`](super::esp_decrypt::AUX_UDP)).
 #[inline]
-fn tunnel_dispatch(cx: &Ctx, p: &Packet, proto: u8, l4: usize) -> Option<NodeId> {
+fn tunnel_dispatch(cx: &Ctx, p: &Packet, proto: u8, l4: usize) -> Option<(NodeId, u32)> {
     let t = &cx.tables.tunnels;
+    let esp = &cx.tables.esp;
     match proto {
-        crate::tunnel::IP_PROTO_GRE if t.any_gre => Some(NodeId::GreInput),
-        crate::tunnel::IP_PROTO_UDP if !t.vxlan_ports.is_empty() => {
+        crate::tunnel::IP_PROTO_GRE if t.any_gre => Some((NodeId::GreInput, 0)),
+        wire::esp::IP_PROTOCOL if esp.any() => Some((NodeId::EspDecrypt, 0)),
+        crate::tunnel::IP_PROTO_UDP => {
             let d = p.data();
-            (d.len() >= l4 + 4 && t.vxlan_ports.contains(&be16(d, l4 + 2)))
-                .then_some(NodeId::VxlanInput)
+            if d.len() < l4 + 4 {
+                return None;
+            }
+            let dport = be16(d, l4 + 2);
+            if esp.nat_t && dport == wire::esp::NAT_T_PORT {
+                Some((NodeId::EspDecrypt, super::esp_decrypt::AUX_UDP))
+            } else if t.vxlan_ports.contains(&dport) {
+                Some((NodeId::VxlanInput, 0))
+            } else {
+                None
+            }
         }
         _ => None,
     }
@@ -121,9 +136,9 @@ impl IpLocal {
         }
         if d[9] != 1 {
             return match tunnel_dispatch(cx, &p, d[9], ihl) {
-                Some(to) => {
+                Some((to, aux)) => {
                     let mut p = p;
-                    p.meta.aux = ihl as u32;
+                    p.meta.aux = ihl as u32 | aux;
                     next.enqueue(to, p);
                     Ok(())
                 }
@@ -191,9 +206,9 @@ impl IpLocal {
         }
         if nh != 58 {
             return match tunnel_dispatch(cx, &p, nh, off) {
-                Some(to) => {
+                Some((to, aux)) => {
                     let mut p = p;
-                    p.meta.aux = off as u32;
+                    p.meta.aux = off as u32 | aux;
                     next.enqueue(to, p);
                     Ok(())
                 }

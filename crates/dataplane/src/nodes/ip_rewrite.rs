@@ -81,7 +81,9 @@ impl Node for IpRewrite {
                 .port_up
                 .get(usize::from(port))
                 .copied()
-                .unwrap_or_else(|| tables.tunnels.at_port(port).is_some());
+                .unwrap_or_else(|| {
+                    tables.tunnels.at_port(port).is_some() || tables.esp.at_port(port).is_some()
+                });
             if !up {
                 next.drop(p, E::InterfaceDown as u16);
                 continue;

@@ -7,6 +7,8 @@
 //! [`push_eth`]).
 
 pub mod arp_input;
+pub mod esp_decrypt;
+pub mod esp_encrypt;
 pub mod ethernet_input;
 pub mod gre_input;
 pub mod icmp_error;
@@ -48,6 +50,8 @@ pub fn standard() -> Vec<Box<dyn Node>> {
         Box::new(vxlan_input::VxlanInput),
         Box::new(tunnel_encap::TunnelEncap::default()),
         Box::new(tunnel_rsc::RscOutput::default()),
+        Box::new(esp_encrypt::EspEncrypt::default()),
+        Box::new(esp_decrypt::EspDecrypt::default()),
     ]
 }
 
