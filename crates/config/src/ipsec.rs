@@ -1,0 +1,297 @@
+//! `kind = "ipsec"` tunnels: statically keyed SAs (RFC 4303 tunnel mode, as
+//! `ip xfrm state` would set them) and the tunnel's policy.
+//!
+//! ```toml
+//! [[tunnel]]
+//! name = "to-b"
+//! kind = "ipsec"
+//! local = "192.0.2.1"
+//! remote = "192.0.2.2"
+//! vrf = "blue"
+//! nat_t = true                  # ESP in UDP 4500 (RFC 3948); default false
+//! traffic = ["10.2.0.0/24"]     # remote selectors (see below)
+//!
+//! [[tunnel.sa]]
+//! direction = "out"             # exactly one "out", one or more "in"
+//! spi = 0x1001                  # 256..=0xffffffff (RFC 4303 §2.1)
+//! algorithm = "aes128gcm16"     # aes128gcm16 | aes256gcm16 | aes128-sha1 | aes256-sha256 | chacha20poly1305
+//! key_file = "/etc/vecgate/a-to-b.hex"
+//! esn = true                    # default true (RFC 4303 §2.2.1)
+//! replay_window = 1024          # inbound only; 0 = off; default 1024
+//! lifetime_bytes = 1000000000   # hard limits; soft = 85 % of hard
+//! ```
+//!
+//! Keys are never written in this file: `key_file` holds the key as hex
+//! (whitespace ignored), read when the gateway starts and zeroized after
+//! use. For AES-GCM and ChaCha20-Poly1305 the key is cipher key ‖ 4-byte
+//! salt (RFC 4106 §8.1, RFC 7634 §2); for CBC+HMAC cipher key ‖ integrity
+//! key.
+//!
+//! The SPD: `traffic` lists the remote prefixes. Outbound, each is routed
+//! into the tunnel (in the tunnel's VRF, as if written as `[[route]] via =
+//! "<tunnel>"`; more routes may be added that way). Inbound, a decrypted
+//! packet whose source is outside every `traffic` prefix is dropped
+//! ("policy-mismatch", RFC 4301 §5.2). An empty `traffic` accepts any
+//! source and routes nothing by itself.
+
+use crate::model::Prefix;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Default anti-replay window (packets).
+pub const DEFAULT_REPLAY_WINDOW: u32 = 1024;
+/// Largest anti-replay window the dataplane supports.
+pub const MAX_REPLAY_WINDOW: u32 = 1 << 16;
+/// Soft lifetime as a percentage of the hard one (rekey time, RFC 4301
+/// §4.4.2.1 leaves the margin to the implementation).
+pub const SOFT_LIFETIME_PERCENT: u64 = 85;
+
+/// The IPsec part of a `[[tunnel]]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ipsec {
+    /// UDP encapsulation on port 4500 (RFC 3948).
+    #[serde(default)]
+    pub nat_t: bool,
+    /// Remote traffic selectors (routed in, checked on decryption).
+    #[serde(default)]
+    pub traffic: Vec<Prefix>,
+    /// `[[tunnel.sa]]`, in file order.
+    #[serde(default)]
+    pub sas: Vec<StaticSa>,
+}
+
+impl Ipsec {
+    /// The outbound SA (validation ensures there is exactly one).
+    pub fn outbound(&self) -> Option<&StaticSa> {
+        self.sas.iter().find(|s| s.direction == SaDirection::Out)
+    }
+
+    /// The inbound SAs.
+    pub fn inbound(&self) -> impl Iterator<Item = &StaticSa> {
+        self.sas.iter().filter(|s| s.direction == SaDirection::In)
+    }
+}
+
+/// Which way an SA protects traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaDirection {
+    In,
+    Out,
+}
+
+impl SaDirection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SaDirection::In => "in",
+            SaDirection::Out => "out",
+        }
+    }
+}
+
+impl FromStr for SaDirection {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "in" => Ok(SaDirection::In),
+            "out" => Ok(SaDirection::Out),
+            _ => Err(format!("unknown direction \"{s}\" (expected in or out)")),
+        }
+    }
+}
+
+/// ESP transforms (strongSwan's proposal keywords).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EspAlgorithm {
+    /// AES-128-GCM, 16-byte ICV (RFC 4106).
+    #[serde(rename = "aes128gcm16")]
+    Aes128Gcm16,
+    /// AES-256-GCM, 16-byte ICV (RFC 4106).
+    #[serde(rename = "aes256gcm16")]
+    Aes256Gcm16,
+    /// AES-128-CBC (RFC 3602) + HMAC-SHA1-96 (RFC 2404).
+    #[serde(rename = "aes128-sha1")]
+    Aes128Sha1,
+    /// AES-256-CBC (RFC 3602) + HMAC-SHA-256-128 (RFC 4868).
+    #[serde(rename = "aes256-sha256")]
+    Aes256Sha256,
+    /// ChaCha20-Poly1305 (RFC 7634).
+    #[serde(rename = "chacha20poly1305")]
+    Chacha20Poly1305,
+}
+
+impl EspAlgorithm {
+    pub const ALL: [EspAlgorithm; 5] = [
+        EspAlgorithm::Aes128Gcm16,
+        EspAlgorithm::Aes256Gcm16,
+        EspAlgorithm::Aes128Sha1,
+        EspAlgorithm::Aes256Sha256,
+        EspAlgorithm::Chacha20Poly1305,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EspAlgorithm::Aes128Gcm16 => "aes128gcm16",
+            EspAlgorithm::Aes256Gcm16 => "aes256gcm16",
+            EspAlgorithm::Aes128Sha1 => "aes128-sha1",
+            EspAlgorithm::Aes256Sha256 => "aes256-sha256",
+            EspAlgorithm::Chacha20Poly1305 => "chacha20poly1305",
+        }
+    }
+
+    /// Bytes the key file must hold.
+    pub fn key_len(self) -> usize {
+        match self {
+            EspAlgorithm::Aes128Gcm16 => 16 + 4,
+            EspAlgorithm::Aes256Gcm16 | EspAlgorithm::Chacha20Poly1305 => 32 + 4,
+            EspAlgorithm::Aes128Sha1 => 16 + 20,
+            EspAlgorithm::Aes256Sha256 => 32 + 32,
+        }
+    }
+}
+
+impl fmt::Display for EspAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EspAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        EspAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown algorithm \"{s}\" (expected aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256 or chacha20poly1305)"
+                )
+            })
+    }
+}
+
+/// `[[tunnel.sa]]`: one statically keyed SA.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticSa {
+    pub direction: SaDirection,
+    pub spi: u32,
+    pub algorithm: EspAlgorithm,
+    /// Hex key file (never the key itself).
+    pub key_file: PathBuf,
+    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1).
+    #[serde(default = "yes")]
+    pub esn: bool,
+    /// Anti-replay window (inbound; 0 = off).
+    #[serde(default = "default_window")]
+    pub replay_window: u32,
+    /// Hard lifetimes; `None` = unlimited.
+    #[serde(default)]
+    pub lifetime_bytes: Option<u64>,
+    #[serde(default)]
+    pub lifetime_packets: Option<u64>,
+    #[serde(default)]
+    pub lifetime_seconds: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_window() -> u32 {
+    DEFAULT_REPLAY_WINDOW
+}
+
+/// The soft limit for a hard limit (0 = none).
+pub fn soft_of(hard: Option<u64>) -> u64 {
+    hard.map_or(0, |h| {
+        h / 100 * SOFT_LIFETIME_PERCENT + h % 100 * SOFT_LIFETIME_PERCENT / 100
+    })
+}
+
+/// Parses a hex key file's content: hex digits, whitespace ignored, an
+/// optional `0x` prefix. The caller zeroizes the result.
+pub fn parse_key_hex(text: &str) -> Result<Vec<u8>, String> {
+    let t = text.trim();
+    let t = t.strip_prefix("0x").unwrap_or(t);
+    let digits: Vec<u8> = t
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace())
+        .map(|b| match b {
+            b'0'..=b'9' => Ok(b - b'0'),
+            b'a'..=b'f' => Ok(b - b'a' + 10),
+            b'A'..=b'F' => Ok(b - b'A' + 10),
+            _ => Err("the key file must hold hex digits only".to_string()),
+        })
+        .collect::<Result<_, _>>()?;
+    if !digits.len().is_multiple_of(2) {
+        return Err("the key file holds an odd number of hex digits".to_string());
+    }
+    Ok(digits.chunks(2).map(|d| d[0] << 4 | d[1]).collect())
+}
+
+/// Emits the tunnel's IPsec keys and `[[tunnel.sa]]` tables (the latter
+/// last: TOML keys after them would belong to the SA table).
+pub(crate) fn emit(x: &Ipsec, s: &mut String, quote: impl Fn(&str) -> String) {
+    use std::fmt::Write;
+    if x.nat_t {
+        let _ = writeln!(s, "nat_t = true");
+    }
+    if !x.traffic.is_empty() {
+        let t: Vec<String> = x.traffic.iter().map(|p| quote(&p.to_string())).collect();
+        let _ = writeln!(s, "traffic = [{}]", t.join(", "));
+    }
+    for sa in &x.sas {
+        let _ = writeln!(s, "\n[[tunnel.sa]]");
+        let _ = writeln!(s, "direction = {}", quote(sa.direction.as_str()));
+        let _ = writeln!(s, "spi = {:#010x}", sa.spi);
+        let _ = writeln!(s, "algorithm = {}", quote(sa.algorithm.as_str()));
+        let _ = writeln!(s, "key_file = {}", quote(&sa.key_file.to_string_lossy()));
+        if !sa.esn {
+            let _ = writeln!(s, "esn = false");
+        }
+        if sa.replay_window != DEFAULT_REPLAY_WINDOW {
+            let _ = writeln!(s, "replay_window = {}", sa.replay_window);
+        }
+        for (k, v) in [
+            ("lifetime_bytes", sa.lifetime_bytes),
+            ("lifetime_packets", sa.lifetime_packets),
+            ("lifetime_seconds", sa.lifetime_seconds),
+        ] {
+            if let Some(v) = v {
+                let _ = writeln!(s, "{k} = {v}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_keys() {
+        assert_eq!(
+            parse_key_hex(" 0x0a0B\n ff \n").unwrap(),
+            vec![0x0a, 0x0b, 0xff]
+        );
+        assert!(parse_key_hex("abc").is_err());
+        assert!(parse_key_hex("zz").is_err());
+    }
+
+    #[test]
+    fn soft_is_85_percent() {
+        assert_eq!(soft_of(Some(1000)), 850);
+        assert_eq!(soft_of(Some(u64::MAX)), u64::MAX / 100 * 85 + 15 * 85 / 100);
+        assert_eq!(soft_of(None), 0);
+    }
+
+    #[test]
+    fn algorithm_names() {
+        for a in EspAlgorithm::ALL {
+            assert_eq!(a.as_str().parse::<EspAlgorithm>().unwrap(), a);
+        }
+        assert!("3des".parse::<EspAlgorithm>().is_err());
+    }
+}

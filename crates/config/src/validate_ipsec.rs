@@ -1,0 +1,132 @@
+//! Semantic checks of `kind = "ipsec"` tunnels (a child of `validate`).
+
+use super::{at_line, nth, ObjPos, Pos, V};
+use crate::ipsec::{SaDirection, MAX_REPLAY_WINDOW};
+use crate::model::TunnelKind;
+use std::collections::HashMap;
+
+pub(super) fn check(v: &mut V<'_>) {
+    // Inbound SPIs identify the SA on receipt: unique per gateway
+    // (RFC 4301 §4.1).
+    let mut spis: HashMap<u32, (String, Pos)> = HashMap::new();
+    for (i, t) in v.cfg.tunnels.iter().enumerate() {
+        let p = nth(&v.pos.tunnels, i);
+        let label = format!("[[tunnel]] \"{}\"", t.name);
+        let Some(x) = &t.ipsec else {
+            continue;
+        };
+        if t.kind != TunnelKind::Ipsec {
+            for k in ["nat_t", "traffic", "sa"] {
+                if p.keys.iter().any(|(key, _)| *key == k) || p.line_zero_has(k, x) {
+                    v.err(
+                        p.key(k),
+                        &label,
+                        format!("{k} applies to kind = \"ipsec\" only"),
+                    );
+                }
+            }
+            continue;
+        }
+        for pre in &x.traffic {
+            if pre.len > if pre.addr.is_ipv4() { 32 } else { 128 } {
+                v.err(
+                    p.key("traffic"),
+                    &label,
+                    format!("traffic {pre}: prefix length too long"),
+                );
+            } else if pre.masked() != *pre {
+                v.err(
+                    p.key("traffic"),
+                    &label,
+                    format!(
+                        "traffic {pre}: host bits set (did you mean {}?)",
+                        pre.masked()
+                    ),
+                );
+            }
+        }
+        let outs = x
+            .sas
+            .iter()
+            .filter(|s| s.direction == SaDirection::Out)
+            .count();
+        if !x.sas.is_empty() && outs != 1 {
+            v.err(
+                p.key("sa"),
+                &label,
+                format!(
+                    "needs exactly one [[tunnel.sa]] with direction = \"out\" (found {outs}); keys come from the SAs until IKEv2 negotiates them"
+                ),
+            );
+        }
+        if !x.sas.is_empty() && x.inbound().next().is_none() {
+            v.err(
+                p.key("sa"),
+                &label,
+                "needs at least one [[tunnel.sa]] with direction = \"in\"".to_owned(),
+            );
+        }
+        for (j, sa) in x.sas.iter().enumerate() {
+            let sp: ObjPos = p.subs.get(j).cloned().unwrap_or_else(|| p.clone());
+            let sl = format!("{label} [[tunnel.sa]] #{} (spi {:#x})", j + 1, sa.spi);
+            if sa.spi < 256 {
+                v.err(
+                    sp.key("spi"),
+                    &sl,
+                    format!("spi = {} is reserved (0-255, RFC 4303 §2.1)", sa.spi),
+                );
+            }
+            if sa.replay_window > MAX_REPLAY_WINDOW {
+                v.err(
+                    sp.key("replay_window"),
+                    &sl,
+                    format!(
+                        "replay_window = {} is larger than {MAX_REPLAY_WINDOW}",
+                        sa.replay_window
+                    ),
+                );
+            }
+            for (k, val) in [
+                ("lifetime_bytes", sa.lifetime_bytes),
+                ("lifetime_packets", sa.lifetime_packets),
+                ("lifetime_seconds", sa.lifetime_seconds),
+            ] {
+                if val == Some(0) {
+                    v.err(
+                        sp.key(k),
+                        &sl,
+                        format!("{k} = 0: leave the key out for no limit"),
+                    );
+                }
+            }
+            if sa.key_file.as_os_str().is_empty() {
+                v.err(sp.key("key_file"), &sl, "key_file is empty".to_owned());
+            }
+            if sa.direction == SaDirection::In {
+                if let Some((other, first)) = spis.get(&sa.spi) {
+                    let m = format!(
+                        "inbound spi {:#x} is also used by tunnel \"{other}\"{}: inbound SPIs must be unique (RFC 4301 §4.1)",
+                        sa.spi,
+                        at_line(*first)
+                    );
+                    v.err(sp.key("spi"), &sl, m);
+                } else {
+                    spis.insert(sa.spi, (t.name.clone(), sp.key("spi")));
+                }
+            }
+        }
+    }
+}
+
+impl ObjPos {
+    /// For configurations built in code (no positions): whether the IPsec
+    /// key `k` carries a non-default value.
+    fn line_zero_has(&self, k: &str, x: &crate::ipsec::Ipsec) -> bool {
+        self.keys.is_empty()
+            && match k {
+                "nat_t" => x.nat_t,
+                "traffic" => !x.traffic.is_empty(),
+                _ => !x.sas.is_empty(),
+            }
+    }
+}
