@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod check;
 mod cli;
+mod esp;
 mod run;
 mod setup;
 

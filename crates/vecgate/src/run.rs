@@ -7,7 +7,7 @@
 //! workers, remove the guards and exit 0. Every startup failure is one clear
 //! message and exit 1, never a panic.
 
-use crate::setup::{build_tables, NetdevInfo};
+use crate::setup::{build_tables_with, NetdevInfo};
 use anyhow::{anyhow, Context, Result};
 use dataplane::neighbour::NeighbourShared;
 use dataplane::tables::SharedTables;
@@ -78,16 +78,9 @@ fn driver_str(d: Driver) -> &'static str {
 }
 
 fn run(cfg: Config) -> Result<()> {
-    if let Some(t) = cfg
-        .tunnels
-        .iter()
-        .find(|t| t.kind == vecgate_config::TunnelKind::Ipsec)
-    {
-        return Err(anyhow!(
-            "tunnel \"{}\" (ipsec): IPsec tunnels are not in this build of the dataplane yet",
-            t.name
-        ));
-    }
+    // IPsec SAs: keys read from their files once; the registry outlives
+    // every table rebuild (sequence numbers, replay windows).
+    let esp = crate::esp::load(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
     let nworkers = cfg.gateway.workers.max(1);
     let nports = cfg.interfaces.len();
 
@@ -131,7 +124,8 @@ fn run(cfg: Config) -> Result<()> {
             }
         }
     }
-    let tables = build_tables(&cfg, &netdevs).map_err(|e| anyhow!("building tables: {e}"))?;
+    let tables = build_tables_with(&cfg, &netdevs, esp.as_deref())
+        .map_err(|e| anyhow!("building tables: {e}"))?;
     let shared = SharedTables::new(tables);
     let neigh = NeighbourShared::new(4096, 60_000);
 
@@ -175,7 +169,7 @@ fn run(cfg: Config) -> Result<()> {
 
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
-    let api = start_api(&cfg, &shared, &counters, mailboxes, &netdevs)?;
+    let api = start_api(&cfg, &shared, &counters, mailboxes, &netdevs, esp.clone())?;
     info!(api = %api.endpoint, "management API listening");
 
     info!(
@@ -220,8 +214,22 @@ fn run(cfg: Config) -> Result<()> {
             sum.show_errors()
         );
     };
+    if let Some(reg) = &esp {
+        info!("IPsec SAs:\n{}", crate::esp::show(reg));
+    }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        // SA lifetimes: soft → a rekey is due (logged until IKEv2 acts on
+        // it), hard → the SA refuses traffic (inbound ones leave the SAD).
+        for e in esp.iter().flat_map(|r| r.poll_events()) {
+            warn!(
+                tunnel = e.tunnel,
+                spi = format_args!("{:#010x}", e.spi),
+                outbound = e.outbound,
+                "IPsec SA lifetime {:?}",
+                e.event
+            );
+        }
     }
     info!("stopping");
     api.shutdown();
@@ -248,6 +256,7 @@ fn start_api(
     counters: &[Arc<dataplane::counters::WorkerCounters>],
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
     netdevs: &[NetdevInfo],
+    esp: Option<Arc<vecgate_ipsec::dp::EspRegistry>>,
 ) -> Result<vecgate_control::ServerHandle> {
     use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
     let auth = match (&cfg.gateway.api, &cfg.gateway.api_token_file) {
@@ -266,7 +275,7 @@ fn start_api(
     let nd = netdevs.to_vec();
     let dp = Dataplane {
         tables: shared.clone(),
-        build: Box::new(move |c: &Config| build_tables(c, &nd)),
+        build: Box::new(move |c: &Config| build_tables_with(c, &nd, esp.as_deref())),
         counters: counters.to_vec(),
         mailboxes,
         netdevs: netdevs

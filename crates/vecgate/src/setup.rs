@@ -34,7 +34,13 @@ pub fn vrf_ids(cfg: &Config) -> HashMap<String, u32> {
 
 /// Builds the dataplane tables: port `i` is `cfg.interfaces[i]`, `netdevs[i]`
 /// its netdev's facts.
-pub fn build_tables(cfg: &Config, netdevs: &[NetdevInfo]) -> Result<Tables, String> {
+/// The IPsec SAs come from `esp` (created once by [`crate::esp::load`] and
+/// shared by every rebuild); ipsec tunnels need them.
+pub fn build_tables_with(
+    cfg: &Config,
+    netdevs: &[NetdevInfo],
+    esp: Option<&vecgate_ipsec::dp::EspRegistry>,
+) -> Result<Tables, String> {
     let vrfs = vrf_ids(cfg);
     let mut b = TablesBuilder::new();
     let mut by_id: Vec<(&String, &u32)> = vrfs.iter().collect();
@@ -69,7 +75,18 @@ pub fn build_tables(cfg: &Config, netdevs: &[NetdevInfo]) -> Result<Tables, Stri
             CfgKind::Gre => TunnelKind::Gre,
             CfgKind::Nvgre => TunnelKind::Nvgre,
             CfgKind::Vxlan => TunnelKind::Vxlan,
-            CfgKind::Ipsec => continue,
+            CfgKind::Ipsec => {
+                let reg = esp.ok_or_else(|| format!("tunnel {}: no IPsec SAs loaded", t.name))?;
+                let pl = crate::esp::Placement {
+                    port: (nports + i) as u16,
+                    vrf: vrfs[&t.vrf],
+                    underlay_vrf: vrfs[&t.underlay_vrf],
+                    underlay_mtu: underlay_mtu(cfg, netdevs, t.local),
+                    gateway: &cfg.gateway.name,
+                };
+                crate::esp::add_tunnel(&mut b, reg, t, pl)?;
+                continue;
+            }
         };
         let port = (nports + i) as u16;
         let def = TunnelDef {
@@ -130,12 +147,6 @@ pub fn build_tables(cfg: &Config, netdevs: &[NetdevInfo]) -> Result<Tables, Stri
                     .position(|t| &t.name == name)
                     .ok_or_else(|| format!("route {}: no tunnel {name}", r.prefix.addr))?;
                 let t = &cfg.tunnels[i];
-                if t.kind == CfgKind::Ipsec {
-                    return Err(format!(
-                        "route {}/{} via ipsec tunnel {name}: not in this build",
-                        r.prefix.addr, r.prefix.len
-                    ));
-                }
                 let port = (nports + i) as u16;
                 if t.carries_ethernet() {
                     // An L2 segment: the destination is resolved on it.

@@ -1,0 +1,215 @@
+//! IPsec ESP tunnels from the configuration: keys read from their files
+//! (zeroized), SAs created once in an [`EspRegistry`] that outlives every
+//! table rebuild, and the tunnels' virtual ports, SPD routes and SAD added
+//! to a [`TablesBuilder`].
+//!
+//! The registry is the runtime SA interface (install / switch / remove, for
+//! the API now and IKEv2 later); the tables only hold shared pointers into
+//! it, so a route change through the API keeps sequence numbers and replay
+//! windows.
+
+use dataplane::esp::{EspOutbound, EspTunnelDef};
+use dataplane::fib::Prefix;
+use dataplane::tables::{IfFlags, Route, TablesBuilder};
+use std::sync::Arc;
+use vecgate_config::ipsec::{parse_key_hex, soft_of};
+use vecgate_config::{Config, SaDirection, StaticSa, Tunnel, TunnelKind};
+use vecgate_ipsec::dp::EspRegistry;
+use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
+use zeroize::Zeroizing;
+
+/// Reads a hex key file; the text and the bytes are zeroized on drop.
+pub fn read_key(sa: &StaticSa, tunnel: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+    let what = || {
+        format!(
+            "tunnel {tunnel} sa {:#x} key_file {}",
+            sa.spi,
+            sa.key_file.display()
+        )
+    };
+    let text = Zeroizing::new(
+        std::fs::read_to_string(&sa.key_file).map_err(|e| format!("{}: {e}", what()))?,
+    );
+    let key = Zeroizing::new(parse_key_hex(&text).map_err(|e| format!("{}: {e}", what()))?);
+    let want = sa.algorithm.key_len();
+    if key.len() != want {
+        return Err(format!(
+            "{}: {} bytes, {} needs {want} (key ‖ salt for GCM/ChaCha, key ‖ integrity key for CBC)",
+            what(),
+            key.len(),
+            sa.algorithm
+        ));
+    }
+    Ok(key)
+}
+
+/// The library's SA configuration for a configured SA of tunnel `t`.
+pub fn sa_config(t: &Tunnel, sa: &StaticSa) -> Result<SaConfig, String> {
+    let x = t.ipsec.as_ref();
+    let algorithm: Algorithm = sa
+        .algorithm
+        .as_str()
+        .parse()
+        .map_err(|_| format!("tunnel {}: algorithm {}", t.name, sa.algorithm))?;
+    Ok(SaConfig {
+        spi: sa.spi,
+        algorithm,
+        key: read_key(sa, &t.name)?,
+        esn: sa.esn,
+        replay_window: sa.replay_window,
+        lifetime: Lifetime {
+            soft_bytes: soft_of(sa.lifetime_bytes),
+            hard_bytes: sa.lifetime_bytes.unwrap_or(0),
+            soft_packets: soft_of(sa.lifetime_packets),
+            hard_packets: sa.lifetime_packets.unwrap_or(0),
+            soft_seconds: soft_of(sa.lifetime_seconds),
+            hard_seconds: sa.lifetime_seconds.unwrap_or(0),
+        },
+        tunnel: TunnelEndpoints {
+            local: t.local,
+            remote: t.remote,
+        },
+        encap: x
+            .is_some_and(|x| x.nat_t)
+            .then_some(vecgate_ipsec::UdpEncap {
+                sport: wire::esp::NAT_T_PORT,
+                dport: wire::esp::NAT_T_PORT,
+            }),
+        df: true,
+    })
+}
+
+/// Creates every ipsec tunnel's SAs; tunnel ids are the tunnels' order
+/// among the ipsec tunnels. `Ok(None)` without ipsec tunnels.
+pub fn load(cfg: &Config) -> Result<Option<Arc<EspRegistry>>, String> {
+    let mut any = false;
+    let reg = EspRegistry::new();
+    for (id, t) in cfg
+        .tunnels
+        .iter()
+        .filter(|t| t.kind == TunnelKind::Ipsec)
+        .enumerate()
+    {
+        any = true;
+        let x = t.ipsec.as_ref().filter(|x| !x.sas.is_empty()).ok_or_else(|| {
+            format!(
+                "tunnel {}: no [[tunnel.sa]]: IKEv2 keying is not in this build, configure static SAs",
+                t.name
+            )
+        })?;
+        let out = x
+            .outbound()
+            .ok_or_else(|| format!("tunnel {}: no outbound SA", t.name))?;
+        let sa = OutboundSa::new(sa_config(t, out)?)
+            .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, out.spi))?;
+        reg.add_tunnel(id as u32, &t.name, sa)
+            .map_err(|e| e.to_string())?;
+        for s in x.inbound() {
+            let sa = InboundSa::new(sa_config(t, s)?)
+                .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, s.spi))?;
+            reg.install_inbound(id as u32, sa)
+                .map_err(|e| format!("tunnel {}: {e}", t.name))?;
+        }
+        debug_assert!(x.sas.iter().any(|s| s.direction == SaDirection::Out));
+    }
+    Ok(any.then(|| Arc::new(reg)))
+}
+
+/// Where a tunnel goes in the tables.
+pub struct Placement<'a> {
+    /// Its virtual port.
+    pub port: u16,
+    /// Overlay and underlay VRF ids.
+    pub vrf: u32,
+    pub underlay_vrf: u32,
+    /// MTU of the interface that reaches `remote`.
+    pub underlay_mtu: u32,
+    /// The gateway's name (seeds the interface MAC).
+    pub gateway: &'a str,
+}
+
+/// Adds ipsec tunnel `t` to `b`: its interface (MTU = underlay MTU − ESP
+/// overhead), the ESP tunnel, and a route into it for each `traffic`
+/// prefix.
+pub fn add_tunnel(
+    b: &mut TablesBuilder,
+    reg: &EspRegistry,
+    t: &Tunnel,
+    pl: Placement<'_>,
+) -> Result<(), String> {
+    let Placement {
+        port,
+        vrf,
+        underlay_vrf,
+        underlay_mtu,
+        gateway,
+    } = pl;
+    let id = reg.tunnel_id(&t.name).ok_or_else(|| {
+        format!(
+            "tunnel {}: ipsec tunnels cannot be added while running",
+            t.name
+        )
+    })?;
+    let tx = reg
+        .tunnel_tx(id)
+        .ok_or_else(|| format!("tunnel {}: no SAs", t.name))?;
+    let derived = underlay_mtu.saturating_sub(tx.overhead() as u32);
+    let mtu = t.mtu.map_or(derived, |m| m.min(derived));
+    let addrs: Vec<Prefix> = t
+        .addresses
+        .iter()
+        .map(|a| Prefix::new(a.addr, a.prefix_len).map_err(|e| format!("tunnel {}: {e}", t.name)))
+        .collect::<Result<_, _>>()?;
+    let mac = dataplane::tunnel::derived_mac(gateway, &t.name);
+    b.add_interface(port, &t.name, mac, mtu, vrf, &addrs);
+    b.set_flags(
+        port,
+        IfFlags {
+            offloads: false,
+            rsc: false,
+            ipv6: true,
+        },
+    );
+    let x = t.ipsec.clone().unwrap_or_default();
+    let traffic: Vec<Prefix> = x
+        .traffic
+        .iter()
+        .map(|p| Prefix::new(p.addr, p.len).map_err(|e| format!("tunnel {}: {e}", t.name)))
+        .collect::<Result<_, _>>()?;
+    for p in &traffic {
+        b.add_route(vrf, *p, Route::Port { port });
+    }
+    b.add_esp_tunnel(
+        port,
+        EspTunnelDef {
+            id,
+            local: t.local,
+            remote: t.remote,
+            underlay_vrf,
+            nat_t: x.nat_t,
+            traffic,
+            tx,
+        },
+    );
+    b.set_esp_sad(reg.sad());
+    Ok(())
+}
+
+/// SPIs and algorithms of every SA, one line each (never keys).
+pub fn show(reg: &EspRegistry) -> String {
+    let mut s = String::new();
+    for i in reg.list() {
+        s.push_str(&format!(
+            "{:<12} {:<3} spi {:#010x} {:<16} esn {} nat-t {} packets {} bytes {}\n",
+            i.tunnel_name,
+            if i.outbound { "out" } else { "in" },
+            i.spi,
+            i.algorithm,
+            i.esn,
+            i.nat_t,
+            i.packets,
+            i.bytes
+        ));
+    }
+    s
+}
