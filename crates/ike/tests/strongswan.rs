@@ -521,7 +521,7 @@ fn charon_initiates_and_rekeys() {
     for (ike, esp, full) in [
         ("aes256-sha256-modp2048", "aes256-sha256", false),
         ("aes256-sha256-ecp256", "aes128-sha1", false),
-        ("aes256-sha256-x25519", "aes128gcm16", true),
+        ("aes256-sha256-x25519", "aes128gcm16-x25519", true),
     ] {
         let lab = Lab::new(&LabCfg {
             ike,
@@ -539,7 +539,8 @@ fn charon_initiates_and_rekeys() {
         if !full {
             continue;
         }
-        // charon rekeys the child: new SA, old one removed, keys match.
+        // charon rekeys the child (with PFS, x25519): new SA, old one
+        // removed, keys match.
         let out = lab.swanctl(&["--rekey", "--child", "net"]);
         assert!(out.contains("rekey completed successfully"), "{out}");
         let k2 = parse_install(&p.wait("rekeyed child", is_install));
@@ -576,9 +577,18 @@ fn vecgate_rekeys_child_and_ike_then_deletes() {
         charon_psk: PSK,
         charon_extra: "",
     });
-    let mut p = lab.peer(true, ike, esp);
+    let mut p = lab.peer_with(true, ike, esp, &["--dpd", "1"]);
     let k = parse_install(&p.wait("child install", is_install));
     lab.wait_sas("INSTALLED", true);
+    // Our liveness check (empty INFORMATIONAL) reaches charon and is answered.
+    let t0 = Instant::now();
+    while !lab.log().contains("parsed INFORMATIONAL request 2 [ ]") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no DPD from vecgate"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     p.cmd("rekey-child");
     // PFS (ecp256) on CREATE_CHILD_SA.
     let k2 = parse_install(&p.wait("rekeyed child", is_install));
