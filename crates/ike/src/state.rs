@@ -423,6 +423,15 @@ fn rand_spi32() -> Result<u32> {
     }
 }
 
+/// Random 1–4 s delay before retrying a rekey that collided.
+fn retry_jitter() -> Result<Duration> {
+    let mut b = [0u8; 2];
+    crypto::random(&mut b)?;
+    Ok(Duration::from_millis(
+        1000 + u64::from(u16::from_be_bytes(b)) % 3000,
+    ))
+}
+
 fn nonce() -> Result<Vec<u8>> {
     let mut n = vec![0u8; NONCE_LEN];
     crypto::random(&mut n)?;
@@ -1624,6 +1633,15 @@ impl Ike {
         .ok_or(Error::Malformed("no nonce"))?;
         let nr = nonce()?;
         if props.iter().any(|p| p.protocol == sap::PROTO_IKE) {
+            if matches!(
+                self.sas[idx].pending.as_ref().map(|p| &p.req),
+                Some(Req::RekeyIke { .. })
+            ) {
+                return Ok(vec![Payload::Notify(Notify::new(
+                    notify::TEMPORARY_FAILURE,
+                    vec![],
+                ))]);
+            }
             return self.ike_rekey_request(idx, m, props, &ni, &nr, now);
         }
         let rekey_of = m
@@ -1644,6 +1662,18 @@ impl Ike {
             },
             None => None,
         };
+        // Both ends rekeying the same child at once (RFC 7296 §2.8.1):
+        // refuse, and each side retries after a random delay.
+        let colliding = matches!(
+            self.sas[idx].pending.as_ref().map(|p| &p.req),
+            Some(Req::CreateChild { rekey_of: Some(o), .. }) if Some(*o) == old
+        );
+        if colliding {
+            return Ok(vec![Payload::Notify(Notify::new(
+                notify::TEMPORARY_FAILURE,
+                vec![],
+            ))]);
+        }
         let before = self.sas[idx].children.len();
         let out = self.child_response(idx, m, &ni, &nr, true, now)?;
         if let (Some(old_in), true) = (old, self.sas[idx].children.len() > before) {
@@ -1828,6 +1858,13 @@ impl Ike {
                 ni,
                 ts,
             } => {
+                if let (Some(notify::TEMPORARY_FAILURE), Some(old)) = (m.error_notify(), rekey_of) {
+                    let at = now + retry_jitter()?;
+                    if let Some(c) = self.sas[idx].children.iter_mut().find(|c| c.spi_in == old) {
+                        c.rekey_at = Some(at);
+                    }
+                    return Ok(());
+                }
                 if let Some(e) = m.error_notify() {
                     self.fail(FailReason::from_notify(e), true);
                     return Ok(());
@@ -1871,6 +1908,10 @@ impl Ike {
                 Ok(())
             }
             Req::RekeyIke { spi, dh, ni } => {
+                if m.error_notify() == Some(notify::TEMPORARY_FAILURE) {
+                    self.sas[idx].rekey_at = Some(now + retry_jitter()?);
+                    return Ok(());
+                }
                 if let Some(e) = m.error_notify() {
                     self.fail(FailReason::from_notify(e), false);
                     return Ok(());

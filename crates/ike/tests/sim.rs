@@ -533,3 +533,29 @@ fn no_fragmentation_unless_both_support_it() {
     assert!(established(&n.a) && established(&n.b));
     assert_eq!(skf_count(&n), 0);
 }
+
+#[test]
+fn simultaneous_rekeys_resolve() {
+    let mut n = pair(|_, _| {});
+    n.establish();
+    let (a_in, b_in) = (n.a.installed[0].spi_in, n.b.installed[0].spi_in);
+    // Both queue a rekey of the same child before either sees the other's.
+    n.a.ike.rekey_child(a_in, n.now);
+    n.b.ike.rekey_child(b_in, n.now);
+    n.run();
+    n.advance(Duration::from_secs(20));
+    assert_eq!(n.a.ike.child_sas().len(), 1, "{:?}", n.a.events);
+    assert_eq!(n.b.ike.child_sas().len(), 1);
+    let (a_new, b_new) = (n.a.installed.last().unwrap(), n.b.installed.last().unwrap());
+    assert_pair(a_new, b_new);
+    assert_ne!(a_new.spi_in, a_in);
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+    // Same for the IKE SA.
+    n.a.ike.rekey_ike(n.now);
+    n.b.ike.rekey_ike(n.now);
+    n.run();
+    n.advance(Duration::from_secs(20));
+    assert_eq!(n.a.ike.ike_sas().len(), 1, "{:?}", n.a.events);
+    assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+}
