@@ -695,3 +695,79 @@ fn fragmentation_both_ways_rfc7383() {
     p.cmd("delete-ike");
     p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
 }
+
+#[test]
+fn negotiation_edge_cases() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab_for = |ike| {
+        Lab::new(&LabCfg {
+            ike,
+            esp: "aes128gcm16",
+            charon_psk: PSK,
+            charon_extra: "",
+        })
+    };
+    // vecgate's first KE group (x25519) is not charon's: INVALID_KE_PAYLOAD,
+    // retry with modp2048.
+    {
+        let lab = lab_for("aes256-sha256-modp2048");
+        let mut p = lab.peer(true, "aes256-sha256-x25519-modp2048", "aes128gcm16");
+        let k = parse_install(&p.wait("child install", is_install));
+        assert!(
+            p.seen.iter().any(|l| l.contains("dh: Modp2048")),
+            "{:?}",
+            p.seen
+        );
+        assert_keys_match(&lab, &k, true);
+    }
+    // charon's KE group (ecp256) is not ours: we answer INVALID_KE_PAYLOAD
+    // and charon retries with x25519. Our cookie threshold 0 makes charon
+    // go through a COOKIE round trip as well (RFC 7296 §2.6).
+    {
+        let lab = lab_for("aes256-sha256-ecp256-x25519");
+        let mut p = lab.peer_with(
+            false,
+            "aes256-sha256-x25519",
+            "aes128gcm16",
+            &["--cookie-threshold", "0"],
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let out = lab.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
+        assert!(out.contains("initiate completed successfully"), "{out}");
+        let k = parse_install(&p.wait("child install", is_install));
+        assert_keys_match(&lab, &k, false);
+        let log = lab.log();
+        assert!(
+            log.contains("N(INVAL_KE)"),
+            "no INVALID_KE_PAYLOAD seen by charon"
+        );
+        assert!(log.contains("N(COOKIE)"), "no COOKIE seen by charon");
+    }
+    // No common IKE proposal.
+    {
+        let lab = lab_for("aes256gcm16-prfsha256-x25519");
+        let mut p = lab.peer(true, "aes128-sha1-modp2048", "aes128gcm16");
+        p.wait("proposal failure", |l| {
+            l.contains("Failed { reason: NoProposalChosen, child: false }")
+        });
+        assert!(lab.log().contains("received proposals unacceptable"));
+    }
+    // Traffic selectors that do not match charon's: the IKE SA stands, the
+    // child fails with TS_UNACCEPTABLE and nothing is installed.
+    {
+        let lab = lab_for("aes256-sha256-x25519");
+        let mut p = lab.peer_with(
+            true,
+            "aes256-sha256-x25519",
+            "aes128gcm16",
+            &["--remote-ts", "10.99.0.0/16"],
+        );
+        p.wait("TS failure", |l| {
+            l.contains("Failed { reason: TsUnacceptable, child: true }")
+        });
+        assert!(p.seen.iter().any(|l| l.contains("IkeEstablished")));
+        assert!(!p.seen.iter().any(|l| is_install(l)));
+        let sas = lab.wait_sas("ESTABLISHED", true);
+        assert!(!sas.contains("INSTALLED"), "{sas}");
+    }
+}

@@ -18,7 +18,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "error: {msg}\nusage: vecgate-ike-peer --local IP --remote IP --psk-file FILE \
          [--ike P,..] [--esp P,..] [--local-ts PFX,..] [--remote-ts PFX,..] \
-         [--local-id ID] [--remote-id ID] [--initiate] [--dpd SECS] [--fragment-size N] [--force-encap] [--print-keys]"
+         [--local-id ID] [--remote-id ID] [--initiate] [--dpd SECS] [--fragment-size N] [--cookie-threshold N] [--force-encap] [--print-keys]"
     );
     std::process::exit(2)
 }
@@ -87,6 +87,11 @@ fn main() {
     }
     if let Some(v) = get("--fragment-size") {
         cfg.fragment_size = Some(v.parse().unwrap_or_else(|_| usage("bad --fragment-size")));
+    }
+    if let Some(v) = get("--cookie-threshold") {
+        cfg.cookie_threshold = v
+            .parse()
+            .unwrap_or_else(|_| usage("bad --cookie-threshold"));
     }
     cfg.initiate = flags.contains("--initiate");
     cfg.force_encap = flags.contains("--force-encap");
