@@ -595,7 +595,12 @@ impl Ike {
         let mut sa = IkeSa::new(true, self.cfg.local_addr, self.cfg.remote_addr, now);
         sa.spi_i = rand_spi64()?;
         sa.ni = nonce()?;
-        let group = self.cfg.ike_proposals[0].dh[0];
+        let group = self
+            .cfg
+            .ike_proposals
+            .iter()
+            .find_map(|p| p.dh.first().copied())
+            .ok_or_else(|| Error::Config("no DH group in the IKE proposals".into()))?;
         sa.dh = Some(DhPrivate::generate(group)?);
         self.sas.push(sa);
         let idx = self.sas.len() - 1;
@@ -753,7 +758,11 @@ impl Ike {
                 };
                 let spi_in = rand_spi32()?;
                 let ni = nonce()?;
-                let pfs = self.cfg.esp_proposals[0].dh.first().copied();
+                let pfs = self
+                    .cfg
+                    .esp_proposals
+                    .first()
+                    .and_then(|p| p.dh.first().copied());
                 let dh = pfs.map(DhPrivate::generate).transpose()?;
                 let mut p = Vec::new();
                 if let Some(old) = rekey_of {

@@ -559,3 +559,15 @@ fn simultaneous_rekeys_resolve() {
     assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
     assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
 }
+
+#[test]
+fn child_keys_debug_is_redacted() {
+    let mut n = pair(|_, _| {});
+    n.establish();
+    let k = &n.a.installed[0];
+    let hex: String = k.enc_key_out.iter().map(|b| format!("{b:02x}")).collect();
+    let dbg = format!("{k:?}");
+    assert!(dbg.contains("redacted"));
+    assert!(!dbg.contains(&hex[..8]));
+    assert!(!dbg.contains(&format!("{:?}", &k.enc_key_out[..4])));
+}
