@@ -317,7 +317,7 @@ impl Drop for Lab {
             }
             let _ = sh(&["ip", "netns", "del", ns]);
         }
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("VGIKE_KEEP").is_some() {
             eprintln!("charon log kept in {}", self.dir.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
