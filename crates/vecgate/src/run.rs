@@ -41,7 +41,7 @@ pub fn main(config: &Path, log_level: &str, log_json: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run(cfg) {
+    match run(cfg, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
@@ -77,7 +77,7 @@ fn driver_str(d: Driver) -> &'static str {
     }
 }
 
-fn run(cfg: Config) -> Result<()> {
+fn run(cfg: Config, path: &Path) -> Result<()> {
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     let esp = crate::esp::load(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
@@ -214,11 +214,30 @@ fn run(cfg: Config) -> Result<()> {
             sum.show_errors()
         );
     };
+    // SIGHUP re-reads the file's IPsec SAs (install / switch / remove,
+    // make-before-break); other changes go through the API.
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handlers")?;
     if let Some(reg) = &esp {
         info!("IPsec SAs:\n{}", crate::esp::show(reg));
     }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        if let (true, Some(reg)) = (hup.swap(false, Ordering::Relaxed), &esp) {
+            match vecgate_config::load(path)
+                .map_err(|e| e.to_string())
+                .and_then(|c| crate::esp::reload(reg, &c))
+            {
+                Ok(done) => {
+                    for d in done {
+                        info!("IPsec: {d}");
+                    }
+                    info!("IPsec SAs:\n{}", crate::esp::show(reg));
+                }
+                Err(e) => error!("IPsec reload: {e}"),
+            }
+        }
         // SA lifetimes: soft → a rekey is due (logged until IKEv2 acts on
         // it), hard → the SA refuses traffic (inbound ones leave the SAD).
         for e in esp.iter().flat_map(|r| r.poll_events()) {
