@@ -4,7 +4,7 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="$ROOT/.venv"
-SCHEMATHESIS_VERSION=4.1.4
+SCHEMATHESIS_VERSION=4.32.5
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi

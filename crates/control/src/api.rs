@@ -69,6 +69,26 @@ fn json_err(e: JsonRejection) -> ApiError {
     ApiError::new(400, msg, Some(&field))
 }
 
+/// A JSON body that must be an object: serde would also build a struct
+/// from an array, which no client means.
+fn object<T: serde::de::DeserializeOwned>(
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> ApiResult<T> {
+    let Json(v) = body.map_err(json_err)?;
+    if !v.is_object() {
+        return Err(ApiError::bad("body", "the body must be a JSON object"));
+    }
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        let field = match path.as_str() {
+            "." | "" => serde_field(&msg).unwrap_or_else(|| "body".to_owned()),
+            p => p.to_owned(),
+        };
+        ApiError::new(400, format!("{field}: {msg}"), Some(&field))
+    })
+}
+
 fn query_err(e: QueryRejection) -> ApiError {
     let msg = e.body_text();
     let field = serde_field(&msg).unwrap_or_else(|| "query".to_owned());
@@ -103,11 +123,11 @@ async fn interfaces(State(s): State<AppState>) -> Json<Vec<InterfaceInfo>> {
 }
 
 #[utoipa::path(post, path = "/interfaces", tag = "interfaces",
-    responses((status = 501, description = "adding an interface needs new sockets on every worker: restart with the new configuration", body = ErrorBody),
+    responses((status = 409, description = "adding an interface needs new sockets on every worker: restart with the new configuration", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn add_interface() -> ApiError {
     ApiError::new(
-        501,
+        409,
         "adding an interface needs new sockets on every worker: add it to the configuration and restart",
         None,
     )
@@ -142,10 +162,10 @@ async fn interface(
 async fn patch_interface(
     State(s): State<AppState>,
     name: Result<Path<String>, PathRejection>,
-    body: Result<Json<InterfacePatch>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<Json<InterfaceInfo>> {
     let Path(name) = name.map_err(path_err)?;
-    let Json(p) = body.map_err(json_err)?;
+    let p: InterfacePatch = object(body)?;
     s.ctl.patch_interface(&name, &p)?;
     find_iface(&s, &name).map(Json)
 }
@@ -173,9 +193,9 @@ async fn routes(
               (status = 403, body = ErrorBody)))]
 async fn add_route(
     State(s): State<AppState>,
-    body: Result<Json<RouteSpec>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<RouteInfo>)> {
-    let Json(spec) = body.map_err(json_err)?;
+    let spec: RouteSpec = object(body)?;
     let r = s.ctl.add_route(&spec)?;
     Ok((StatusCode::CREATED, Json(r)))
 }
@@ -225,14 +245,13 @@ async fn tunnel(
 
 #[utoipa::path(post, path = "/tunnels", tag = "tunnels", request_body = TunnelSpec,
     responses((status = 201, body = TunnelInfo), (status = 400, body = ErrorBody),
-              (status = 409, body = ErrorBody),
-              (status = 501, description = "this build's dataplane has no tunnels", body = ErrorBody),
+              (status = 409, description = "name in use, or this build's dataplane has no tunnels", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn add_tunnel(
     State(s): State<AppState>,
-    body: Result<Json<TunnelSpec>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<TunnelInfo>)> {
-    let Json(spec) = body.map_err(json_err)?;
+    let spec: TunnelSpec = object(body)?;
     s.ctl.add_tunnel(&spec)?;
     s.ctl
         .tunnels()
@@ -349,9 +368,9 @@ async fn trace_get(State(s): State<AppState>) -> ApiResult<Json<TraceInfo>> {
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn trace_arm(
     State(s): State<AppState>,
-    body: Result<Json<TraceArm>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<TraceArmed>)> {
-    let Json(a) = body.map_err(json_err)?;
+    let a: TraceArm = object(body)?;
     if !(1..=10_000).contains(&a.count) {
         return Err(ApiError::bad(
             "count",
@@ -384,9 +403,9 @@ async fn trace_clear(State(s): State<AppState>) -> ApiResult<StatusCode> {
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn capture(
     State(s): State<AppState>,
-    body: Result<Json<CaptureSpec>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<Response> {
-    let Json(c) = body.map_err(json_err)?;
+    let c: CaptureSpec = object(body)?;
     let ms = c.timeout_ms.unwrap_or(10_000);
     if !(1..=60_000).contains(&ms) {
         return Err(ApiError::bad(

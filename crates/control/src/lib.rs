@@ -12,7 +12,7 @@
 //! through its bounded command mailbox ([`dataplane::worker::Command`]).
 //!
 //! Changes that would need new sockets on every worker (adding or removing
-//! a physical interface) are refused with 501: restart with the new
+//! a physical interface) are refused with 409: restart with the new
 //! configuration.
 
 pub mod api;

@@ -432,7 +432,7 @@ impl Control {
                 });
             }
             return Err(ApiError::new(
-                501,
+                409,
                 "tunnels are not in this build of the dataplane yet",
                 None,
             ));

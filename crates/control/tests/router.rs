@@ -161,7 +161,7 @@ async fn interfaces_patch_and_misc() {
     assert_eq!(st, 400);
     assert!(b.contains("\"field\":\"mtu\""), "{b}");
     let (st, _) = call(&app, "POST", "/interfaces", Some("{}"), None).await;
-    assert_eq!(st, 501);
+    assert_eq!(st, 409);
     let (st, b) = call(&app, "GET", "/config", None, None).await;
     assert_eq!(st, 200);
     assert_eq!(vecgate_config::parse(&b).unwrap(), ctl.config());

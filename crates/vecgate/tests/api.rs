@@ -228,7 +228,7 @@ fn tcp_api_tokens_crud_and_config_round_trip() {
         admin,
     );
     assert_eq!((st, field(&b)), (400, "rsc".to_owned()), "{b}");
-    assert_eq!(c("POST", "/interfaces", Some("{}"), admin).0, 501);
+    assert_eq!(c("POST", "/interfaces", Some("{}"), admin).0, 409);
 
     // Tunnels (listed from the config; creation needs the overlay dataplane),
     // SAs, VRFs, counters, trace, metrics.

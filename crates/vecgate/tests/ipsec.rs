@@ -490,10 +490,10 @@ fn tshark_judge(pcap: &Path, sas: &[&Sa], v6_outer: bool) -> Vec<(String, String
         .map(|l| {
             let f: Vec<&str> = l.split('|').collect();
             // The last occurrence of ip.src / ipv6.src is the inner header
-            // once tshark decrypted; an inner IPv6 packet in an IPv4 outer
-            // has both.
-            let inner_v6 = f.get(6).is_some_and(|v| !v.is_empty())
-                && (v6_outer || f.get(2).is_some_and(|s| s.starts_with("fd0")));
+            // once tshark decrypted; with mixed families the inner header
+            // is the only one of its family.
+            let has = |k: usize| f.get(k).is_some_and(|v| !v.is_empty());
+            let inner_v6 = if v6_outer { !has(0) } else { has(2) };
             let (s, d) = if inner_v6 { (f[2], f[3]) } else { (f[0], f[1]) };
             (
                 s.to_string(),
