@@ -267,6 +267,13 @@ pub struct IkeConfig {
     pub ike_rekey_time: Option<Duration>,
     /// Rekey each child SA after this long (None: never).
     pub child_rekey_time: Option<Duration>,
+    /// Delete a child SA this long after creation if it was not rekeyed.
+    pub child_life_time: Option<Duration>,
+    /// Delete the IKE SA this long after creation if it was not rekeyed.
+    pub ike_life_time: Option<Duration>,
+    /// With `initiate`: start a new IKE SA this long after the last one
+    /// failed or was deleted (keeps the tunnel up). None: do not.
+    pub reconnect_delay: Option<Duration>,
     /// Liveness check when nothing was received for this long.
     pub dpd_interval: Option<Duration>,
     /// First retransmission timeout (RFC 7296 §2.1), doubled each time.
@@ -324,6 +331,9 @@ impl IkeConfig {
             remote_ts: vec![],
             ike_rekey_time: None,
             child_rekey_time: None,
+            child_life_time: None,
+            ike_life_time: None,
+            reconnect_delay: None,
             dpd_interval: None,
             retransmit_base: Duration::from_secs(1),
             retransmit_tries: 5,

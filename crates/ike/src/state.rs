@@ -271,6 +271,7 @@ struct Child {
     local_ts: Vec<TrafficSelector>,
     remote_ts: Vec<TrafficSelector>,
     rekey_at: Option<Instant>,
+    expire_at: Option<Instant>,
 }
 
 struct IkeSa {
@@ -301,6 +302,7 @@ struct IkeSa {
     created: Instant,
     last_rx: Instant,
     rekey_at: Option<Instant>,
+    expire_at: Option<Instant>,
     dead: bool,
 }
 
@@ -338,6 +340,7 @@ impl IkeSa {
             created: now,
             last_rx: now,
             rekey_at: None,
+            expire_at: None,
             dead: false,
         }
     }
@@ -501,6 +504,7 @@ pub struct Ike {
     cookie_secret: Zeroizing<[u8; 32]>,
     dropped: u64,
     last_error: Option<Error>,
+    reconnect_at: Option<Instant>,
 }
 
 impl fmt::Debug for Ike {
@@ -527,6 +531,7 @@ impl Ike {
             cookie_secret,
             dropped: 0,
             last_error: None,
+            reconnect_at: None,
         })
     }
 
@@ -901,10 +906,11 @@ impl Ike {
             self.dropped += 1;
             self.last_error = Some(e);
         }
-        self.sweep();
+        self.sweep(now);
     }
 
-    fn sweep(&mut self) {
+    fn sweep(&mut self, now: Instant) {
+        let before = self.sas.len();
         let mut i = 0;
         while i < self.sas.len() {
             if self.sas[i].dead {
@@ -928,6 +934,13 @@ impl Ike {
             } else {
                 i += 1;
             }
+        }
+        if let (true, true, Some(d)) = (
+            self.sas.len() < before && self.sas.is_empty(),
+            self.cfg.initiate,
+            self.cfg.reconnect_delay,
+        ) {
+            self.reconnect_at = Some(now + d);
         }
     }
 
@@ -1429,6 +1442,7 @@ impl Ike {
             local_ts,
             remote_ts,
             rekey_at: self.cfg.child_rekey_time.map(|d| now + d),
+            expire_at: self.cfg.child_life_time.map(|d| now + d),
         });
         self.actions.push_back(Action::InstallChild(keys));
         self.event(Event::ChildEstablished { spi_in, spi_out });
@@ -1438,6 +1452,7 @@ impl Ike {
         let sa = &mut self.sas[idx];
         sa.state = St::Established;
         sa.rekey_at = self.cfg.ike_rekey_time.map(|d| now + d);
+        sa.expire_at = self.cfg.ike_life_time.map(|d| now + d);
         let (spi_i, spi_r, nat) = (sa.spi_i, sa.spi_r, sa.natt);
         if let Some(suite) = sa.suite {
             self.event(Event::IkeEstablished {
@@ -1796,6 +1811,7 @@ impl Ike {
         sa.frag_size = old.frag_size;
         sa.state = St::Established;
         sa.rekey_at = self.cfg.ike_rekey_time.map(|d| now + d);
+        sa.expire_at = self.cfg.ike_life_time.map(|d| now + d);
         // Children move to the new IKE SA (RFC 7296 §2.18).
         sa.children = std::mem::take(&mut old.children);
         old.rekey_at = None;
@@ -2144,18 +2160,21 @@ impl Ike {
                 add(sa.created + HALF_OPEN_TIMEOUT);
             }
             if sa.state == St::Established {
-                if let Some(r) = sa.rekey_at {
-                    add(r);
+                for r in sa.rekey_at.iter().chain(&sa.expire_at) {
+                    add(*r);
                 }
                 for c in &sa.children {
-                    if let Some(r) = c.rekey_at {
-                        add(r);
+                    for r in c.rekey_at.iter().chain(&c.expire_at) {
+                        add(*r);
                     }
                 }
                 if let (Some(d), None) = (self.cfg.dpd_interval, &sa.pending) {
                     add(sa.last_rx + d);
                 }
             }
+        }
+        if let Some(r) = self.reconnect_at {
+            add(r);
         }
         t
     }
@@ -2205,8 +2224,16 @@ impl Ike {
                 sa.rekey_at = None;
                 tasks.push(Task::RekeyIke);
             }
+            if sa.expire_at.is_some_and(|r| now >= r) {
+                sa.expire_at = None;
+                tasks.push(Task::DeleteIke);
+            }
             for c in sa.children.iter_mut() {
-                if c.rekey_at.is_some_and(|r| now >= r) {
+                if c.expire_at.is_some_and(|r| now >= r) {
+                    c.expire_at = None;
+                    c.rekey_at = None;
+                    tasks.push(Task::DeleteChild(c.spi_in));
+                } else if c.rekey_at.is_some_and(|r| now >= r) {
                     c.rekey_at = None;
                     tasks.push(Task::RekeyChild(c.spi_in));
                 }
@@ -2223,7 +2250,14 @@ impl Ike {
             }
             self.run_queue(idx, now);
         }
-        self.sweep();
+        self.sweep(now);
+        if self.reconnect_at.is_some_and(|r| now >= r) {
+            self.reconnect_at = None;
+            if let Err(e) = self.initiate(now) {
+                self.dropped += 1;
+                self.last_error = Some(e);
+            }
+        }
     }
 }
 

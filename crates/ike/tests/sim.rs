@@ -571,3 +571,66 @@ fn child_keys_debug_is_redacted() {
     assert!(!dbg.contains(&hex[..8]));
     assert!(!dbg.contains(&format!("{:?}", &k.enc_key_out[..4])));
 }
+
+#[test]
+fn reconnects_after_deletion_and_failure() {
+    let mut n = pair(|a, _| {
+        a.reconnect_delay = Some(Duration::from_secs(5));
+        a.retransmit_tries = 1;
+    });
+    n.establish();
+    n.b.ike.delete_ike(n.now);
+    n.run();
+    assert!(!n.a.ike.is_established());
+    n.advance(Duration::from_secs(6));
+    assert!(n.a.ike.is_established() && n.b.ike.is_established());
+    assert_eq!(n.a.installed.len(), 2);
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+    // While the peer is unreachable, A keeps trying every few seconds.
+    n.drop = Box::new(|_, _| true);
+    n.a.ike.delete_ike(n.now);
+    n.run();
+    let sent = n.wire.len();
+    n.advance(Duration::from_secs(60));
+    assert!(n.wire.len() > sent + 5);
+    n.drop = Box::new(|_, _| false);
+    n.advance(Duration::from_secs(30));
+    assert!(n.a.ike.is_established());
+}
+
+#[test]
+fn hard_lifetimes_delete_unrekeyed_sas() {
+    let mut n = pair(|a, _| {
+        a.child_life_time = Some(Duration::from_secs(60));
+        a.ike_life_time = Some(Duration::from_secs(120));
+    });
+    n.establish();
+    n.advance(Duration::from_secs(61));
+    assert_eq!(n.a.removed.len(), 1);
+    assert_eq!(n.b.removed.len(), 1);
+    assert!(n.a.ike.is_established());
+    n.advance(Duration::from_secs(60));
+    assert!(!n.a.ike.is_established() && !n.b.ike.is_established());
+}
+
+#[test]
+fn periodic_rekeying_from_config() {
+    let mut n = pair(|a, _| {
+        a.child_rekey_time = Some(Duration::from_secs(100));
+        a.ike_rekey_time = Some(Duration::from_secs(250));
+    });
+    n.establish();
+    n.advance(Duration::from_secs(301));
+    // Children rekeyed at 100, 200, 300; IKE SA at 250.
+    assert_eq!(n.a.installed.len(), 4);
+    assert_eq!(n.b.installed.len(), 4);
+    assert_pair(&n.a.installed[3], &n.b.installed[3]);
+    assert_eq!(n.a.ike.child_sas().len(), 1);
+    assert!(n
+        .a
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::IkeRekeyed { .. })));
+    assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+}
