@@ -191,9 +191,10 @@ fn sock(tag: &str) -> String {
         .to_string()
 }
 
+/// Both gateways (stopped on drop) and gwB's API socket.
 struct Pair {
-    a: Gateway,
-    b: Gateway,
+    _a: Gateway,
+    _b: Gateway,
     sock_b: String,
 }
 
@@ -201,7 +202,11 @@ fn start(t: &Topo, ab: &Sa, ba: &Sa) -> Pair {
     let (sa, sb) = (sock("a"), sock("b"));
     let b = Gateway::start(&t.gb, &config(t, 1, ba, &[ab], "", &sb));
     let a = Gateway::start(&t.ga, &config(t, 0, ab, &[ba], "", &sa));
-    Pair { a, b, sock_b: sb }
+    Pair {
+        _a: a,
+        _b: b,
+        sock_b: sb,
+    }
 }
 
 fn ping(ns: &Netns, args: &str) -> (bool, String) {
