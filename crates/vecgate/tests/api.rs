@@ -335,7 +335,8 @@ fn live_route_changes_do_not_disturb_a_flow() {
     );
     let _gw = Gateway::start(&t.gw, &cfg);
     let base = format!("--unix-socket {} http://x", sock.display());
-    let _srv = t.h2.spawn("iperf3 -s");
+    // Killed with the namespace when the topology drops.
+    let mut srv = t.h2.spawn("iperf3 -s");
     assert!(wait_until(10, || t
         .h2
         .try_sh("ss -ltn | grep -q 5201")
@@ -388,5 +389,7 @@ fn live_route_changes_do_not_disturb_a_flow() {
     let (st, r) = curl(&t.gw.name, &base, "GET", "/routes", None, None);
     assert_eq!(st, 200);
     assert!(!r.contains("10.77."), "{r}");
+    let _ = srv.kill();
+    let _ = srv.wait();
     let _ = std::fs::remove_dir_all(sock.parent().unwrap());
 }
