@@ -15,7 +15,11 @@ fuzz_target!(|data: &[u8]| {
 
     // The first two bytes pick IV/ICV lengths and a block size.
     let (iv_len, icv_len, bs) = match data {
-        [a, b, ..] => (usize::from(a & 0x1f), usize::from(b & 0x1f), usize::from(b >> 3)),
+        [a, b, ..] => (
+            usize::from(a & 0x1f),
+            usize::from(b & 0x1f),
+            usize::from(b >> 3),
+        ),
         _ => (8, 12, 16),
     };
     let pad = padding_len(data.len(), bs);

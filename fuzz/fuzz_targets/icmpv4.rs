@@ -11,7 +11,10 @@ fuzz_target!(|data: &[u8]| {
     if icmpv4::may_send_error(data) {
         let mut out = [0u8; 576];
         let kind = match data.last().copied().unwrap_or(0) % 3 {
-            0 => ErrorKind::DstUnreachable { code: 4, next_hop_mtu: 1400 },
+            0 => ErrorKind::DstUnreachable {
+                code: 4,
+                next_hop_mtu: 1400,
+            },
             1 => ErrorKind::TimeExceeded { code: 0 },
             _ => ErrorKind::ParamProblem { pointer: 1 },
         };

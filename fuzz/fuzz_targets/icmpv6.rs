@@ -15,7 +15,10 @@ fuzz_target!(|data: &[u8]| {
         0 => ErrorKind::DstUnreachable { code: 0 },
         1 => ErrorKind::PktTooBig { mtu: 1280 },
         2 => ErrorKind::TimeExceeded { code: 0 },
-        _ => ErrorKind::ParamProblem { code: 2, pointer: 40 },
+        _ => ErrorKind::ParamProblem {
+            code: 2,
+            pointer: 40,
+        },
     };
     if icmpv6::may_send_error(data, kind) {
         let mut out = [0u8; 1280];
@@ -46,7 +49,11 @@ fuzz_target!(|data: &[u8]| {
         let _ = p.target_addr();
     }
     if p.msg_type() == 134 {
-        let _ = (p.ra_router_lifetime(), p.ra_reachable_time(), p.ra_retrans_time());
+        let _ = (
+            p.ra_router_lifetime(),
+            p.ra_reachable_time(),
+            p.ra_retrans_time(),
+        );
     }
     for o in p.ndp_options().take(64) {
         let Ok(o) = o else { break };
@@ -61,7 +68,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut buf = vec![0u8; r.buffer_len()];
-    r.emit(&SRC, &DST, &mut Packet::new_unchecked(&mut buf[..])).unwrap();
+    r.emit(&SRC, &DST, &mut Packet::new_unchecked(&mut buf[..]))
+        .unwrap();
     let q = Packet::new_checked(&buf[..]).expect("emitted ICMPv6 checks");
     assert_eq!(Icmpv6Repr::parse(&SRC, &DST, &q), Ok(r));
 });

@@ -28,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
             let fr = FragmentRepr::parse(&f).unwrap();
             let mut b = [0u8; ipv6::FRAG_HEADER_LEN];
             fr.emit(&mut FragmentHeader::new_unchecked(&mut b[..]));
-            assert_eq!(FragmentRepr::parse(&FragmentHeader::new_checked(&b[..]).unwrap()), Ok(fr));
+            assert_eq!(
+                FragmentRepr::parse(&FragmentHeader::new_checked(&b[..]).unwrap()),
+                Ok(fr)
+            );
         }
     }
     let Ok(r) = Ipv6Repr::parse(&p) else {

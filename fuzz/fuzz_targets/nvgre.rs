@@ -9,7 +9,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(p) = Nvgre::new_checked(data) else {
         return;
     };
-    let _ = (p.protocol_type(), p.key(), p.vsid(), p.flow_id(), p.payload());
+    let _ = (
+        p.protocol_type(),
+        p.key(),
+        p.vsid(),
+        p.flow_id(),
+        p.payload(),
+    );
     let r = NvgreRepr::parse(&p).expect("checked view parses");
     let _ = r.vsid_is_reserved();
     // Every NVGRE packet is a GRE packet with the same key.

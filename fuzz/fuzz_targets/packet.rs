@@ -36,7 +36,9 @@ fn ethernet(b: &[u8], depth: u32) {
 }
 
 fn ip4(b: &[u8], depth: u32) {
-    let Ok(p) = ipv4::Packet::new_checked(b) else { return };
+    let Ok(p) = ipv4::Packet::new_checked(b) else {
+        return;
+    };
     if Ipv4Repr::parse(&p).is_err() || p.frag_offset() != 0 {
         return;
     }
@@ -61,16 +63,24 @@ fn ip4(b: &[u8], depth: u32) {
 }
 
 fn ip6(b: &[u8], depth: u32) {
-    let Ok(p) = ipv6::Packet::new_checked(b) else { return };
+    let Ok(p) = ipv6::Packet::new_checked(b) else {
+        return;
+    };
     if Ipv6Repr::parse(&p).is_err() {
         return;
     }
     let (src6, dst6) = (p.src_addr(), p.dst_addr());
     let pkt = p.packet();
-    let Ok(chain) = ipv6::header_chain(pkt) else { return };
-    let Some(payload) = pkt.get(chain.offset..) else { return };
+    let Ok(chain) = ipv6::header_chain(pkt) else {
+        return;
+    };
+    let Some(payload) = pkt.get(chain.offset..) else {
+        return;
+    };
     if let Some(fo) = chain.fragment {
-        let Ok(fh) = ipv6::FragmentHeader::new_checked(&pkt[fo..]) else { return };
+        let Ok(fh) = ipv6::FragmentHeader::new_checked(&pkt[fo..]) else {
+            return;
+        };
         if fh.frag_offset() != 0 {
             return;
         }
@@ -86,7 +96,13 @@ fn ip6(b: &[u8], depth: u32) {
         }
         return;
     }
-    l4(chain.protocol, &IpAddr::from(src6), &IpAddr::from(dst6), payload, depth);
+    l4(
+        chain.protocol,
+        &IpAddr::from(src6),
+        &IpAddr::from(dst6),
+        payload,
+        depth,
+    );
 }
 
 fn l4(proto: u8, src: &IpAddr, dst: &IpAddr, b: &[u8], depth: u32) {
@@ -97,7 +113,9 @@ fn l4(proto: u8, src: &IpAddr, dst: &IpAddr, b: &[u8], depth: u32) {
             }
         }
         protocol::UDP => {
-            let Ok(u) = udp::Packet::new_checked(b) else { return };
+            let Ok(u) = udp::Packet::new_checked(b) else {
+                return;
+            };
             if udp::UdpRepr::parse(&u, src, dst).is_err() {
                 return;
             }

@@ -16,7 +16,16 @@ fuzz_target!(|data: &[u8]| {
         p.ack_number(),
         p.header_len(),
         p.flags(),
-        (p.fin(), p.syn(), p.rst(), p.psh(), p.ack(), p.urg(), p.ece(), p.cwr()),
+        (
+            p.fin(),
+            p.syn(),
+            p.rst(),
+            p.psh(),
+            p.ack(),
+            p.urg(),
+            p.ece(),
+            p.cwr(),
+        ),
         p.window_len(),
         p.checksum(),
         p.urgent_at(),
@@ -54,7 +63,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut buf = vec![0u8; r.buffer_len()];
-    if r.emit(&mut Packet::new_unchecked(&mut buf[..]), &src, &dst, mp.payload()).is_err() {
+    if r.emit(
+        &mut Packet::new_unchecked(&mut buf[..]),
+        &src,
+        &dst,
+        mp.payload(),
+    )
+    .is_err()
+    {
         // Options that do not fit 40 bytes once re-encoded.
         assert!(r.header_len() > 60);
         return;

@@ -39,8 +39,13 @@ fuzz_target!(|data: &[u8]| {
         assert!(mp.verify_checksum(&src, &dst));
         let r = UdpRepr::parse(&mp, &src, &dst).expect("filled checksum parses");
         let mut buf = vec![0u8; r.buffer_len()];
-        r.emit(&mut Packet::new_unchecked(&mut buf[..]), &src, &dst, mp.payload())
-            .unwrap();
+        r.emit(
+            &mut Packet::new_unchecked(&mut buf[..]),
+            &src,
+            &dst,
+            mp.payload(),
+        )
+        .unwrap();
         assert_eq!(buf, m);
         let _ = UdpRepr::parse(&p, &src, &dst);
     }

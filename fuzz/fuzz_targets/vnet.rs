@@ -23,9 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let frame_len = data.len() - HEADER_LEN;
     if r.check_frame(frame_len).is_ok() {
         if r.needs_csum {
-            assert!(
-                usize::from(r.csum_start) + usize::from(r.csum_offset) + 2 <= frame_len
-            );
+            assert!(usize::from(r.csum_start) + usize::from(r.csum_offset) + 2 <= frame_len);
         }
         assert!(usize::from(r.hdr_len) <= frame_len);
     }
