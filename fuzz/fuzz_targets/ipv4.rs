@@ -28,10 +28,8 @@ fuzz_target!(|data: &[u8]| {
         p.verify_checksum(),
         p.payload(),
     );
-    for o in p.options_iter().take(64) {
-        if let Ok(o) = o {
-            let _ = (o.kind, o.data, o.copied());
-        }
+    for o in p.options_iter().take(64).map_while(Result::ok) {
+        let _ = (o.kind, o.data, o.copied());
     }
     let Ok(r) = Ipv4Repr::parse(&p) else {
         return;

@@ -45,17 +45,18 @@ fn ip4(b: &[u8], depth: u32) {
     let (src, dst) = (IpAddr::from(p.src_addr()), IpAddr::from(p.dst_addr()));
     let payload = p.payload();
     if p.protocol() == protocol::ICMP {
-        if let Ok(i) = icmpv4::Packet::new_checked(payload) {
-            if let Ok(r) = icmpv4::Icmpv4Repr::parse(&i) {
-                // Errors quote the offending datagram: walk it too.
-                if let icmpv4::Icmpv4Repr::DstUnreachable { data, .. }
-                | icmpv4::Icmpv4Repr::TimeExceeded { data, .. } = r
-                {
-                    if depth < MAX_DEPTH {
-                        let _ = ipv4::Packet::new_checked(data).map(|q| q.protocol());
-                    }
-                }
+        let Ok(i) = icmpv4::Packet::new_checked(payload) else {
+            return;
+        };
+        // Errors quote the offending datagram: parse its header too.
+        match icmpv4::Icmpv4Repr::parse(&i) {
+            Ok(icmpv4::Icmpv4Repr::DstUnreachable { data, .. })
+            | Ok(icmpv4::Icmpv4Repr::TimeExceeded { data, .. })
+                if depth < MAX_DEPTH =>
+            {
+                let _ = ipv4::Packet::new_checked(data).map(|q| q.protocol());
             }
+            _ => {}
         }
         return;
     }
