@@ -1,0 +1,244 @@
+//! IPsec NAT traversal (RFC 3948) through a real source NAT:
+//!
+//!   h1 ── gwA 10.99.0.2 ── [nat: nftables masquerade] 192.0.2.254 ══ 192.0.2.2 gwB ── h2
+//!
+//! gwA sits behind a namespace that masquerades with nftables; ESP travels
+//! in UDP 4500, crosses it, and traffic works both ways (ping and a
+//! byte-exact TCP transfer). gwB knows gwA only by the NAT's address.
+
+mod common;
+
+use common::{sh, unique, veth, wait_until, Gateway, Netns};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn key_file(dir: &Dir, spi: u32) -> String {
+    let key: Vec<u8> = (0..36u32).map(|i| (i * 13 + spi) as u8).collect();
+    let p = dir.0.join(format!("{spi:x}.hex"));
+    std::fs::write(&p, hex(&key)).unwrap();
+    p.display().to_string()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn config(
+    dir: &Dir,
+    name: &str,
+    lan: (&str, &str),
+    wan: (&str, &str),
+    local: &str,
+    remote: &str,
+    traffic: &str,
+    spis: (u32, u32),
+    extra: &str,
+) -> String {
+    let sock = std::env::temp_dir().join(format!("{}.sock", unique(name)));
+    format!(
+        r#"[gateway]
+name = "{name}"
+api = "unix:{sock}"
+
+[[interface]]
+name = "lan"
+host = "{lan_if}"
+driver = "af_packet"
+addresses = ["{lan_addr}"]
+vrf = "blue"
+
+[[interface]]
+name = "wan"
+host = "{wan_if}"
+driver = "af_packet"
+addresses = ["{wan_addr}"]
+
+[[tunnel]]
+name = "esp0"
+kind = "ipsec"
+local = "{local}"
+remote = "{remote}"
+vrf = "blue"
+nat_t = true
+traffic = ["{traffic}"]
+{extra}
+[[tunnel.sa]]
+direction = "out"
+spi = {out:#x}
+algorithm = "aes256gcm16"
+key_file = "{out_key}"
+
+[[tunnel.sa]]
+direction = "in"
+spi = {inb:#x}
+algorithm = "aes256gcm16"
+key_file = "{in_key}"
+"#,
+        sock = sock.display(),
+        lan_if = lan.0,
+        lan_addr = lan.1,
+        wan_if = wan.0,
+        wan_addr = wan.1,
+        out = spis.0,
+        inb = spis.1,
+        out_key = key_file(dir, spis.0),
+        in_key = key_file(dir, spis.1),
+    )
+}
+
+const TCP_RX: &str = r#"
+import socket, hashlib, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 7000))
+s.listen(1)
+s.settimeout(60)
+c, _ = s.accept()
+h = hashlib.sha256()
+n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    h.update(b)
+    n += len(b)
+print(h.hexdigest(), n)
+"#;
+
+const TCP_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, n = sys.argv[1], int(sys.argv[2])
+d = os.urandom(n)
+for i in range(100):
+    try:
+        s = socket.create_connection((addr, 7000), timeout=30)
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.1)
+s.sendall(d)
+s.close()
+print(hashlib.sha256(d).hexdigest(), len(d))
+"#;
+
+fn tcp_transfer(dir: &Dir, from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
+    let rxs = dir.0.join("rx.py");
+    let txs = dir.0.join("tx.py");
+    std::fs::write(&rxs, TCP_RX).unwrap();
+    std::fs::write(&txs, TCP_TX).unwrap();
+    let rx = to.spawn(&format!("python3 {}", rxs.display()));
+    let sent = from.sh(&format!("python3 {} {to_addr} {bytes}", txs.display()));
+    let out = rx.wait_with_output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        got.trim(),
+        sent.trim(),
+        "receiver saw different bytes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn esp_in_udp_crosses_source_nat_both_ways() {
+    let dir = Dir(std::env::temp_dir().join(unique("natt")));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let h1 = Netns::new("h1");
+    let h2 = Netns::new("h2");
+    let ga = Netns::new("ga");
+    let nat = Netns::new("nat");
+    let gb = Netns::new("gb");
+    veth(&h1, "eth0", &ga, "a-lan");
+    veth(&ga, "a-wan", &nat, "n-in");
+    veth(&nat, "n-out", &gb, "b-wan");
+    veth(&h2, "eth0", &gb, "b-lan");
+    h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
+    h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
+    nat.sh("ip addr add 10.99.0.1/24 dev n-in && ip addr add 192.0.2.254/24 dev n-out");
+    nat.sh("sysctl -qw net.ipv4.ip_forward=1");
+    nat.sh(
+        "nft add table ip nat && nft 'add chain ip nat post { type nat hook postrouting priority 100 ; }' && nft add rule ip nat post oifname n-out masquerade",
+    );
+    // gwA: behind the NAT, its underlay default route via the NAT.
+    let a_cfg = config(
+        &dir,
+        "na",
+        ("a-lan", "10.1.0.1/24"),
+        ("a-wan", "10.99.0.2/24"),
+        "10.99.0.2",
+        "192.0.2.2",
+        "10.2.0.0/24",
+        (0x3001, 0x4001),
+        "",
+    ) + "\n[[route]]\nprefix = \"192.0.2.0/24\"\nvia = \"10.99.0.1\"\n";
+    // gwB: knows gwA only as the NAT's public address.
+    let b_cfg = config(
+        &dir,
+        "nb",
+        ("b-lan", "10.2.0.1/24"),
+        ("b-wan", "192.0.2.2/24"),
+        "192.0.2.2",
+        "192.0.2.254",
+        "10.1.0.0/24",
+        (0x4001, 0x3001),
+        "",
+    );
+    let _b = Gateway::start(&gb, &b_cfg);
+    let _a = Gateway::start(&ga, &a_cfg);
+    let cap = dir.0.join("b-wan.pcap");
+    let mut tcpdump = gb.spawn(&format!(
+        "tcpdump -U --immediate-mode -ni b-wan -w {} ip",
+        cap.display()
+    ));
+    assert!(wait_until(10, || cap.exists()), "tcpdump did not start");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The first packet from behind the NAT opens the mapping.
+    let _ = h1.try_sh("ping -c 1 -W 2 10.2.0.2");
+    let out = h1.try_sh("ping -c 3 -i 0.2 -W 2 10.2.0.2");
+    assert!(
+        out.status.success(),
+        "h1 -> h2: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = h2.try_sh("ping -c 3 -i 0.2 -W 2 10.1.0.2");
+    assert!(
+        out.status.success(),
+        "h2 -> h1 (through the NAT mapping): {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    tcp_transfer(&dir, &h1, &h2, "10.2.0.2", 2 << 20);
+    tcp_transfer(&dir, &h2, &h1, "10.1.0.2", 2 << 20);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .arg("-INT")
+        .arg(tcpdump.id().to_string())
+        .status();
+    let _ = tcpdump.wait();
+    // On gwB's wire: only ESP in UDP 4500, to and from the NAT's address.
+    let rows = sh(&format!(
+        "tshark -n -r {} -T fields -E separator=, -e ip.src -e ip.dst -e ip.proto -e udp.srcport -e udp.dstport -e esp.spi",
+        cap.display()
+    ));
+    let lines: Vec<&str> = rows.lines().collect();
+    assert!(lines.len() > 100, "{} packets", lines.len());
+    for l in &lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f[2], "17", "not UDP: {l}");
+        assert!(
+            (f[0] == "192.0.2.254" && f[1] == "192.0.2.2")
+                || (f[0] == "192.0.2.2" && f[1] == "192.0.2.254"),
+            "{l}"
+        );
+        // Towards gwB the destination port is 4500; gwB answers from 4500.
+        let ours = if f[0] == "192.0.2.2" { f[3] } else { f[4] };
+        assert_eq!(ours, "4500", "{l}");
+        assert!(f[5] == "0x00003001" || f[5] == "0x00004001", "not ESP: {l}");
+    }
+}
