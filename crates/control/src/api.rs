@@ -278,8 +278,8 @@ async fn del_tunnel(
 #[utoipa::path(get, path = "/sas", tag = "tunnels",
     responses((status = 200, description = "IPsec SAs (never key material)", body = [SaInfo]),
               (status = 401, body = ErrorBody)))]
-async fn sas() -> Json<Vec<SaInfo>> {
-    Json(Vec::new())
+async fn sas(State(s): State<AppState>) -> Json<Vec<SaInfo>> {
+    Json(s.ctl.sas())
 }
 
 #[utoipa::path(get, path = "/counters", tag = "observability",

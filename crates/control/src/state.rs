@@ -43,7 +43,14 @@ pub struct Dataplane {
     pub mailboxes: Vec<crossbeam_channel::Sender<Command>>,
     /// Index-aligned with the configuration's interfaces (fixed at startup).
     pub netdevs: Vec<NetdevFacts>,
+    /// The IPsec SAs as `GET /sas` shows them (SPIs and algorithms, never
+    /// keys); `None` without IPsec.
+    pub sas: Option<SaSource>,
 }
+
+/// Lists the IPsec SAs (vecgate's SA registry, behind a closure so this
+/// crate needs no IPsec dependency).
+pub type SaSource = Box<dyn Fn() -> Vec<SaInfo> + Send + Sync>;
 
 /// A refused request: HTTP status, message and the offending field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,6 +165,11 @@ impl Control {
         self.dp.tables.store(tables);
         *cur = next;
         Ok(())
+    }
+
+    /// The IPsec SAs (empty without IPsec).
+    pub fn sas(&self) -> Vec<SaInfo> {
+        self.dp.sas.as_ref().map(|f| f()).unwrap_or_default()
     }
 
     pub fn counters(&self) -> CounterSnapshot {

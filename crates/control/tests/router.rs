@@ -54,6 +54,7 @@ fn control() -> (Arc<Control>, Arc<SharedTables>) {
             mtu: 1500,
             offloads: false,
         }],
+        sas: None,
     };
     // Keep the worker alive (its mailbox) for the test's duration.
     std::mem::forget(w);

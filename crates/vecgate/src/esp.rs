@@ -276,3 +276,25 @@ pub fn reload(reg: &EspRegistry, cfg: &Config) -> Result<Vec<String>, String> {
     }
     Ok(done)
 }
+
+/// The registry's SAs as the API's `GET /sas` shows them (never keys).
+pub fn sa_infos(reg: &EspRegistry) -> Vec<vecgate_control::model::SaInfo> {
+    reg.list()
+        .into_iter()
+        .map(|i| vecgate_control::model::SaInfo {
+            spi: format!("{:#010x}", i.spi),
+            tunnel: i.tunnel_name,
+            direction: if i.outbound { "outbound" } else { "inbound" }.into(),
+            cipher: match i.algorithm {
+                Algorithm::AesGcm128 => "aes-gcm-128",
+                Algorithm::AesGcm256 => "aes-gcm-256",
+                Algorithm::AesCbc128HmacSha1_96 => "aes-cbc-128-hmac-sha1-96",
+                Algorithm::AesCbc256HmacSha256_128 => "aes-cbc-256-hmac-sha256-128",
+                Algorithm::ChaCha20Poly1305 => "chacha20-poly1305",
+            }
+            .into(),
+            packets: i.packets,
+            bytes: i.bytes,
+        })
+        .collect()
+}

@@ -292,6 +292,9 @@ fn start_api(
         _ => Auth::None,
     };
     let nd = netdevs.to_vec();
+    let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
+        Box::new(move || crate::esp::sa_infos(&reg))
+    });
     let dp = Dataplane {
         tables: shared.clone(),
         build: Box::new(move |c: &Config| build_tables_with(c, &nd, esp.as_deref())),
@@ -305,6 +308,7 @@ fn start_api(
                 offloads: n.offloads,
             })
             .collect(),
+        sas,
     };
     let ctl = Control::new(cfg.clone(), dp, Capabilities::default());
     vecgate_control::serve(&cfg.gateway.api, ctl, auth)
