@@ -138,11 +138,18 @@ fn main() {
             usage(&format!("initiate: {e}"));
         }
     }
+    let mut dropped = 0;
     loop {
         if d.step(Duration::from_millis(50), &mut on, &mut |_, _, _| {})
             .is_err()
         {
             return;
+        }
+        if let (n, Some(e)) = d.ike_mut().dropped() {
+            if n != dropped {
+                dropped = n;
+                println!("DROPPED {n} {e}");
+            }
         }
         let children: Vec<u32> = d.ike_mut().child_sas().iter().map(|c| c.0).collect();
         while let Ok(cmd) = rx.try_recv() {
