@@ -42,16 +42,26 @@ fn must(args: &[&str]) -> String {
 struct Lab {
     a: String,
     b: String,
+    a_ip: String,
+    b_ip: String,
+    a_ts: String,
+    b_ts: String,
     dir: PathBuf,
     charon: Option<Child>,
 }
 
+#[derive(Default)]
 struct LabCfg<'a> {
     ike: &'a str,
     esp: &'a str,
     charon_psk: &'a str,
     /// Extra `charon { }` settings.
     charon_extra: &'a str,
+    /// IPv6 outer addresses and IPv6 traffic selectors.
+    v6: bool,
+    /// Identities (default: the outer addresses).
+    a_id: &'a str,
+    b_id: &'a str,
 }
 
 impl Lab {
@@ -68,12 +78,30 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("vgike-{id}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("run")).unwrap();
+        let (a_ip, b_ip, plen, a_ts, b_ts, b_lo) = if c.v6 {
+            (
+                "fd77::1",
+                "fd77::2",
+                64,
+                "fd01::/64",
+                "fd02::/64",
+                "fd02::1/64",
+            )
+        } else {
+            (A_IP, B_IP, 24, "10.1.0.0/16", "10.2.0.0/16", "10.2.0.1/16")
+        };
         let mut lab = Lab {
             a: format!("vgike-a-{id}"),
             b: format!("vgike-b-{id}"),
+            a_ip: a_ip.into(),
+            b_ip: b_ip.into(),
+            a_ts: a_ts.into(),
+            b_ts: b_ts.into(),
             dir,
             charon: None,
         };
+        let a_id = if c.a_id.is_empty() { a_ip } else { c.a_id };
+        let b_id = if c.b_id.is_empty() { b_ip } else { c.b_id };
         must(&["ip", "netns", "add", &lab.a]);
         must(&["ip", "netns", "add", &lab.b]);
         must(&[
@@ -86,9 +114,10 @@ impl Lab {
             &lab.a,
             "addr",
             "add",
-            &format!("{A_IP}/24"),
+            &format!("{a_ip}/{plen}"),
             "dev",
             "va",
+            "nodad",
         ]);
         must(&[
             "ip",
@@ -96,21 +125,13 @@ impl Lab {
             &lab.b,
             "addr",
             "add",
-            &format!("{B_IP}/24"),
+            &format!("{b_ip}/{plen}"),
             "dev",
             "vb",
+            "nodad",
         ]);
         // charon installs a route with a source inside its local_ts.
-        must(&[
-            "ip",
-            "-n",
-            &lab.b,
-            "addr",
-            "add",
-            "10.2.0.1/16",
-            "dev",
-            "lo",
-        ]);
+        must(&["ip", "-n", &lab.b, "addr", "add", b_lo, "dev", "lo"]);
         for (ns, dev) in [
             (&lab.a, "va"),
             (&lab.b, "vb"),
@@ -158,22 +179,22 @@ impl Lab {
                 "connections {{
   vg {{
     version = 2
-    local_addrs = {B_IP}
-    remote_addrs = {A_IP}
+    local_addrs = {b_ip}
+    remote_addrs = {a_ip}
     proposals = {ike}
     rekey_time = 0
     local {{
       auth = psk
-      id = {B_IP}
+      id = {b_id}
     }}
     remote {{
       auth = psk
-      id = {A_IP}
+      id = {a_id}
     }}
     children {{
       net {{
-        local_ts = 10.2.0.0/16
-        remote_ts = 10.1.0.0/16
+        local_ts = {b_ts}
+        remote_ts = {a_ts}
         esp_proposals = {esp}
         rekey_time = 0
       }}
@@ -182,8 +203,8 @@ impl Lab {
 }}
 secrets {{
   ike-1 {{
-    id-1 = {A_IP}
-    id-2 = {B_IP}
+    id-1 = {a_id}
+    id-2 = {b_id}
     secret = \"{psk}\"
   }}
 }}
@@ -266,15 +287,15 @@ secrets {{
             &self.a,
             env!("CARGO_BIN_EXE_vecgate-ike-peer"),
         ])
-        .args(["--local", A_IP, "--remote", B_IP])
+        .args(["--local", &self.a_ip, "--remote", &self.b_ip])
         .arg("--psk-file")
         .arg(self.dir.join("psk"))
         .args(["--ike", ike, "--esp", esp])
         .args([
             "--local-ts",
-            "10.1.0.0/16",
+            &self.a_ts,
             "--remote-ts",
-            "10.2.0.0/16",
+            &self.b_ts,
             "--print-keys",
         ]);
         if initiate {
@@ -501,6 +522,7 @@ fn vecgate_initiates_groups_14_19_31_and_esp_suites() {
             esp,
             charon_psk: PSK,
             charon_extra: "",
+            ..Default::default()
         });
         let mut p = lab.peer(true, ike, esp);
         let l = p.wait("child install", is_install);
@@ -531,6 +553,7 @@ fn charon_initiates_and_rekeys() {
             esp,
             charon_psk: PSK,
             charon_extra: "",
+            ..Default::default()
         });
         let mut p = lab.peer(false, ike, esp);
         std::thread::sleep(Duration::from_millis(300));
@@ -579,6 +602,7 @@ fn vecgate_rekeys_child_and_ike_then_deletes() {
         esp,
         charon_psk: PSK,
         charon_extra: "",
+        ..Default::default()
     });
     let mut p = lab.peer_with(true, ike, esp, &["--dpd", "1"]);
     let k = parse_install(&p.wait("child install", is_install));
@@ -636,6 +660,7 @@ fn wrong_psk_fails_clearly_on_both_sides() {
         esp,
         charon_psk: "some-other-psk",
         charon_extra: "",
+        ..Default::default()
     });
     let mut p = lab.peer(true, ike, esp);
     p.wait("authentication failure", |l| {
@@ -673,6 +698,7 @@ fn fragmentation_both_ways_rfc7383() {
         esp: "aes256-sha256",
         charon_psk: PSK,
         charon_extra: "fragment_size = 200",
+        ..Default::default()
     });
     let mut p = lab.peer_with(true, ike, esp, &["--fragment-size", "200"]);
     let k = parse_install(&p.wait("child install", is_install));
@@ -708,6 +734,7 @@ fn negotiation_edge_cases() {
             esp: "aes128gcm16",
             charon_psk: PSK,
             charon_extra: "",
+            ..Default::default()
         })
     };
     // vecgate's first KE group (x25519) is not charon's: INVALID_KE_PAYLOAD,
@@ -773,4 +800,39 @@ fn negotiation_edge_cases() {
         let sas = lab.wait_sas("ESTABLISHED", true);
         assert!(!sas.contains("INSTALLED"), "{sas}");
     }
+}
+
+#[test]
+fn ipv6_with_fqdn_and_key_id_identities() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ike, esp) = ("aes256gcm16-prfsha256-ecp256", "aes256gcm16");
+    let lab = Lab::new(&LabCfg {
+        ike,
+        esp,
+        charon_psk: PSK,
+        v6: true,
+        a_id: "vecgate.example",
+        b_id: "keyid:charon01",
+        ..Default::default()
+    });
+    let mut p = lab.peer_with(
+        true,
+        ike,
+        esp,
+        &[
+            "--local-id",
+            "vecgate.example",
+            "--remote-id",
+            "keyid:charon01",
+        ],
+    );
+    let k = parse_install(&p.wait("child install", is_install));
+    assert_keys_match(&lab, &k, true);
+    let sas = lab.wait_sas("INSTALLED", true);
+    assert!(sas.contains("'vecgate.example' @ fd77::1"), "{sas}");
+    assert!(sas.contains("fd01::/64"), "{sas}");
+    p.cmd("rekey-ike");
+    p.wait("IKE rekey", |l| l.contains("IkeRekeyed"));
+    p.cmd("delete-ike");
+    p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
 }
