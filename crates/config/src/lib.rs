@@ -34,10 +34,10 @@
 //! The key names are a public contract: they may gain optional keys, never
 //! lose or rename one. See `examples/*.toml` for every optional key.
 //!
-//! `kind = "ipsec"` tunnels are accepted with the common keys only (name,
-//! local, remote, vrf, underlay_vrf, mtu); the keys IPsec needs (IKEv2
-//! identities, secrets, proposals) arrive with the IPsec work and will be
-//! validated here then.
+//! `kind = "ipsec"` tunnels take statically keyed SAs (`[[tunnel.sa]]`, keys
+//! in hex files named by `key_file`, never inline), `nat_t` and `traffic`
+//! selectors: see [`ipsec`] and `examples/ipsec-*.toml`. An ipsec tunnel
+//! without SAs validates (IKEv2 will key it) but does not run yet.
 
 mod emit;
 pub mod ipsec;
