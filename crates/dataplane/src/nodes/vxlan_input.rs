@@ -1,7 +1,8 @@
 //! vxlan-input: decapsulates VXLAN (RFC 7348).
 //!
 //! ip-local sends UDP to a VXLAN tunnel's port here with `meta.aux` = the
-//! offset of the UDP header. A nonzero UDP checksum is verified (always
+//! offset of the UDP header. A nonzero UDP checksum is verified unless the
+//! vnet header says it is valid or not yet computed (always
 //! present over IPv6: a zero one is dropped, as Linux does without
 //! `udp6zerocsumrx`); the I flag must be set (RFC 7348 §5); the tunnel is
 //! found by (underlay VRF, our address, the peer's, UDP port, VNI) and the
@@ -95,7 +96,11 @@ fn check(t: &crate::tables::Tables, p: &Packet) -> Result<(u32, usize), E> {
     }
     let csum = be16(d, off + 6);
     let v6 = d[0] >> 4 == 6;
-    if (csum != 0 || v6) && !p.meta.offload.csum_valid && !crate::offload::verify_l4_at(d, 0) {
+    // A partial checksum (NEEDS_CSUM: the sender is a local stack on this
+    // host, e.g. a kernel VXLAN device over veth) was never computed: there
+    // is nothing to verify, the data never left memory.
+    let o = p.meta.offload;
+    if (csum != 0 || v6) && !o.csum_valid && !o.needs_csum && !crate::offload::verify_l4_at(d, 0) {
         return Err(E::BadChecksum);
     }
     if d[off + 8] & 0x08 == 0 {
