@@ -396,12 +396,12 @@ def build_all(contenders, tag):
 def scenario_tunnels(args):
     """Issue 4's table: no tunnel vs every tunnel kind, vecgate vs peers,
     1 and 8 TCP streams, Gbit/s and cycles/byte per gateway."""
-    contenders = tunnel_contenders()
+    contenders = [c for c in tunnel_contenders() if not args.only or c[0] in args.only.split(",")]
     labels = {k: l for k, l, _ in contenders}
     topos, skipped = build_all(contenders, "tunnels")
     results = {}
     try:
-        for streams in (1, 8):
+        for streams in args.streams:
             for i in range(args.runs):
                 for key in topos:
                     log(f"[tunnels] {key:14s} {streams} stream(s) run {i + 1}/{args.runs}")
@@ -607,6 +607,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--streams", type=lambda v: [int(x) for x in v.split(",")], default=[1, 8],
+                    help="TCP stream counts of the tunnels scenario (default 1,8)")
+    ap.add_argument("--only", default="", help="tunnels scenario: comma-separated contender keys")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--summary", action="store_true", help="print a short table only (the demo)")
     args = ap.parse_args()
