@@ -30,7 +30,7 @@ use std::sync::Arc;
 /// Drop reasons of the crypto, in the order of `vecgate_ipsec::EspError::ALL`
 /// with the names of `EspError::as_str` (a test in vecgate-ipsec keeps them
 /// equal). A [`Reason`] indexes this table.
-pub const CRYPTO_REASONS: [&str; 16] = [
+pub const CRYPTO_REASONS: [&str; 17] = [
     "truncated",
     "bad-length",
     "bad-spi",
@@ -47,6 +47,7 @@ pub const CRYPTO_REASONS: [&str; 16] = [
     "bad-inner",
     "bad-config",
     "crypto",
+    "no-sa",
 ];
 
 /// Index into [`CRYPTO_REASONS`].

@@ -168,6 +168,9 @@ pub struct Ctx {
     /// Per port: the backend takes super-packets and partial checksums
     /// (`Port::offloads`), so interface-output leaves them alone.
     pub port_offloads: Vec<bool>,
+    /// Where ip-local punts IKE datagrams ([`crate::punt`]); `None`: IKE
+    /// is not running and such datagrams are dropped.
+    pub punt: Option<Arc<crate::punt::Punt>>,
 }
 
 impl Ctx {
@@ -186,6 +189,7 @@ impl Ctx {
                 .collect(),
             port_up: vec![true; n_ports],
             port_offloads: vec![false; n_ports],
+            punt: None,
         }
     }
 

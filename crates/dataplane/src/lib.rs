@@ -15,6 +15,7 @@ pub mod neighbour;
 pub mod nodes;
 pub mod offload;
 pub mod port;
+pub mod punt;
 pub mod tables;
 pub mod trace;
 pub mod tunnel;

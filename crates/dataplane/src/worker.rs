@@ -235,6 +235,27 @@ impl Worker {
         }
     }
 
+    /// Connects the IKE punt / inject path ([`crate::punt`]): ip-local
+    /// punts to it, and each loop iteration routes what it injects.
+    pub fn set_punt(&mut self, punt: Arc<crate::punt::Punt>) {
+        self.cx.punt = Some(punt);
+    }
+
+    /// Routes the datagrams the control plane injected (at most a vector
+    /// per iteration; the buffers come from this worker's pool).
+    fn inject(&mut self) {
+        let Some(punt) = self.cx.punt.clone() else {
+            return;
+        };
+        punt.drain_inject(&mut self.cx.pool, &mut self.rx, &mut self.announce, 32);
+        if !self.rx.is_empty() {
+            self.graph.input(NodeId::Ip4Lookup, &mut self.rx);
+        }
+        if !self.announce.is_empty() {
+            self.graph.input(NodeId::Ip6Lookup, &mut self.announce);
+        }
+    }
+
     /// How failed ports are re-opened.
     pub fn set_port_factory(&mut self, f: PortFactory) {
         self.factory = Some(f);
@@ -313,6 +334,7 @@ impl Worker {
             self.cx.neigh_hints = s.snapshot();
         }
         let mut received = 0;
+        self.inject();
         let counters = self.graph.counters();
         for i in 0..self.ports.len() {
             let Some(port) = self.ports[i].port.as_mut() else {
@@ -341,8 +363,8 @@ impl Worker {
         }
         if !self.rx.is_empty() {
             self.graph.input(NodeId::EthernetInput, &mut self.rx);
-            self.graph.run(&mut self.cx);
         }
+        self.graph.run(&mut self.cx);
         if now.saturating_sub(self.last_timer) >= TIMER_MS {
             self.last_timer = now;
             self.timers(now);

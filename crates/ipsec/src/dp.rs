@@ -15,11 +15,11 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use dataplane::esp::{EspInbound, EspOutbound, Reason, RxOk};
 use dataplane::Packet;
 
-use crate::{Algorithm, Decrypted, EspError, InboundSa, LifetimeEvent, OutboundSa, TunnelSas};
+use crate::{Algorithm, Decrypted, EspError, InboundSa, LifetimeEvent, OutboundSa};
 
 /// Index of `e` in [`EspError::ALL`] (= `dataplane::esp::CRYPTO_REASONS`).
 #[inline]
@@ -38,22 +38,38 @@ thread_local! {
     static RX_STATUS: RefCell<Vec<Result<Decrypted, EspError>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Worst-case bytes ESP adds when no SA is known yet (an IKEv2 tunnel
+/// before its first child SA): outer IPv6 (40), UDP for NAT-T (8), ESP
+/// header (8), IV (16), padding (15), trailer (2) and ICV (16), rounded
+/// up. The tunnel MTU is derived from it when the tables are built, before
+/// any negotiation, so it must cover every algorithm IKEv2 may pick.
+pub const PENDING_OVERHEAD: usize = 112;
+
 /// The outbound side of one tunnel: the SA currently in use, switchable.
+/// Empty while an IKEv2 tunnel waits for its first child SA (packets are
+/// then dropped as `no-sa`).
 #[derive(Debug)]
 pub struct TunnelTx {
-    sas: TunnelSas,
+    sa: ArcSwapOption<OutboundSa>,
 }
 
 impl TunnelTx {
     pub fn new(sa: OutboundSa) -> Self {
         TunnelTx {
-            sas: TunnelSas::new(sa),
+            sa: ArcSwapOption::from_pointee(sa),
+        }
+    }
+
+    /// A tunnel without an outbound SA yet.
+    pub fn pending() -> Self {
+        TunnelTx {
+            sa: ArcSwapOption::empty(),
         }
     }
 
     /// The current outbound SA.
-    pub fn current(&self) -> Arc<OutboundSa> {
-        Arc::clone(&self.sas.outbound())
+    pub fn current(&self) -> Option<Arc<OutboundSa>> {
+        self.sa.load_full()
     }
 }
 
@@ -63,7 +79,10 @@ impl EspOutbound for TunnelTx {
         pkts: &mut [Packet],
         status: &mut [Result<(), Reason>],
     ) -> Result<(), Reason> {
-        let sa = self.sas.outbound();
+        let sa = self.sa.load();
+        let Some(sa) = sa.as_ref() else {
+            return Err(reason(EspError::NoSa));
+        };
         TX_STATUS.with(|s| {
             let mut s = s.borrow_mut();
             s.clear();
@@ -77,12 +96,13 @@ impl EspOutbound for TunnelTx {
     }
 
     fn overhead(&self) -> usize {
-        let sa = self.sas.outbound();
-        sa.overhead_front() + sa.overhead_back_max()
+        self.sa.load().as_ref().map_or(PENDING_OVERHEAD, |sa| {
+            sa.overhead_front() + sa.overhead_back_max()
+        })
     }
 
     fn spi(&self) -> u32 {
-        self.sas.outbound().spi()
+        self.sa.load().as_ref().map_or(0, |sa| sa.spi())
     }
 }
 
@@ -162,6 +182,8 @@ pub enum RegistryError {
     SpiInUse(u32),
     #[error("no inbound SA with SPI {0:#010x}")]
     NoSa(u32),
+    #[error("ESP tunnel {0} had no outbound SA")]
+    NoOutbound(u32),
 }
 
 /// What `show` prints about an SA: never keys.
@@ -242,6 +264,38 @@ impl EspRegistry {
         Ok(tx)
     }
 
+    /// Registers tunnel `id` without an outbound SA (keyed later by IKEv2
+    /// through [`EspRegistry::set_outbound`]); until then its packets are
+    /// dropped as `no-sa`.
+    pub fn add_pending_tunnel(&self, id: u32, name: &str) -> Result<Arc<TunnelTx>, RegistryError> {
+        let mut t = self.tunnels();
+        if t.contains_key(&id) {
+            return Err(RegistryError::TunnelExists(id));
+        }
+        let tx = Arc::new(TunnelTx::pending());
+        t.insert(
+            id,
+            TunnelEntry {
+                name: name.to_string(),
+                tx: tx.clone(),
+            },
+        );
+        Ok(tx)
+    }
+
+    /// Sets (first child SA) or replaces (rekey) the outbound SA of tunnel
+    /// `tunnel`; `None` clears it (child SA deleted: traffic stops as
+    /// `no-sa`). Returns the previous SA.
+    pub fn set_outbound(
+        &self,
+        tunnel: u32,
+        sa: Option<OutboundSa>,
+    ) -> Result<Option<Arc<OutboundSa>>, RegistryError> {
+        let t = self.tunnels();
+        let e = t.get(&tunnel).ok_or(RegistryError::NoTunnel(tunnel))?;
+        Ok(e.tx.sa.swap(sa.map(Arc::new)))
+    }
+
     /// The outbound object of tunnel `id` (for a table rebuild).
     pub fn tunnel_tx(&self, id: u32) -> Option<Arc<TunnelTx>> {
         self.tunnels().get(&id).map(|e| e.tx.clone())
@@ -304,7 +358,9 @@ impl EspRegistry {
     ) -> Result<Arc<OutboundSa>, RegistryError> {
         let t = self.tunnels();
         let e = t.get(&tunnel).ok_or(RegistryError::NoTunnel(tunnel))?;
-        Ok(e.tx.sas.switch_outbound(sa))
+        e.tx.sa
+            .swap(Some(Arc::new(sa)))
+            .ok_or(RegistryError::NoOutbound(tunnel))
     }
 
     /// Every SA (outbound current, inbound all), sorted by tunnel and SPI.
@@ -312,7 +368,7 @@ impl EspRegistry {
         let t = self.tunnels();
         let mut v = Vec::new();
         for (id, e) in t.iter() {
-            let sa = e.tx.current();
+            let Some(sa) = e.tx.current() else { continue };
             v.push(SaInfo {
                 tunnel: *id,
                 tunnel_name: e.name.clone(),
@@ -348,7 +404,7 @@ impl EspRegistry {
     pub fn poll_events(&self) -> Vec<SaEvent> {
         let mut ev = Vec::new();
         for (id, e) in self.tunnels().iter() {
-            let sa = e.tx.current();
+            let Some(sa) = e.tx.current() else { continue };
             if let Some(x) = sa.lifetime().take_event() {
                 ev.push(SaEvent {
                     tunnel: *id,
@@ -380,6 +436,30 @@ impl EspRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_tunnel_drops_as_no_sa() {
+        let reg = EspRegistry::new();
+        let tx = reg.add_pending_tunnel(3, "ike").unwrap();
+        assert!(reg.add_pending_tunnel(3, "again").is_err());
+        assert_eq!(reg.tunnel_id("ike"), Some(3));
+        assert_eq!(tx.overhead(), PENDING_OVERHEAD);
+        assert_eq!(tx.spi(), 0);
+        let mut pool = dataplane::Pool::new(1);
+        let mut pkts = vec![pool.alloc().unwrap()];
+        let mut st = [Ok(())];
+        let r = tx.encrypt(&mut pkts, &mut st);
+        assert_eq!(
+            r.map_err(|e| dataplane::esp::CRYPTO_REASONS[usize::from(e)]),
+            Err("no-sa")
+        );
+        assert!(reg.list().is_empty(), "nothing to show before a child SA");
+        assert_eq!(reg.set_outbound(3, None).map(|o| o.is_none()), Ok(true));
+        assert_eq!(
+            reg.set_outbound(9, None).err(),
+            Some(RegistryError::NoTunnel(9))
+        );
+    }
 
     #[test]
     fn reasons_match_the_dataplane_table() {

@@ -53,6 +53,10 @@ pub enum EspError {
     /// The crypto library reported an internal failure.
     #[error("crypto failure")]
     Crypto,
+    /// The tunnel has no outbound SA yet (IKEv2 has not negotiated a child
+    /// SA, or it was deleted): nothing may leave unprotected.
+    #[error("no SA negotiated")]
+    NoSa,
 }
 
 impl EspError {
@@ -75,11 +79,12 @@ impl EspError {
             EspError::BadInner => "bad-inner",
             EspError::BadConfig => "bad-config",
             EspError::Crypto => "crypto",
+            EspError::NoSa => "no-sa",
         }
     }
 
     /// Every variant, in declaration order (for counter tables).
-    pub const ALL: [EspError; 16] = [
+    pub const ALL: [EspError; 17] = [
         EspError::Truncated,
         EspError::BadLength,
         EspError::BadSpi,
@@ -96,6 +101,7 @@ impl EspError {
         EspError::BadInner,
         EspError::BadConfig,
         EspError::Crypto,
+        EspError::NoSa,
     ];
 }
 

@@ -65,6 +65,7 @@ const ERRORS: &[&str] = &[
     "bad-inner",
     "bad-config",
     "crypto",
+    "no-sa",
     // esp-decrypt's own.
     "no-sad",
     "bad-offset",

@@ -58,6 +58,7 @@ const ERRORS: &[&str] = &[
     "bad-inner",
     "bad-config",
     "crypto",
+    "no-sa",
     // esp-encrypt's own.
     "no-tunnel",
     "not-ip",

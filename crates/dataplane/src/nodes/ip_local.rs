@@ -4,7 +4,9 @@
 //! as "local-unhandled". Tunnel traffic is dispatched to decapsulation:
 //! IP protocol 47 to gre-input, UDP to a VXLAN tunnel's port to
 //! vxlan-input, IP protocol 50 and UDP 4500 (NAT-T) to esp-decrypt, with
-//! `meta.aux` = the offset of the GRE / UDP / ESP header.
+//! `meta.aux` = the offset of the GRE / UDP / ESP header. IKE (UDP 500,
+//! and UDP 4500 behind a non-ESP marker) is punted to the control plane
+//! when one runs ([`crate::punt`]).
 
 use super::nd::{na_reply, ICMP6_NA, ICMP6_NS, NA_OVERRIDE, NA_SOLICITED};
 use super::{be16, ip4_at, ip6_at, push_eth, put16, send_released, ETHERTYPE_IPV6};
@@ -35,6 +37,8 @@ enum E {
     NoHeadroom,
     RouterDiscoveryIgnored,
     EchoToMulticast,
+    IkePunted,
+    PuntFull,
 }
 
 const ERRORS: &[&str] = &[
@@ -50,6 +54,8 @@ const ERRORS: &[&str] = &[
     "no-headroom",
     "router-discovery-ignored",
     "echo-to-multicast",
+    "ike-punted",
+    "punt-queue-full",
 ];
 
 const NEXT: &[NodeId] = &[
@@ -97,6 +103,49 @@ impl Node for IpLocal {
 
 type R = Result<(), (Packet, E)>;
 
+/// IKE for the control plane: UDP to port 500, or to 4500 with the non-ESP
+/// marker (RFC 3948 §2.2), punted as a copy ([`crate::punt::Punt::punt`]).
+/// `None`: not IKE, or no control plane (the packet goes its usual way);
+/// otherwise the reason to count before freeing the packet.
+#[inline]
+fn punt_ike(cx: &Ctx, p: &Packet, proto: u8, l4: usize, src: IpAddr, dst: IpAddr) -> Option<E> {
+    let punt = cx.punt.as_ref()?;
+    if proto != crate::tunnel::IP_PROTO_UDP {
+        return None;
+    }
+    let d = p.data();
+    let udp = d.get(l4..)?;
+    if udp.len() < 8 {
+        return None;
+    }
+    let (sport, dport, ulen) = (be16(udp, 0), be16(udp, 2), usize::from(be16(udp, 4)));
+    if ulen < 8 || ulen > udp.len() {
+        return Some(E::TooShort);
+    }
+    let udp = &udp[..ulen];
+    let payload = &udp[8..];
+    if !crate::punt::Punt::wants(dport, payload) {
+        return None;
+    }
+    // The checksum (optional over IPv4, RFC 768) unless the sender is a
+    // local stack that left it partial or the backend verified it.
+    let o = &p.meta.offload;
+    let sum = be16(udp, 6);
+    if !o.needs_csum && !o.csum_valid && (sum != 0 || dst.is_ipv6()) {
+        let ph = checksum::pseudo_header(&src, &dst, 17, ulen as u32).ok()?;
+        if checksum::combine(&[ph, checksum::data(udp)]) != 0xffff {
+            return Some(E::BadChecksum);
+        }
+    }
+    let ok = punt.punt(
+        payload,
+        std::net::SocketAddr::new(dst, dport),
+        std::net::SocketAddr::new(src, sport),
+        p.meta.vrf,
+    );
+    Some(if ok { E::IkePunted } else { E::PuntFull })
+}
+
 /// Decapsulation node for a local packet with L4 protocol `proto` at
 /// offset `l4`, if a tunnel could want it, with the flags to put in
 /// `meta.aux` next to the offset (ESP in UDP 4500, RFC 3948:
@@ -135,6 +184,16 @@ impl IpLocal {
             return Err((p, E::Fragment));
         }
         if d[9] != 1 {
+            let (src, dst) = (ip4_at(d, 12).into(), ip4_at(d, 16).into());
+            match punt_ike(cx, &p, d[9], ihl, src, dst) {
+                Some(E::IkePunted) => {
+                    next.count(E::IkePunted as u16, 1);
+                    cx.pool.free(p);
+                    return Ok(());
+                }
+                Some(e) => return Err((p, e)),
+                None => {}
+            }
             return match tunnel_dispatch(cx, &p, d[9], ihl) {
                 Some((to, aux)) => {
                     let mut p = p;
@@ -205,6 +264,16 @@ impl IpLocal {
             return Err((p, E::BadExtHeader));
         }
         if nh != 58 {
+            let (src, dst) = (ip6_at(d, 8).into(), ip6_at(d, 24).into());
+            match punt_ike(cx, &p, nh, off, src, dst) {
+                Some(E::IkePunted) => {
+                    next.count(E::IkePunted as u16, 1);
+                    cx.pool.free(p);
+                    return Ok(());
+                }
+                Some(e) => return Err((p, e)),
+                None => {}
+            }
             return match tunnel_dispatch(cx, &p, nh, off) {
                 Some((to, aux)) => {
                     let mut p = p;
