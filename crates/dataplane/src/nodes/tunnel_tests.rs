@@ -693,3 +693,136 @@ fn rsc_switch_applies_on_the_next_vector() {
     }
     let _ = ipv6;
 }
+
+/// Turns A's VXLAN segment `seg` into what a Linux VXLAN device hands to a
+/// veth and AF_PACKET reports to vecgate: the inner TCP checksum left
+/// partial (CHECKSUM_PARTIAL: only the pseudo-header sum in the field),
+/// the outer UDP checksum not final, and, when `payload` exceeds `mss`,
+/// one encapsulated super-packet (`SKB_GSO_TCPV4 | SKB_GSO_UDP_TUNNEL`,
+/// which the vnet header reports as plain GSO_TCPV4 with `csum_start` at
+/// the inner TCP header and `hdr_len` as a mere hint).
+fn kernel_vxlan_frame(seg: &[u8], payload: usize, mss: u16) -> (Vec<u8>, Offload) {
+    use crate::offload::csum::{finish, sum};
+    const IN3: usize = 14 + 20 + 8 + 8 + 14;
+    const IN4: usize = IN3 + 20;
+    let mut f = seg[..IN4 + 20].to_vec();
+    f.extend((0..payload).map(|i| (i * 13) as u8));
+    let n = f.len();
+    f[16..18].copy_from_slice(&((n - 14) as u16).to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = finish(sum(&f[14..34], 0));
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[38..40].copy_from_slice(&((n - 34) as u16).to_be_bytes());
+    f[40..42].copy_from_slice(&[0xde, 0xad]);
+    f[IN3 + 2..IN3 + 4].copy_from_slice(&((n - IN3) as u16).to_be_bytes());
+    f[IN3 + 10..IN3 + 12].copy_from_slice(&[0, 0]);
+    let c = finish(sum(&f[IN3..IN4], 0));
+    f[IN3 + 10..IN3 + 12].copy_from_slice(&c.to_be_bytes());
+    let src = Ipv4Addr::new(f[IN3 + 12], f[IN3 + 13], f[IN3 + 14], f[IN3 + 15]);
+    let dst = Ipv4Addr::new(f[IN3 + 16], f[IN3 + 17], f[IN3 + 18], f[IN3 + 19]);
+    let ph = wire::checksum::pseudo_header_v4(&src, &dst, 6, (n - IN4) as u16);
+    f[IN4 + 16..IN4 + 18].copy_from_slice(&ph.to_be_bytes());
+    let gso = payload > usize::from(mss);
+    let o = Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: IN4 as u16,
+        csum_offset: 16,
+        gso: if gso { Gso::TcpV4 } else { Gso::None },
+        gso_size: if gso { mss } else { 0 },
+        hdr_len: if gso { 128 } else { 0 },
+    };
+    (f, o)
+}
+
+/// What the host's NIC would do with a NEEDS_CSUM frame: finish the sum.
+fn finish_partial(f: &mut [u8], o: &Offload) {
+    use crate::offload::csum::{finish, sum};
+    let (s, at) = (
+        usize::from(o.csum_start),
+        usize::from(o.csum_start + o.csum_offset),
+    );
+    let c = finish(sum(&f[s..], 0));
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Kernel VXLAN interop (issue 4): TCP from a Linux VXLAN device over veth
+/// arrives with its inner checksum partial and, with offloads on, as whole
+/// encapsulated super-packets. Decapsulation must hand both on with the
+/// inner checksum still to be finished (it used to reset the offload state:
+/// the host got TCP with a pseudo-header checksum and dropped it, so pings
+/// worked and TCP stalled), and a super-packet stays one.
+#[test]
+fn kernel_vxlan_partial_checksum_and_super_packet_survive_decap() {
+    let pr = super_through(TunnelKind::Vxlan, false);
+    let seg = a_to_b(&pr)[0].clone();
+    for (payload, rsc) in [
+        (1000usize, false),
+        (1000, true),
+        (20_000, true),
+        (20_000, false),
+    ] {
+        let mut o = opts(TunnelKind::Vxlan);
+        o.lan_offloads = true;
+        o.rsc = rsc;
+        let mut pr = Pair::new(&o);
+        ping_both_ways(&mut pr);
+        let (f, off) = kernel_vxlan_frame(&seg, payload, 1398);
+        pr.wan[1].inject_with(f, off);
+        pr.pump();
+        assert_eq!(
+            pr.got[1].len(),
+            1,
+            "{payload} B, rsc {rsc}: one frame to H_B"
+        );
+        let (mut f, o) = pr.got[1].remove(0);
+        assert_eq!(f.len(), 14 + 40 + payload);
+        assert!(o.needs_csum, "the inner checksum is still partial");
+        assert_eq!((o.csum_start, o.csum_offset), (34, 16));
+        if payload > 1398 {
+            assert_eq!((o.gso, o.gso_size, o.hdr_len), (Gso::TcpV4, 1398, 54));
+        } else {
+            assert_eq!(o.gso, Gso::None);
+        }
+        finish_partial(&mut f, &o);
+        assert!(
+            crate::offload::csum::verify_l4_at(&f, 14),
+            "finished checksum is right"
+        );
+        assert!(
+            f[54..]
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i * 13) as u8),
+            "payload intact"
+        );
+    }
+}
+
+/// The same frames towards a host port without offloads: the gateway
+/// finishes the checksum itself, and segments the super-packet.
+#[test]
+fn kernel_vxlan_super_packet_to_a_port_without_offloads() {
+    let pr = super_through(TunnelKind::Vxlan, false);
+    let seg = a_to_b(&pr)[0].clone();
+    let mut pr = Pair::new(&opts(TunnelKind::Vxlan));
+    ping_both_ways(&mut pr);
+    let (f, off) = kernel_vxlan_frame(&seg, 20_000, 1398);
+    pr.wan[1].inject_with(f, off);
+    pr.pump();
+    assert_eq!(pr.got[1].len(), 15, "20000 / 1398");
+    let mut data = Vec::new();
+    for (f, o) in &pr.got[1] {
+        assert!(!o.needs_csum && o.gso == Gso::None);
+        assert!(f.len() <= 1514);
+        assert!(
+            crate::offload::csum::verify_l4_at(f, 14),
+            "segment checksum"
+        );
+        data.extend_from_slice(&f[54..]);
+    }
+    assert_eq!(
+        data,
+        (0..20_000).map(|i| (i * 13) as u8).collect::<Vec<u8>>()
+    );
+}

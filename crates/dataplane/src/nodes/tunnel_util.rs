@@ -2,7 +2,7 @@
 //! overlay, and inner TCP MSS clamping.
 
 use super::{be16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
-use crate::buffer::{Offload, Packet};
+use crate::buffer::{Gso, Offload, Packet};
 use crate::graph::{flags, Ctx, Next, NodeId};
 use crate::tunnel::Tunnel;
 
@@ -65,11 +65,60 @@ pub(crate) fn clamp_mss(p: &mut Packet, l3: usize, v6: bool, mtu: u32) {
     }
 }
 
+/// The offload state a decapsulated packet keeps: a partial checksum (and
+/// a super-packet) that lies inside the *inner* packet. A sender on this
+/// host (a kernel VXLAN device over veth) hands over its inner TCP/UDP
+/// checksum uncomputed (CHECKSUM_PARTIAL) and, with offloads on, whole
+/// encapsulated 64 KB super-packets whose GSO type describes the inner
+/// flow (`SKB_GSO_TCPV4 | SKB_GSO_UDP_TUNNEL`): dropping that state would
+/// forward TCP with a pseudo-header-only checksum, or a 64 KB frame. A
+/// partial checksum of the outer headers (the inner one is then complete)
+/// and anything inconsistent is discarded, as before. `pull` already made
+/// the offsets relative to the inner frame.
+fn inner_offload(d: &[u8], o: Offload, inner: Option<(usize, bool)>) -> Offload {
+    let Some((l3, v6)) = inner else {
+        return Offload::default();
+    };
+    let start = usize::from(o.csum_start);
+    let field = start + usize::from(o.csum_offset);
+    let min_l4 = l3 + if v6 { 40 } else { 20 };
+    if !o.needs_csum || start < min_l4 || field + 2 > d.len() {
+        return Offload::default();
+    }
+    let mut k = Offload {
+        needs_csum: true,
+        csum_start: o.csum_start,
+        csum_offset: o.csum_offset,
+        ..Offload::default()
+    };
+    let tcp = match o.gso {
+        Gso::TcpV4 => Some(false),
+        Gso::TcpV6 => Some(true),
+        _ => None,
+    };
+    if let Some(gso_v6) = tcp {
+        // The inner family must agree, and the checksum be TCP's (offset
+        // 16); hdr_len is only a hint from the kernel: recompute it.
+        if gso_v6 != v6 || o.csum_offset != 16 || start + 20 > d.len() || o.gso_size == 0 {
+            return Offload::default();
+        }
+        let thl = usize::from(d[start + 12] >> 4) * 4;
+        if thl < 20 || start + thl > d.len() {
+            return Offload::default();
+        }
+        k.gso = o.gso;
+        k.gso_size = o.gso_size;
+        k.hdr_len = (start + thl) as u16;
+    }
+    k
+}
+
 /// Hands a decapsulated packet (headers already pulled) to the overlay as
 /// if it had been received on the tunnel's virtual port: ethernet-input for
 /// Ethernet payloads, ip4/ip6-input for IP. The packet's metadata is reset:
 /// only the trace mark survives, so nothing of the underlay (VRF, port,
-/// offload state, L2 flags) leaks into the overlay.
+/// L2 flags) leaks into the overlay; of the offload state only an inner
+/// partial checksum / super-packet is kept ([`inner_offload`]).
 pub(crate) fn deliver(
     cx: &mut Ctx,
     next: &mut Next<'_>,
@@ -82,11 +131,12 @@ pub(crate) fn deliver(
     p.meta.tx_port = tun.port;
     p.meta.vrf = vrf;
     p.meta.flags = flags::DECAP;
-    p.meta.offload = Offload::default();
+    let ip = inner_ip(p.data(), inner == Inner::Ethernet);
+    p.meta.offload = inner_offload(p.data(), p.meta.offload, ip);
     p.meta.l3_offset = 0;
     p.meta.aux = 0;
     p.meta.adj = 0;
-    if let Some((l3, v6)) = inner_ip(p.data(), inner == Inner::Ethernet) {
+    if let Some((l3, v6)) = ip {
         clamp_mss(&mut p, l3, v6, mtu);
     }
     let to = match inner {
