@@ -27,6 +27,26 @@
 //! salt (RFC 4106 §8.1, RFC 7634 §2); for CBC+HMAC cipher key ‖ integrity
 //! key.
 //!
+//! Instead of static SAs, a tunnel may be keyed by IKEv2 (RFC 7296) with a
+//! pre-shared key: a `[tunnel.ike]` table (never together with
+//! `[[tunnel.sa]]`):
+//!
+//! ```toml
+//! [tunnel.ike]
+//! psk_file = "/etc/vecgate/to-b.psk"   # the PSK itself never in this file
+//! local_id = "192.0.2.1"                # ip, fqdn or keyid:...; default: local
+//! remote_id = "gw-b.example.net"        # default: remote
+//! ike_proposals = ["aes256-sha256-modp2048"]   # strongSwan syntax
+//! esp_proposals = ["aes128gcm16"]
+//! initiate = true                       # false: wait for the peer
+//! dpd_interval = 30                     # seconds; liveness checks
+//! ike_lifetime = 14400                  # seconds until the IKE SA is rekeyed
+//! child_lifetime = 3600                 # seconds until a child SA is rekeyed
+//! local_traffic = ["10.1.0.0/24"]       # our selectors; default: any
+//! ```
+//!
+//! `traffic` then becomes the remote traffic selectors proposed to the peer.
+//!
 //! The SPD: `traffic` lists the remote prefixes. Outbound, each is routed
 //! into the tunnel (in the tunnel's VRF, as if written as `[[route]] via =
 //! "<tunnel>"`; more routes may be added that way). Inbound, a decrypted
@@ -60,7 +80,76 @@ pub struct Ipsec {
     /// `[[tunnel.sa]]`, in file order.
     #[serde(default)]
     pub sas: Vec<StaticSa>,
+    /// `[tunnel.ike]`: keys negotiated by IKEv2 instead of `sas`.
+    #[serde(default)]
+    pub ike: Option<IkeSettings>,
 }
+
+/// `[tunnel.ike]`: IKEv2 with a pre-shared key (RFC 7296 §2.15).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeSettings {
+    /// File holding the PSK (read at start, zeroized; never logged).
+    pub psk_file: PathBuf,
+    /// Our identity: an address, an FQDN or `keyid:...`; default: `local`.
+    #[serde(default)]
+    pub local_id: Option<String>,
+    /// The identity the peer must present; default: `remote`.
+    #[serde(default)]
+    pub remote_id: Option<String>,
+    /// IKE SA proposals in strongSwan syntax; empty: the library's default.
+    #[serde(default)]
+    pub ike_proposals: Vec<String>,
+    /// Child SA (ESP) proposals; empty: the library's default.
+    #[serde(default)]
+    pub esp_proposals: Vec<String>,
+    /// Start the negotiation (and re-establish it) instead of waiting.
+    #[serde(default = "yes")]
+    pub initiate: bool,
+    /// Seconds of silence before a liveness check (RFC 7296 §2.4).
+    #[serde(default)]
+    pub dpd_interval: Option<u64>,
+    /// Seconds until the IKE SA is rekeyed.
+    #[serde(default)]
+    pub ike_lifetime: Option<u64>,
+    /// Seconds until each child SA is rekeyed.
+    #[serde(default)]
+    pub child_lifetime: Option<u64>,
+    /// Our traffic selectors; empty: any address of the family.
+    #[serde(default)]
+    pub local_traffic: Vec<Prefix>,
+}
+
+/// Keywords of IKE/ESP proposal strings (strongSwan syntax) that the IKEv2
+/// implementation understands; validation checks each `-`-separated token.
+pub const PROPOSAL_TOKENS: &[&str] = &[
+    "aes128",
+    "aes",
+    "aes256",
+    "aes128gcm16",
+    "aes128gcm128",
+    "aes128gcm",
+    "aes256gcm16",
+    "aes256gcm128",
+    "aes256gcm",
+    "modp2048",
+    "ecp256",
+    "x25519",
+    "curve25519",
+    "sha1",
+    "sha",
+    "sha256",
+    "sha2_256",
+    "sha384",
+    "sha2_384",
+    "sha512",
+    "sha2_512",
+    "prfsha1",
+    "prfsha256",
+    "prfsha384",
+    "prfsha512",
+    "esn",
+    "noesn",
+];
 
 impl Ipsec {
     /// The outbound SA (validation ensures there is exactly one).
@@ -241,6 +330,44 @@ pub(crate) fn emit(x: &Ipsec, s: &mut String, quote: impl Fn(&str) -> String) {
     if !x.traffic.is_empty() {
         let t: Vec<String> = x.traffic.iter().map(|p| quote(&p.to_string())).collect();
         let _ = writeln!(s, "traffic = [{}]", t.join(", "));
+    }
+    if let Some(k) = &x.ike {
+        let list = |v: &[String]| v.iter().map(|p| quote(p)).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(s, "\n[tunnel.ike]");
+        let _ = writeln!(s, "psk_file = {}", quote(&k.psk_file.to_string_lossy()));
+        for (key, v) in [("local_id", &k.local_id), ("remote_id", &k.remote_id)] {
+            if let Some(v) = v {
+                let _ = writeln!(s, "{key} = {}", quote(v));
+            }
+        }
+        for (key, v) in [
+            ("ike_proposals", &k.ike_proposals),
+            ("esp_proposals", &k.esp_proposals),
+        ] {
+            if !v.is_empty() {
+                let _ = writeln!(s, "{key} = [{}]", list(v));
+            }
+        }
+        if !k.initiate {
+            let _ = writeln!(s, "initiate = false");
+        }
+        for (key, v) in [
+            ("dpd_interval", k.dpd_interval),
+            ("ike_lifetime", k.ike_lifetime),
+            ("child_lifetime", k.child_lifetime),
+        ] {
+            if let Some(v) = v {
+                let _ = writeln!(s, "{key} = {v}");
+            }
+        }
+        if !k.local_traffic.is_empty() {
+            let t: Vec<String> = k
+                .local_traffic
+                .iter()
+                .map(|p| quote(&p.to_string()))
+                .collect();
+            let _ = writeln!(s, "local_traffic = [{}]", t.join(", "));
+        }
     }
     for sa in &x.sas {
         let _ = writeln!(s, "\n[[tunnel.sa]]");

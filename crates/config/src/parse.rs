@@ -88,6 +88,7 @@ const TUNNEL_KEYS: &[&str] = &[
     "nat_t",
     "traffic",
     "sa",
+    "ike",
 ];
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
 const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route"];

@@ -2,7 +2,9 @@
 //! the `[[tunnel.sa]]` tables (a child of `parse`, using its `Reader`).
 
 use super::{name_label, tables, type_name, Reader};
-use crate::ipsec::{EspAlgorithm, Ipsec, SaDirection, StaticSa, DEFAULT_REPLAY_WINDOW};
+use crate::ipsec::{
+    EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa, DEFAULT_REPLAY_WINDOW,
+};
 use crate::model::Prefix;
 use crate::validate::ObjPos;
 use std::path::PathBuf;
@@ -20,18 +22,31 @@ const SA_KEYS: &[&str] = &[
     "lifetime_seconds",
 ];
 
+const IKE_KEYS: &[&str] = &[
+    "psk_file",
+    "local_id",
+    "remote_id",
+    "ike_proposals",
+    "esp_proposals",
+    "initiate",
+    "dpd_interval",
+    "ike_lifetime",
+    "child_lifetime",
+    "local_traffic",
+];
+
 /// Reads the IPsec keys; `Some` when any of them is present (validation
 /// reports them on kinds other than ipsec). An ipsec tunnel without them
 /// is left for IKEv2 to key.
 pub(super) fn read(r: &mut Reader<'_, '_, '_>) -> Option<Ipsec> {
-    let present = ["nat_t", "traffic", "sa"]
+    let present = ["nat_t", "traffic", "sa", "ike"]
         .iter()
         .any(|k| super::find(r.table, k).is_some());
     if !present {
         return None;
     }
     let nat_t = r.boolean("nat_t", false);
-    let traffic = read_traffic(r);
+    let traffic = read_prefixes(r, "traffic");
     let mut sas = Vec::new();
     if let Some((k, v)) = super::find(r.table, "sa") {
         let key_span = k.span();
@@ -88,20 +103,104 @@ pub(super) fn read(r: &mut Reader<'_, '_, '_>) -> Option<Ipsec> {
             }
         }
     }
+    let ike = read_ike(r);
     Some(Ipsec {
         nat_t,
         traffic,
         sas,
+        ike,
     })
 }
 
-/// `traffic = ["10.2.0.0/24", ...]`.
-fn read_traffic(r: &mut Reader<'_, '_, '_>) -> Vec<Prefix> {
-    let Some(v) = r.get("traffic") else {
+/// `[tunnel.ike]`; its position goes after the SAs' in `pos.subs`.
+fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
+    let (k, v) = super::find(r.table, "ike")?;
+    let key_at = r.src.span(k.span());
+    r.pos.keys.push(("ike", key_at));
+    let DeValue::Table(t) = v.get_ref() else {
+        r.wrong_type("ike", "a table ([tunnel.ike])", v.get_ref());
+        return None;
+    };
+    let mut s = Reader {
+        src: r.src,
+        table: t,
+        label: format!("{} [tunnel.ike]", r.label),
+        pos: ObjPos::new(r.src.span(v.span())),
+        diags: &mut *r.diags,
+        broken: false,
+    };
+    s.unknown_keys(IKE_KEYS);
+    let psk_file = s.string("psk_file", true).map(PathBuf::from);
+    let local_id = s.string("local_id", false);
+    let remote_id = s.string("remote_id", false);
+    let ike_proposals = read_strings(&mut s, "ike_proposals");
+    let esp_proposals = read_strings(&mut s, "esp_proposals");
+    let initiate = s.boolean("initiate", true);
+    let secs = |s: &mut Reader<'_, '_, '_>, k: &'static str| {
+        s.int(k, 0..(1 << 32), "1..=4294967295")
+            .and_then(|n| u64::try_from(n).ok())
+    };
+    let dpd_interval = secs(&mut s, "dpd_interval");
+    let ike_lifetime = secs(&mut s, "ike_lifetime");
+    let child_lifetime = secs(&mut s, "child_lifetime");
+    let local_traffic = read_prefixes(&mut s, "local_traffic");
+    let (pos, broken) = (s.pos, s.broken);
+    match (psk_file, broken) {
+        (Some(psk_file), false) => {
+            r.pos.subs.push(pos);
+            Some(IkeSettings {
+                psk_file,
+                local_id,
+                remote_id,
+                ike_proposals,
+                esp_proposals,
+                initiate,
+                dpd_interval,
+                ike_lifetime,
+                child_lifetime,
+                local_traffic,
+            })
+        }
+        _ => {
+            r.broken = true;
+            None
+        }
+    }
+}
+
+/// `key = ["...", ...]`.
+fn read_strings(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<String> {
+    let Some(v) = r.get(key) else {
         return Vec::new();
     };
     let DeValue::Array(items) = v.get_ref() else {
-        r.wrong_type("traffic", "an array of strings", v.get_ref());
+        r.wrong_type(key, "an array of strings", v.get_ref());
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for item in items.iter() {
+        match item.get_ref() {
+            DeValue::String(s) => out.push(s.to_string()),
+            other => {
+                let at = r.src.span(item.span());
+                r.err(
+                    at,
+                    format!("{key} must hold strings, found {}", type_name(other)),
+                );
+                r.broken = true;
+            }
+        }
+    }
+    out
+}
+
+/// `traffic = ["10.2.0.0/24", ...]` (or `local_traffic`).
+fn read_prefixes(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<Prefix> {
+    let Some(v) = r.get(key) else {
+        return Vec::new();
+    };
+    let DeValue::Array(items) = v.get_ref() else {
+        r.wrong_type(key, "an array of strings", v.get_ref());
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -111,14 +210,14 @@ fn read_traffic(r: &mut Reader<'_, '_, '_>) -> Vec<Prefix> {
             DeValue::String(s) => match s.parse::<Prefix>() {
                 Ok(p) => out.push(p),
                 Err(e) => {
-                    r.err(at, format!("traffic: {e}"));
+                    r.err(at, format!("{key}: {e}"));
                     r.broken = true;
                 }
             },
             other => {
                 r.err(
                     at,
-                    format!("traffic must hold strings, found {}", type_name(other)),
+                    format!("{key} must hold strings, found {}", type_name(other)),
                 );
                 r.broken = true;
             }

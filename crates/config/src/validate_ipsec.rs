@@ -1,7 +1,7 @@
 //! Semantic checks of `kind = "ipsec"` tunnels (a child of `validate`).
 
 use super::{at_line, nth, ObjPos, Pos, V};
-use crate::ipsec::{SaDirection, MAX_REPLAY_WINDOW};
+use crate::ipsec::{IkeSettings, SaDirection, MAX_REPLAY_WINDOW, PROPOSAL_TOKENS};
 use crate::model::TunnelKind;
 use std::collections::HashMap;
 
@@ -16,7 +16,7 @@ pub(super) fn check(v: &mut V<'_>) {
             continue;
         };
         if t.kind != TunnelKind::Ipsec {
-            for k in ["nat_t", "traffic", "sa"] {
+            for k in ["nat_t", "traffic", "sa", "ike"] {
                 if p.keys.iter().any(|(key, _)| *key == k) || p.line_zero_has(k, x) {
                     v.err(
                         p.key(k),
@@ -44,6 +44,21 @@ pub(super) fn check(v: &mut V<'_>) {
                     ),
                 );
             }
+        }
+        if let Some(ike) = &x.ike {
+            if !x.sas.is_empty() {
+                v.err(
+                    p.key("ike"),
+                    &label,
+                    "[tunnel.ike] and [[tunnel.sa]] are mutually exclusive: keys come either from IKEv2 or from files".to_owned(),
+                );
+            }
+            let ip: ObjPos = p
+                .subs
+                .get(x.sas.len())
+                .cloned()
+                .unwrap_or_else(|| p.clone());
+            check_ike(v, &ip, &format!("{label} [tunnel.ike]"), ike);
         }
         let outs = x
             .sas
@@ -118,6 +133,58 @@ pub(super) fn check(v: &mut V<'_>) {
     }
 }
 
+/// `[tunnel.ike]`: what can be checked without the IKE library (the
+/// proposals' full grammar is checked when the gateway starts).
+fn check_ike(v: &mut V<'_>, p: &ObjPos, label: &str, ike: &IkeSettings) {
+    if ike.psk_file.as_os_str().is_empty() {
+        v.err(p.key("psk_file"), label, "psk_file is empty".to_owned());
+    }
+    for (k, id) in [("local_id", &ike.local_id), ("remote_id", &ike.remote_id)] {
+        if id.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            v.err(p.key(k), label, format!("{k} is empty"));
+        }
+    }
+    for (k, list) in [
+        ("ike_proposals", &ike.ike_proposals),
+        ("esp_proposals", &ike.esp_proposals),
+    ] {
+        for prop in list {
+            if let Some(t) = prop.split('-').find(|t| !PROPOSAL_TOKENS.contains(t)) {
+                v.err(
+                    p.key(k),
+                    label,
+                    format!("{k}: \"{prop}\": unknown algorithm \"{t}\" (expected e.g. aes256-sha256-modp2048, aes128gcm16-prfsha256-ecp256, aes128-sha1-x25519)"),
+                );
+            }
+        }
+    }
+    for (k, val) in [
+        ("dpd_interval", ike.dpd_interval),
+        ("ike_lifetime", ike.ike_lifetime),
+        ("child_lifetime", ike.child_lifetime),
+    ] {
+        if val == Some(0) {
+            v.err(
+                p.key(k),
+                label,
+                format!("{k} = 0: leave the key out to disable"),
+            );
+        }
+    }
+    for pre in &ike.local_traffic {
+        if pre.len > if pre.addr.is_ipv4() { 32 } else { 128 } || pre.masked() != *pre {
+            v.err(
+                p.key("local_traffic"),
+                label,
+                format!(
+                    "local_traffic {pre}: not a network prefix (did you mean {}?)",
+                    pre.masked()
+                ),
+            );
+        }
+    }
+}
+
 impl ObjPos {
     /// For configurations built in code (no positions): whether the IPsec
     /// key `k` carries a non-default value.
@@ -126,6 +193,7 @@ impl ObjPos {
             && match k {
                 "nat_t" => x.nat_t,
                 "traffic" => !x.traffic.is_empty(),
+                "ike" => x.ike.is_some(),
                 _ => !x.sas.is_empty(),
             }
     }

@@ -365,5 +365,6 @@ fn ipsec_of(i: usize, nat_t: bool, limits: bool) -> Ipsec {
             sa(SaDirection::In, base + 1, i),
             sa(SaDirection::In, base + 2, i + 1),
         ],
+        ike: None,
     }
 }
