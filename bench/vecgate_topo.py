@@ -35,12 +35,14 @@ class VecgateTunnel(_SiteToSite):
     VRF, key and host pair is not needed: one host pair, the tunnels carry
     different /32 routes... kept at 1 unless asked)."""
 
-    def __init__(self, kind, workers=1, rsc=True, offloads=True):
+    def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500):
         self.kind = kind
+        self.underlay_mtu = underlay_mtu
         self.workers = workers
         self.rsc = rsc
         self.offloads = offloads
-        self.label = LABELS[kind] + ("" if rsc else ", RSC off")
+        self.label = LABELS[kind] + ("" if rsc else ", RSC off") + (
+            f", {underlay_mtu // 1024}K-MTU underlay" if underlay_mtu > 9000 else "")
         self.encap_filter = ENCAP_FILTER.get(kind)
         super().__init__()
 
@@ -108,6 +110,9 @@ via = "{tun_peer if l2 else "to-peer"}"
         self.h1.sh("ip addr add 10.1.0.2/24 dev eth0; ip route add default via 10.1.0.1")
         self.h2.sh("ip addr add 10.2.0.2/24 dev eth0; ip route add default via 10.2.0.1")
         self.dst = "10.2.0.2"
+        if self.underlay_mtu != 1500:
+            self.gwa.sh(f"ip link set a-u mtu {self.underlay_mtu}")
+            self.gwb.sh(f"ip link set b-u mtu {self.underlay_mtu}")
         b = _bench()
         self.gw_logs = []
         for side, ns in (("a", self.gwa), ("b", self.gwb)):

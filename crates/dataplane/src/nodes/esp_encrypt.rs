@@ -147,8 +147,24 @@ impl Node for EspEncrypt {
                 self.batch.push(p);
                 continue;
             }
+            // A large-MTU underlay takes the super-packet whole (one ESP
+            // packet, one seal over up to 64 KB) or in few large pieces.
+            if p.len() <= mtu as usize {
+                // One packet now: the partial checksum (pseudo-header over
+                // the whole super-packet, Linux's convention) is completed.
+                p.meta.offload.gso = Gso::None;
+                if csum::complete(&mut p).is_err() {
+                    next.drop(p, E::ChecksumFailed as u16);
+                    continue;
+                }
+                p.meta.offload = Offload::default();
+                self.batch.push(p);
+                continue;
+            }
+            let mut spec = SegmentSpec::plain(0);
+            spec.mss = super::tunnel_encap::big_mss(&p, 0, mtu as usize);
             self.segs.clear();
-            match gso::segment_with(&p, &SegmentSpec::plain(0), &mut cx.pool, &mut self.segs) {
+            match gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs) {
                 Ok(n) => {
                     cx.pool.free(p);
                     next.count(E::SegmentedSuperPackets as u16, 1);

@@ -1,6 +1,8 @@
 //! ip-rewrite: the last L3 step before a packet leaves. Checks the MTU
 //! (DF or IPv6 → ICMP too big; IPv4 without DF → ip4-fragment; a GSO
-//! super-packet is judged by its segments: headers + gso_size), decrements
+//! super-packet is judged by its segments: headers + gso_size; a
+//! decapsulated TCP packet above the MTU, as a large-MTU tunnel underlay
+//! delivers, becomes a super-packet of egress-MSS segments), decrements
 //! the TTL / hop limit exactly once with an RFC 1624 incremental checksum
 //! update, then resolves the next hop's MAC and writes the L2 header. An
 //! unresolved next hop queues the packet in the neighbour table and sends
@@ -11,6 +13,7 @@ use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push
 use crate::buffer::{Gso, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
+use crate::offload::tso;
 use crate::tables::Adj;
 use std::net::IpAddr;
 use wire::checksum;
@@ -27,6 +30,7 @@ pub(crate) enum E {
     NoHeadroom,
     GsoTooBig,
     BadAdjacency,
+    MarkedSuperPackets,
 }
 
 pub(crate) const ERRORS: &[&str] = &[
@@ -37,6 +41,7 @@ pub(crate) const ERRORS: &[&str] = &[
     "no-headroom",
     "gso-segment-too-big",
     "bad-adjacency",
+    "marked-super-packets",
 ];
 
 /// The drop reason the worker counts when a resolution times out.
@@ -104,6 +109,18 @@ impl Node for IpRewrite {
                 } else {
                     p.len() > mtu
                 };
+                // A decapsulated TCP packet larger than the egress MTU came
+                // whole over a large-MTU underlay: hand it on as a
+                // super-packet of egress-MSS segments (offload::tso) rather
+                // than asking the sender to fragment what it already cut.
+                let marked = too_big
+                    && o.gso == Gso::None
+                    && p.meta.flags & flags::DECAP != 0
+                    && tso::mark(&mut p, 0, mtu) == Ok(true);
+                if marked {
+                    next.count(E::MarkedSuperPackets as u16, 1);
+                }
+                let too_big = too_big && !marked;
                 if too_big {
                     let df = v6 || be16(p.data(), 6) & 0x4000 != 0;
                     if df {

@@ -29,7 +29,7 @@ use super::tunnel_util::{clamp_mss, inner_ip};
 use super::{be16, pull, put16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
 use crate::buffer::{Gso, Offload, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
-use crate::offload::{csum, gso, OuterL4, OuterSpec, SegmentSpec};
+use crate::offload::{csum, gso, tso, OuterL4, OuterSpec, SegmentSpec};
 use crate::tunnel::{flow_hash, Tunnel, TunnelKind, VXLAN_SPORT_BASE};
 
 #[derive(Default)]
@@ -51,6 +51,7 @@ enum E {
     TooBig,
     SegmentedSuperPackets,
     Segments,
+    WholeSuperPackets,
 }
 
 const ERRORS: &[&str] = &[
@@ -62,6 +63,7 @@ const ERRORS: &[&str] = &[
     "too-big",
     "segmented-super-packets",
     "segments",
+    "whole-super-packets",
 ];
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
@@ -129,10 +131,31 @@ impl Node for TunnelEncap {
                 continue;
             }
             let inner_l3 = inner.map_or(0, |(l3, _)| l3);
+            // A large-MTU underlay (veth/virtio between gateways) carries the
+            // super-packet whole, or in as few pieces as it allows; the peer
+            // hands it on as a super-packet again (offload::tso).
+            if p.len().saturating_sub(inner_l3) <= mtu as usize {
+                // One packet now: the partial checksum (pseudo-header over
+                // the whole super-packet, Linux's convention) is completed.
+                p.meta.offload.gso = Gso::None;
+                if csum::complete(&mut p).is_err() {
+                    next.drop(p, E::ChecksumFailed as u16);
+                    continue;
+                }
+                p.meta.offload = Offload::default();
+                next.count(E::WholeSuperPackets as u16, 1);
+                match self.encap(&mut p, tun, hash, true) {
+                    Ok(()) => enqueue(next, p, tun),
+                    Err(e) => next.drop(p, e as u16),
+                }
+                continue;
+            }
+            let mss = big_mss(&p, inner_l3, mtu as usize);
             self.segs.clear();
             if tun.gre_seq_off().is_some() {
                 // Segment first: every segment gets its own sequence number.
-                let spec = SegmentSpec::plain(inner_l3);
+                let mut spec = SegmentSpec::plain(inner_l3);
+                spec.mss = mss;
                 if gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs).is_err() {
                     next.drop(p, E::SegmentationFailed as u16);
                     continue;
@@ -164,7 +187,7 @@ impl Node for TunnelEncap {
             let spec = SegmentSpec {
                 outer: Some(OuterSpec { l3_offset: 0, l4 }),
                 inner_l3_offset: tun.tpl_len + inner_l3,
-                mss: 0,
+                mss,
                 partial_csum: false,
             };
             match gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs) {
@@ -180,6 +203,18 @@ impl Node for TunnelEncap {
                 Err(_) => next.drop(p, E::SegmentationFailed as u16),
             }
         }
+    }
+}
+
+/// Segment size for a super-packet that does not fit the tunnel MTU whole:
+/// the largest multiple of its `gso_size` that fits (so a large-MTU underlay
+/// carries few, large pieces and the far side's segments equal the
+/// sender's), or 0 (= `gso_size`) when that cannot be worked out.
+pub(crate) fn big_mss(p: &Packet, inner_l3: usize, mtu: usize) -> u16 {
+    let g = usize::from(p.meta.offload.gso_size);
+    match tso::mss_for(p, inner_l3, mtu) {
+        Ok(m) if g > 0 && m >= 2 * g => (m / g * g).min(usize::from(u16::MAX)) as u16,
+        _ => 0,
     }
 }
 

@@ -7,6 +7,8 @@
 //!   it was encapsulated (outer headers act as a template).
 //! - [`fragment`]: IPv4 fragmentation (RFC 791).
 //! - [`gro`]: receive segment coalescing, the reverse of [`gso`].
+//! - [`tso`]: mark one large TCP packet as a super-packet for a smaller
+//!   egress MTU (what a large-MTU tunnel underlay delivers).
 //!
 //! Known limits: IPv4 "BIG TCP" (total length 0) and IPv6 jumbograms are
 //! refused; for IPv6 with a routing header the pseudo-header uses the
@@ -21,6 +23,7 @@ pub mod csum;
 pub mod fragment;
 pub mod gro;
 pub mod gso;
+pub mod tso;
 
 mod hdr;
 

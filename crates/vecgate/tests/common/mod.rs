@@ -241,3 +241,98 @@ pub fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+const TCP_RX: &str = r#"
+import socket, hashlib, sys
+addr, port = sys.argv[1], int(sys.argv[2])
+fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+s = socket.socket(fam)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", port))
+s.listen(1)
+s.settimeout(60)
+c, _ = s.accept()
+c.settimeout(60)
+h = hashlib.sha256()
+n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    h.update(b)
+    n += len(b)
+print(h.hexdigest(), n)
+"#;
+
+const TCP_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d = os.urandom(n)
+for i in range(150):
+    try:
+        s = socket.create_connection((addr, port), timeout=30)
+        break
+    except (ConnectionRefusedError, OSError):
+        time.sleep(0.1)
+s.sendall(d)
+s.close()
+print(hashlib.sha256(d).hexdigest(), len(d))
+"#;
+
+/// Sends `bytes` random bytes over TCP from `from` to `to_addr`:`port`
+/// (a listener in `to`) and asserts the receiver's SHA-256 and byte count
+/// equal the sender's: the transfer is byte-exact.
+pub fn tcp_transfer_port(from: &Netns, to: &Netns, to_addr: &str, port: u16, bytes: usize) {
+    let dir = std::env::temp_dir();
+    let rxs = dir.join(format!("{}.py", unique("rx")));
+    let txs = dir.join(format!("{}.py", unique("tx")));
+    std::fs::write(&rxs, TCP_RX).unwrap();
+    std::fs::write(&txs, TCP_TX).unwrap();
+    let rx = to.spawn(&format!("python3 {} {to_addr} {port}", rxs.display()));
+    let sent = from.sh(&format!(
+        "python3 {} {to_addr} {port} {bytes}",
+        txs.display()
+    ));
+    let out = rx.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&rxs);
+    let _ = std::fs::remove_file(&txs);
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        got.trim(),
+        sent.trim(),
+        "receiver saw different bytes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// [`tcp_transfer_port`] on port 7000.
+pub fn tcp_transfer(from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
+    tcp_transfer_port(from, to, to_addr, 7000, bytes)
+}
+
+/// The non-zero drop/event counters of a running gateway, as
+/// `(node, reason, count)`, read with `vecgate show errors`.
+pub fn show_errors(api: &str) -> Vec<(String, String, u64)> {
+    let out = Command::new(vecgate_bin())
+        .args(["show", "errors", "--api", api])
+        .output()
+        .expect("vecgate show errors");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 3 {
+                return None;
+            }
+            Some((f[1].to_string(), f[2].to_string(), f[0].parse().ok()?))
+        })
+        .collect()
+}
+
+/// One counter of [`show_errors`] (0 when absent).
+pub fn counter(api: &str, node: &str, reason: &str) -> u64 {
+    show_errors(api)
+        .into_iter()
+        .find(|(n, r, _)| n == node && r == reason)
+        .map_or(0, |(_, _, c)| c)
+}
