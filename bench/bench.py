@@ -374,11 +374,24 @@ def tunnel_contenders():
     import vecgate_topo as vt
     c = [("kernel-plain", "Linux kernel forwarding, no tunnel (ceiling)", lambda: peers.KernelPlain())]
     for k in ("gre", "nvgre", "vxlan"):
-        c.append((f"vecgate-{k}", vt.LABELS[k], lambda k=k: vt.VecgateTunnel(k)))
+        c.append((f"vecgate-{k}", vt.LABELS[k] + ", 1500 underlay", lambda k=k: vt.VecgateTunnel(k)))
+        c.append((f"vecgate-{k}-64k", vt.LABELS[k] + ", 64K-MTU underlay",
+                  lambda k=k: vt.VecgateTunnel(k, underlay_mtu=65535)))
+    for alg in ESP_ALGS:
+        c.append((f"vecgate-esp-{alg}", f"vecgate ESP {alg}, 1500 underlay",
+                  lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg)))
+        c.append((f"vecgate-esp-{alg}-64k", f"vecgate ESP {alg}, 64K-MTU underlay",
+                  lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg, underlay_mtu=65535)))
     c += [("kernel-vxlan", "Linux kernel VXLAN", lambda: peers.KernelVxlan()),
           ("ovs-gre", "Open vSwitch userspace GRE", lambda: peers.OvsGre()),
           ("ovs-vxlan", "Open vSwitch userspace VXLAN", lambda: peers.OvsVxlan())]
+    for alg in ESP_ALGS:
+        c.append((f"strongswan-{alg}", f"strongSwan kernel-libipsec {alg}",
+                  lambda alg=alg: peers.StrongswanEsp(proposal=alg)))
     return c
+
+
+ESP_ALGS = ["aes128gcm16", "aes256gcm16", "aes128-sha1"]
 
 
 def build_all(contenders, tag):
@@ -472,10 +485,15 @@ def table_tunnels(rows):
     for s in (1, 8):
         def g(key):
             return next((x["gbps"] for x in live if x["mode"] == key and x["streams"] == s), None)
-        ceil, gre, ovs = g("kernel-plain"), g("vecgate-gre"), g("ovs-gre")
-        if ceil and gre:
-            notes.append(f"- {s} stream(s): vecgate GRE = **{gre / ceil:.2f}×** the no-tunnel kernel ceiling"
-                         + (f", **{gre / ovs:.1f}×** Open vSwitch userspace GRE" if ovs else ""))
+        ceil, ovs, sw = g("kernel-plain"), g("ovs-gre"), g("strongswan-aes128gcm16")
+        for suffix, what in (("", "1500 underlay"), ("-64k", "64K-MTU underlay")):
+            gre, esp = g("vecgate-gre" + suffix), g("vecgate-esp-aes128gcm16" + suffix)
+            if ceil and gre:
+                notes.append(f"- {s} stream(s), {what}: vecgate GRE = **{gre / ceil:.2f}×** the no-tunnel kernel "
+                             "ceiling" + (f", **{gre / ovs:.1f}×** Open vSwitch userspace GRE" if ovs else ""))
+            if esp and gre:
+                notes.append(f"- {s} stream(s), {what}: vecgate ESP AES-GCM-128 = **{esp / gre:.2f}×** vecgate GRE"
+                             + (f", **{esp / sw:.1f}×** strongSwan" if sw else ""))
     return "\n".join(lines + [""] + notes)
 
 

@@ -14,6 +14,7 @@ def _bench():
 
 
 ENCAP_FILTER = {
+    "esp": "ip proto 50",
     "gre": "ip proto 47",
     "gre-eth": "ip proto 47",
     "nvgre": "ip proto 47",
@@ -26,6 +27,7 @@ LABELS = {
     "nvgre": "vecgate NVGRE",
     "vxlan": "vecgate VXLAN",
     "plain": "vecgate, no tunnel",
+    "esp": "vecgate ESP",
 }
 
 
@@ -35,13 +37,14 @@ class VecgateTunnel(_SiteToSite):
     VRF, key and host pair is not needed: one host pair, the tunnels carry
     different /32 routes... kept at 1 unless asked)."""
 
-    def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500):
+    def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500, algorithm=None):
         self.kind = kind
+        self.algorithm = algorithm
         self.underlay_mtu = underlay_mtu
         self.workers = workers
         self.rsc = rsc
         self.offloads = offloads
-        self.label = LABELS[kind] + ("" if rsc else ", RSC off") + (
+        self.label = LABELS[kind] + (f" {algorithm}" if algorithm else "") + ("" if rsc else ", RSC off") + (
             f", {underlay_mtu // 1024}K-MTU underlay" if underlay_mtu > 9000 else "")
         self.encap_filter = ENCAP_FILTER.get(kind)
         super().__init__()
@@ -81,6 +84,30 @@ offloads = {str(self.offloads).lower()}
 prefix = "{remote_net}"
 via = "{peer}"
 """
+        if self.kind == "esp":
+            out_spi, in_spi = ("0x1001", "0x2001") if a else ("0x2001", "0x1001")
+            out_key, in_key = ("ab", "ba") if a else ("ba", "ab")
+            return cfg + f"""
+[[tunnel]]
+name = "to-peer"
+kind = "ipsec"
+local = "{me}"
+remote = "{peer}"
+vrf = "blue"
+traffic = ["{remote_net}"]
+
+[[tunnel.sa]]
+direction = "out"
+spi = {out_spi}
+algorithm = "{self.algorithm}"
+key_file = "{self.dir}/{out_key}.hex"
+
+[[tunnel.sa]]
+direction = "in"
+spi = {in_spi}
+algorithm = "{self.algorithm}"
+key_file = "{self.dir}/{in_key}.hex"
+"""
         kind = {"gre-eth": "gre"}.get(self.kind, self.kind)
         l2 = self.kind in ("gre-eth", "nvgre", "vxlan")
         tun_addr = "10.9.0.1" if a else "10.9.0.2"
@@ -114,6 +141,12 @@ via = "{tun_peer if l2 else "to-peer"}"
             self.gwa.sh(f"ip link set a-u mtu {self.underlay_mtu}")
             self.gwb.sh(f"ip link set b-u mtu {self.underlay_mtu}")
         b = _bench()
+        if self.kind == "esp":
+            klen = {"aes128gcm16": 20, "aes256gcm16": 36, "aes128-sha1": 36, "aes256-sha256": 64,
+                    "chacha20poly1305": 36}[self.algorithm]
+            for name in ("ab", "ba"):
+                with open(os.path.join(self.dir, f"{name}.hex"), "w") as f:
+                    f.write(os.urandom(klen).hex() + "\n")
         self.gw_logs = []
         for side, ns in (("a", self.gwa), ("b", self.gwb)):
             path = os.path.join(self.dir, f"gw-{side}.toml")
