@@ -45,7 +45,7 @@ mod model;
 mod parse;
 mod validate;
 
-pub use ipsec::{EspAlgorithm, Ipsec, SaDirection, StaticSa};
+pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use validate::validate;
 use validate::Pos;

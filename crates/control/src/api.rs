@@ -282,6 +282,13 @@ async fn sas(State(s): State<AppState>) -> Json<Vec<SaInfo>> {
     Json(s.ctl.sas())
 }
 
+#[utoipa::path(get, path = "/ike", tag = "tunnels",
+    responses((status = 200, description = "IKEv2 tunnels with their IKE and child SAs: state, algorithms, SPIs, lifetimes, rekey counts (never keys)", body = [IkeTunnelInfo]),
+              (status = 401, body = ErrorBody)))]
+async fn ike(State(s): State<AppState>) -> Json<Vec<IkeTunnelInfo>> {
+    Json(s.ctl.ike())
+}
+
 #[utoipa::path(get, path = "/counters", tag = "observability",
     responses((status = 200, body = CountersInfo), (status = 401, body = ErrorBody)))]
 async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
@@ -455,7 +462,7 @@ impl Modify for BearerAddon {
 #[openapi(
     info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
     paths(status, interfaces, add_interface, interface, patch_interface, vrfs, routes, add_route,
-          del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, sas, counters, metrics,
+          del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, sas, ike, counters, metrics,
           config, trace_get, trace_arm, trace_clear, capture),
     modifiers(&BearerAddon),
     security(("bearer" = []))
@@ -515,6 +522,7 @@ pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
         .route("/tunnels", get(tunnels).post(add_tunnel))
         .route("/tunnels/{name}", get(tunnel).delete(del_tunnel))
         .route("/sas", get(sas))
+        .route("/ike", get(ike))
         .route("/counters", get(counters))
         .route("/metrics", get(metrics))
         .route("/config", get(config))

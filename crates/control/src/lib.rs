@@ -24,4 +24,4 @@ pub mod state;
 
 pub use auth::{Auth, Token};
 pub use server::{serve, ServerHandle};
-pub use state::{Capabilities, Control, Dataplane, NetdevFacts, SaSource, TableBuilder};
+pub use state::{Capabilities, Control, Dataplane, IkeSource, NetdevFacts, SaSource, TableBuilder};

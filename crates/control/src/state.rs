@@ -52,6 +52,9 @@ pub struct Dataplane {
 /// crate needs no IPsec dependency).
 pub type SaSource = Box<dyn Fn() -> Vec<SaInfo> + Send + Sync>;
 
+/// Lists the IKEv2 tunnels with their IKE and child SAs (`GET /ike`).
+pub type IkeSource = Box<dyn Fn() -> Vec<crate::model::IkeTunnelInfo> + Send + Sync>;
+
 /// A refused request: HTTP status, message and the offending field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
@@ -91,6 +94,7 @@ pub struct Control {
     caps: Capabilities,
     trace: Mutex<VecDeque<String>>,
     started: Instant,
+    ike: Mutex<Option<IkeSource>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -132,7 +136,19 @@ impl Control {
             caps,
             trace: Mutex::new(VecDeque::new()),
             started: Instant::now(),
+            ike: Mutex::new(None),
         })
+    }
+
+    /// Connects `GET /ike` to the IKE control thread (which starts after
+    /// the API).
+    pub fn set_ike_source(&self, f: IkeSource) {
+        *lock(&self.ike) = Some(f);
+    }
+
+    /// The IKEv2 tunnels (empty without IKE).
+    pub fn ike(&self) -> Vec<crate::model::IkeTunnelInfo> {
+        lock(&self.ike).as_ref().map(|f| f()).unwrap_or_default()
     }
 
     /// The running configuration.

@@ -180,6 +180,31 @@ async fn interfaces_patch_and_misc() {
     assert!(doc["paths"]["/routes"]["delete"].is_object());
     let (st, b) = call(&app, "GET", "/sas", None, None).await;
     assert_eq!((st.as_u16(), b.as_str()), (200, "[]"));
+    // GET /ike: documented, empty without IKE, the thread's list once set.
+    assert!(doc["paths"]["/ike"]["get"].is_object());
+    assert!(doc["components"]["schemas"]["IkeTunnelInfo"].is_object());
+    assert!(doc["components"]["schemas"]["IkeChildSaInfo"]["properties"]["spi_in"].is_object());
+    let (st, b) = call(&app, "GET", "/ike", None, None).await;
+    assert_eq!((st.as_u16(), b.as_str()), (200, "[]"));
+    ctl.set_ike_source(Box::new(|| {
+        vec![vecgate_control::model::IkeTunnelInfo {
+            tunnel: "to-b".into(),
+            local: "192.0.2.1".into(),
+            remote: "192.0.2.2".into(),
+            initiator: true,
+            state: "failed".into(),
+            last_error: Some("IKE SA: AUTHENTICATION_FAILED".into()),
+            ike_sas: vec![],
+            child_sas: vec![],
+            ike_rekeys: 0,
+            child_rekeys: 0,
+        }]
+    }));
+    let (st, b) = call(&app, "GET", "/ike", None, None).await;
+    assert_eq!(st, 200);
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(v[0]["state"], "failed");
+    assert_eq!(v[0]["last_error"], "IKE SA: AUTHENTICATION_FAILED");
     let (st, b) = call(
         &app,
         "POST",

@@ -91,12 +91,22 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<EspRegistry>>, String> {
         .enumerate()
     {
         any = true;
-        let x = t.ipsec.as_ref().filter(|x| !x.sas.is_empty()).ok_or_else(|| {
-            format!(
-                "tunnel {}: no [[tunnel.sa]]: IKEv2 keying is not in this build, configure static SAs",
-                t.name
-            )
-        })?;
+        if t.ipsec.as_ref().is_some_and(|x| x.ike.is_some()) {
+            // Keyed by IKEv2 later (crate::ike); drops as no-sa until then.
+            reg.add_pending_tunnel(id as u32, &t.name)
+                .map_err(|e| format!("tunnel {}: {e}", t.name))?;
+            continue;
+        }
+        let x = t
+            .ipsec
+            .as_ref()
+            .filter(|x| !x.sas.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "tunnel {}: neither [[tunnel.sa]] nor [tunnel.ike]: nothing keys it",
+                    t.name
+                )
+            })?;
         let out = x
             .outbound()
             .ok_or_else(|| format!("tunnel {}: no outbound SA", t.name))?;
@@ -186,7 +196,9 @@ pub fn add_tunnel(
             local: t.local,
             remote: t.remote,
             underlay_vrf,
-            nat_t: x.nat_t,
+            // IKEv2 decides on UDP encapsulation at run time: let UDP 4500
+            // reach esp-decrypt in case it does.
+            nat_t: x.nat_t || x.ike.is_some(),
             traffic,
             tx,
         },
@@ -226,6 +238,10 @@ pub fn reload(reg: &EspRegistry, cfg: &Config) -> Result<Vec<String>, String> {
     let mut work = Vec::new();
     for t in cfg.tunnels.iter().filter(|t| t.kind == TunnelKind::Ipsec) {
         let Some(x) = t.ipsec.as_ref() else { continue };
+        if x.ike.is_some() {
+            // Keyed by IKEv2, not by the file.
+            continue;
+        }
         let id = reg
             .tunnel_id(&t.name)
             .ok_or_else(|| format!("tunnel {}: new ipsec tunnels need a restart", t.name))?;

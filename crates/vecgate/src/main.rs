@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod check;
 mod cli;
 mod esp;
+mod ike;
 mod run;
 mod setup;
 

@@ -81,6 +81,17 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     let esp = crate::esp::load(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
+    // IKEv2: state machines built now (PSK files read); the punt path
+    // carries IKE between the workers and the control thread.
+    let ike = match (&esp, crate::ike::any(&cfg)) {
+        (Some(reg), true) => {
+            Some(crate::ike::prepare(&cfg, reg.clone()).map_err(|e| anyhow!("IKEv2: {e}"))?)
+        }
+        _ => None,
+    };
+    let punt = ike
+        .as_ref()
+        .map(|_| dataplane::punt::Punt::new(dataplane::punt::DEFAULT_SLOTS));
     let nworkers = cfg.gateway.workers.max(1);
     let nports = cfg.interfaces.len();
 
@@ -141,6 +152,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     for (w, ports) in per_worker.into_iter().enumerate() {
         let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
         worker.set_neighbour_shared(neigh.clone());
+        if let Some(p) = &punt {
+            worker.set_punt(p.clone());
+        }
         counters.push(worker.counters());
         mailboxes.push(worker.mailbox());
         let drivers: Vec<(&'static str, String)> = cfg
@@ -169,8 +183,23 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
 
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
-    let api = start_api(&cfg, &shared, &counters, mailboxes, &netdevs, esp.clone())?;
+    let api = start_api(
+        &cfg,
+        &shared,
+        &counters,
+        mailboxes,
+        &netdevs,
+        esp.clone(),
+        ike.as_ref().map(|i| i.status()),
+    )?;
     info!(api = %api.endpoint, "management API listening");
+    let ike = match (ike, &punt) {
+        (Some(prep), Some(p)) => Some(
+            prep.start(shared.clone(), p.clone(), stop.clone())
+                .map_err(|e| anyhow!("IKEv2: {e}"))?,
+        ),
+        _ => None,
+    };
 
     info!(
         gateway = %cfg.gateway.name,
@@ -252,6 +281,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     }
     info!("stopping");
     api.shutdown();
+    if let Some(h) = ike {
+        h.join();
+    }
     for t in threads {
         if t.join().is_err() {
             error!("a worker thread panicked");
@@ -276,6 +308,7 @@ fn start_api(
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
     netdevs: &[NetdevInfo],
     esp: Option<Arc<vecgate_ipsec::dp::EspRegistry>>,
+    ike: Option<crate::ike::IkeStatus>,
 ) -> Result<vecgate_control::ServerHandle> {
     use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
     let auth = match (&cfg.gateway.api, &cfg.gateway.api_token_file) {
@@ -292,9 +325,9 @@ fn start_api(
         _ => Auth::None,
     };
     let nd = netdevs.to_vec();
-    let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
-        Box::new(move || crate::esp::sa_infos(&reg))
-    });
+    let sas = esp
+        .clone()
+        .map(|reg| -> vecgate_control::SaSource { Box::new(move || crate::esp::sa_infos(&reg)) });
     let dp = Dataplane {
         tables: shared.clone(),
         build: Box::new(move |c: &Config| build_tables_with(c, &nd, esp.as_deref())),
@@ -311,6 +344,11 @@ fn start_api(
         sas,
     };
     let ctl = Control::new(cfg.clone(), dp, Capabilities::default());
+    if let Some(st) = ike {
+        ctl.set_ike_source(Box::new(move || {
+            st.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        }));
+    }
     vecgate_control::serve(&cfg.gateway.api, ctl, auth)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))
 }

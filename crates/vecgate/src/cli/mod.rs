@@ -39,6 +39,8 @@ pub enum Show {
     Neighbors,
     Tunnels,
     Sa,
+    /// IKEv2 tunnels: IKE and child SAs, state, algorithms, SPIs, rekeys.
+    Ike,
     /// Per-interface packet and byte counters.
     Stats,
     /// Per-node vectors, packets and drops.
@@ -294,6 +296,14 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
                         &["spi", "tunnel", "direction", "cipher", "packets", "bytes"],
                     ),
                 )
+            });
+        }
+        Show::Ike => {
+            let v = json(&c.get("/ike")?)?;
+            print_or_json(t, &v, |v| {
+                serde_json::from_value::<Vec<vecgate_control::model::IkeTunnelInfo>>(v.clone())
+                    .map(|l| crate::ike::show_table(&l))
+                    .unwrap_or_else(|e| format!("unexpected /ike answer: {e}\n"))
             });
         }
         Show::Stats => {

@@ -1,0 +1,788 @@
+//! IKEv2 for `kind = "ipsec"` tunnels with a `[tunnel.ike]` section: one
+//! control thread runs a sans-IO [`vecgate_ike::Ike`] per tunnel and keys
+//! the ESP dataplane through the [`EspRegistry`].
+//!
+//! Why the datagrams go through the dataplane: the gateway owns its
+//! netdevs (AF_PACKET + an nftables ingress guard), so a kernel socket on
+//! UDP 500/4500 would never see IKE. ip-local punts IKE into
+//! [`dataplane::punt::Punt`] and the thread injects its answers there; the
+//! workers route them in the tunnel's underlay VRF (see `dataplane::punt`).
+//!
+//! Keying (RFC 7296 §2.8, make-before-break): a new child SA's inbound SA
+//! is installed first, then the tunnel's outbound SA is switched to it. A
+//! child SA the library removes (after a rekey, a delete or a dead peer)
+//! leaves the outbound path at once when it is the current one (packets
+//! are then dropped as `no-sa`), while its inbound SA keeps accepting
+//! stragglers for [`INBOUND_GRACE`] before it leaves the SAD. Until the
+//! first child SA exists, the tunnel's packets are dropped as `no-sa`.
+//!
+//! NAT-T (RFC 3948): when the library reports `udp_encap` the SAs are
+//! built with UDP encapsulation between the negotiated ports (4500 on our
+//! side, whatever the peer's NAT shows on its side).
+
+use dataplane::punt::Punt;
+use dataplane::tables::SharedTables;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tracing::{debug, error, info, warn};
+use vecgate_config::{Config, IkeSettings, Tunnel, TunnelKind};
+use vecgate_ike::{Action, ChildSaKeys, Event, Ike, IkeConfig, Prefix};
+use vecgate_ipsec::dp::EspRegistry;
+use vecgate_ipsec::{
+    Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap,
+};
+use zeroize::Zeroizing;
+
+/// How long an inbound SA outlives its child SA (packets in flight, the
+/// peer's last vector before it switched).
+pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
+/// Longest the thread sleeps without looking at timers.
+const MAX_WAIT: Duration = Duration::from_millis(100);
+/// Delay before an initiator starts over after a failure or deletion.
+const RECONNECT_DELAY: Duration = Duration::from_secs(3);
+/// Anti-replay window of negotiated inbound SAs.
+const REPLAY_WINDOW: u32 = 1024;
+
+pub use vecgate_control::model::{IkeChildSaInfo as ChildInfo, IkeSaInfo, IkeTunnelInfo};
+
+/// The status the thread publishes (`GET /ike`, `show ike`).
+pub type IkeStatus = Arc<Mutex<Vec<IkeTunnelInfo>>>;
+
+struct Child {
+    keys_meta: ChildInfo,
+    spi_in: u32,
+    spi_out: u32,
+    at: Instant,
+}
+
+struct IkeSaState {
+    spi_i: u64,
+    spi_r: u64,
+    algorithms: String,
+    nat: bool,
+    at: Instant,
+}
+
+struct TunnelIke {
+    id: u32,
+    name: String,
+    ike: Ike,
+    state: &'static str,
+    last_error: Option<String>,
+    ike_sas: Vec<IkeSaState>,
+    children: Vec<Child>,
+    ike_rekeys: u64,
+    child_rekeys: u64,
+    reconnect_at: Option<Instant>,
+    child_rekey: Option<Duration>,
+    ike_rekey: Option<Duration>,
+}
+
+/// The running IKE thread.
+pub struct IkeHandle {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl IkeHandle {
+    /// Waits for the thread (after `stop` was set).
+    pub fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                error!("the IKE thread panicked");
+            }
+        }
+    }
+}
+
+/// Whether any tunnel of `cfg` is keyed by IKEv2.
+pub fn any(cfg: &Config) -> bool {
+    ike_tunnels(cfg).next().is_some()
+}
+
+fn ike_tunnels(cfg: &Config) -> impl Iterator<Item = (&Tunnel, &IkeSettings)> {
+    cfg.tunnels
+        .iter()
+        .filter(|t| t.kind == TunnelKind::Ipsec)
+        .filter_map(|t| Some((t, t.ipsec.as_ref()?.ike.as_ref()?)))
+}
+
+/// Reads a PSK file: its bytes, one trailing newline ignored. Zeroized.
+pub fn read_psk(path: &std::path::Path, tunnel: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+    let mut b = Zeroizing::new(
+        std::fs::read(path)
+            .map_err(|e| format!("tunnel {tunnel}: psk_file {}: {e}", path.display()))?,
+    );
+    for _ in 0..2 {
+        if matches!(b.last(), Some(b'\n' | b'\r')) {
+            b.pop();
+        }
+    }
+    if b.is_empty() {
+        return Err(format!(
+            "tunnel {tunnel}: psk_file {} is empty",
+            path.display()
+        ));
+    }
+    Ok(b)
+}
+
+fn to_ike_prefix(p: &vecgate_config::Prefix) -> Prefix {
+    Prefix {
+        addr: p.addr,
+        len: p.len,
+    }
+}
+
+fn any_of(addr: IpAddr) -> Prefix {
+    Prefix {
+        addr: if addr.is_ipv4() {
+            IpAddr::from([0u8; 4])
+        } else {
+            IpAddr::from([0u16; 8])
+        },
+        len: 0,
+    }
+}
+
+/// The library configuration of tunnel `t`. Local selectors: `local_traffic`,
+/// else the networks of the interfaces in the tunnel's VRF, else any.
+/// Remote selectors: the tunnel's `traffic`, else any.
+pub fn ike_config(cfg: &Config, t: &Tunnel, s: &IkeSettings) -> Result<IkeConfig, String> {
+    let psk = read_psk(&s.psk_file, &t.name)?;
+    let mut c = IkeConfig::new(
+        SocketAddr::new(t.local, dataplane::punt::IKE_PORT),
+        SocketAddr::new(t.remote, dataplane::punt::IKE_PORT),
+        &psk,
+    );
+    if let Some(id) = &s.local_id {
+        c.local_id = vecgate_ike::Identity::from_text(id);
+    }
+    if let Some(id) = &s.remote_id {
+        c.remote_id = vecgate_ike::Identity::from_text(id);
+    }
+    let bad = |e: vecgate_ike::Error| format!("tunnel {}: {e}", t.name);
+    if !s.ike_proposals.is_empty() {
+        let v: Vec<&str> = s.ike_proposals.iter().map(String::as_str).collect();
+        c.ike_proposals = IkeConfig::parse_ike_proposals(&v).map_err(bad)?;
+    }
+    if !s.esp_proposals.is_empty() {
+        let v: Vec<&str> = s.esp_proposals.iter().map(String::as_str).collect();
+        c.esp_proposals = IkeConfig::parse_esp_proposals(&v).map_err(bad)?;
+    }
+    let traffic = t
+        .ipsec
+        .as_ref()
+        .map(|x| x.traffic.clone())
+        .unwrap_or_default();
+    c.remote_ts = traffic.iter().map(to_ike_prefix).collect();
+    if c.remote_ts.is_empty() {
+        c.remote_ts = vec![any_of(t.local)];
+    }
+    c.local_ts = s.local_traffic.iter().map(to_ike_prefix).collect();
+    if c.local_ts.is_empty() {
+        c.local_ts = cfg
+            .interfaces
+            .iter()
+            .filter(|i| i.vrf == t.vrf)
+            .flat_map(|i| i.addresses.iter())
+            .map(|a| to_ike_prefix(&a.network()))
+            .filter(|p| {
+                c.remote_ts
+                    .iter()
+                    .any(|r| r.addr.is_ipv4() == p.addr.is_ipv4())
+            })
+            .collect();
+    }
+    if c.local_ts.is_empty() {
+        c.local_ts = vec![any_of(t.local)];
+    }
+    c.initiate = s.initiate;
+    c.dpd_interval = s.dpd_interval.map(Duration::from_secs);
+    c.ike_rekey_time = s.ike_lifetime.map(Duration::from_secs);
+    c.child_rekey_time = s.child_lifetime.map(Duration::from_secs);
+    // Hard limits a little after the rekey times (RFC 7296 §2.8: the
+    // rekey must win; the library deletes what was not rekeyed).
+    c.ike_life_time = s.ike_lifetime.map(|x| Duration::from_secs(x + x / 10 + 30));
+    c.child_life_time = s
+        .child_lifetime
+        .map(|x| Duration::from_secs(x + x / 10 + 30));
+    c.reconnect_delay = s.initiate.then_some(RECONNECT_DELAY);
+    Ok(c)
+}
+
+/// The SA configurations (inbound, outbound) of a negotiated child SA.
+pub fn child_sa_configs(k: &ChildSaKeys) -> Result<(SaConfig, SaConfig), String> {
+    let algorithm: Algorithm = k
+        .algorithm
+        .parse()
+        .map_err(|_| format!("ESP algorithm {} is not in the dataplane", k.algorithm))?;
+    let encap = k.udp_encap.then_some(UdpEncap {
+        sport: k.local.port(),
+        dport: k.remote.port(),
+    });
+    let key = |enc: &[u8], integ: &[u8]| {
+        let mut v = Zeroizing::new(Vec::with_capacity(enc.len() + integ.len()));
+        v.extend_from_slice(enc);
+        v.extend_from_slice(integ);
+        v
+    };
+    let sa = |spi: u32, key: Zeroizing<Vec<u8>>| SaConfig {
+        spi,
+        algorithm,
+        key,
+        // The library proposes no ESN (RFC 7296 §3.3.2, ESN transform 0).
+        esn: false,
+        replay_window: REPLAY_WINDOW,
+        lifetime: Lifetime::default(),
+        tunnel: TunnelEndpoints {
+            local: k.local.ip(),
+            remote: k.remote.ip(),
+        },
+        encap,
+        df: true,
+    };
+    Ok((
+        sa(k.spi_in, key(&k.enc_key_in, &k.integ_key_in)),
+        sa(k.spi_out, key(&k.enc_key_out, &k.integ_key_out)),
+    ))
+}
+
+/// The IKE state machines of every `[tunnel.ike]`, built before the
+/// gateway attaches (a missing PSK file fails the start, not the thread).
+pub struct Prepared {
+    tunnels: Vec<TunnelIke>,
+    reg: Arc<EspRegistry>,
+    status: IkeStatus,
+}
+
+impl Prepared {
+    /// What `GET /ike` reads (filled once the thread runs).
+    pub fn status(&self) -> IkeStatus {
+        self.status.clone()
+    }
+}
+
+/// Builds a state machine per IKE tunnel (PSKs read, proposals parsed).
+pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> {
+    let mut tunnels = Vec::new();
+    for (t, s) in ike_tunnels(cfg) {
+        let id = reg
+            .tunnel_id(&t.name)
+            .ok_or_else(|| format!("tunnel {}: not registered", t.name))?;
+        let c = ike_config(cfg, t, s)?;
+        let (child_rekey, ike_rekey) = (c.child_rekey_time, c.ike_rekey_time);
+        let ike = Ike::new(c).map_err(|e| format!("tunnel {}: {e}", t.name))?;
+        tunnels.push(TunnelIke {
+            id,
+            name: t.name.clone(),
+            ike,
+            state: if s.initiate { "connecting" } else { "waiting" },
+            last_error: None,
+            ike_sas: Vec::new(),
+            children: Vec::new(),
+            ike_rekeys: 0,
+            child_rekeys: 0,
+            reconnect_at: None,
+            child_rekey,
+            ike_rekey,
+        });
+    }
+    Ok(Prepared {
+        tunnels,
+        reg,
+        status: Arc::new(Mutex::new(Vec::new())),
+    })
+}
+
+impl Prepared {
+    /// Starts the control thread; it runs until `stop` is set.
+    pub fn start(
+        self,
+        shared: Arc<SharedTables>,
+        punt: Arc<Punt>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<IkeHandle, String> {
+        spawn(self, shared, punt, stop)
+    }
+}
+
+fn spawn(
+    p: Prepared,
+    shared: Arc<SharedTables>,
+    punt: Arc<Punt>,
+    stop: Arc<AtomicBool>,
+) -> Result<IkeHandle, String> {
+    let Prepared {
+        tunnels,
+        reg,
+        status,
+    } = p;
+    let mut cp = ControlPlane {
+        tunnels,
+        reg,
+        shared,
+        punt,
+        removals: Vec::new(),
+        status: status.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("vg-ike".into())
+        .spawn(move || cp.run(&stop))
+        .map_err(|e| format!("spawning the IKE thread: {e}"))?;
+    Ok(IkeHandle {
+        thread: Some(thread),
+    })
+}
+
+struct ControlPlane {
+    tunnels: Vec<TunnelIke>,
+    reg: Arc<EspRegistry>,
+    shared: Arc<SharedTables>,
+    punt: Arc<Punt>,
+    /// Inbound SAs to remove at the given time (make-before-break).
+    removals: Vec<(Instant, u32)>,
+    status: IkeStatus,
+}
+
+impl ControlPlane {
+    fn run(&mut self, stop: &AtomicBool) {
+        let now = Instant::now();
+        for t in &mut self.tunnels {
+            if t.ike.config().initiate {
+                if let Err(e) = t.ike.initiate(now) {
+                    error!(tunnel = %t.name, "IKE: cannot initiate: {e}");
+                }
+            }
+        }
+        self.drain_all();
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let next = self
+                .tunnels
+                .iter()
+                .filter_map(|t| t.ike.next_timeout())
+                .chain(self.removals.iter().map(|r| r.0))
+                .min();
+            let wait = next.map_or(MAX_WAIT, |n| n.saturating_duration_since(now).min(MAX_WAIT));
+            if let Some(d) = self.punt.recv_timeout(wait) {
+                self.datagram(&d);
+                self.punt.release(d);
+                // Take whatever else is queued before the timers.
+                while let Some(d) = self.punt.recv_timeout(Duration::ZERO) {
+                    self.datagram(&d);
+                    self.punt.release(d);
+                }
+            }
+            let now = Instant::now();
+            for t in &mut self.tunnels {
+                t.ike.handle_timeout(now);
+            }
+            self.drain_all();
+            self.expire_removals(now);
+            self.publish(now);
+        }
+        // Leave politely: the peer learns the SAs are gone (RFC 7296 §1.4.1).
+        let now = Instant::now();
+        for t in &mut self.tunnels {
+            if t.ike.is_established() {
+                t.ike.delete_ike(now);
+            }
+        }
+        self.drain_all();
+    }
+
+    /// Hands a punted datagram to the tunnel it belongs to: the one whose
+    /// addresses match, else (a NAT'd peer) the one with our address.
+    fn datagram(&mut self, d: &dataplane::punt::Datagram) {
+        let now = Instant::now();
+        let pick = self
+            .tunnels
+            .iter()
+            .position(|t| {
+                let c = t.ike.config();
+                c.local_addr.ip() == d.local.ip() && c.remote_addr.ip() == d.remote.ip()
+            })
+            .or_else(|| {
+                let mut it = self
+                    .tunnels
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.ike.config().local_addr.ip() == d.local.ip());
+                match (it.next(), it.next()) {
+                    (Some((i, _)), None) => Some(i),
+                    _ => None,
+                }
+            });
+        match pick {
+            Some(i) => self.tunnels[i]
+                .ike
+                .handle_datagram(d.data(), d.local, d.remote, now),
+            None => debug!(local = %d.local, remote = %d.remote, "IKE datagram for no tunnel"),
+        }
+    }
+
+    fn drain_all(&mut self) {
+        for i in 0..self.tunnels.len() {
+            while let Some(a) = self.tunnels[i].ike.poll_action() {
+                self.action(i, a);
+            }
+        }
+    }
+
+    fn underlay_vrf(&self, id: u32) -> Option<u16> {
+        self.shared.load().esp.by_id(id).map(|t| t.underlay_vrf)
+    }
+
+    fn action(&mut self, i: usize, a: Action) {
+        let now = Instant::now();
+        match a {
+            Action::Send {
+                local,
+                remote,
+                data,
+            } => {
+                let id = self.tunnels[i].id;
+                let Some(vrf) = self.underlay_vrf(id) else {
+                    warn!(tunnel = %self.tunnels[i].name, "IKE: tunnel not in the tables");
+                    return;
+                };
+                // A refused datagram is recovered by retransmission.
+                if let Err(e) = self.punt.inject(&data, local, remote, vrf) {
+                    debug!(tunnel = %self.tunnels[i].name, "IKE: inject: {e}");
+                }
+            }
+            Action::InstallChild(k) => self.install(i, &k, now),
+            Action::RemoveChild { spi_in, spi_out } => self.remove(i, spi_in, spi_out, now),
+            Action::Event(e) => self.event(i, e, now),
+        }
+    }
+
+    /// Installs a child SA, make-before-break: inbound first, then the
+    /// outbound switch.
+    fn install(&mut self, i: usize, k: &ChildSaKeys, now: Instant) {
+        let t = &mut self.tunnels[i];
+        let built = child_sa_configs(k).and_then(|(inb, out)| {
+            let inb = InboundSa::new(inb).map_err(|e| e.to_string())?;
+            let out = OutboundSa::new(out).map_err(|e| e.to_string())?;
+            Ok((inb, out))
+        });
+        let (inb, out) = match built {
+            Ok(x) => x,
+            Err(e) => {
+                error!(tunnel = %t.name, spi_in = format_args!("{:#010x}", k.spi_in), "IKE: child SA not installed: {e}");
+                t.last_error = Some(format!("child SA not installed: {e}"));
+                return;
+            }
+        };
+        if let Err(e) = self.reg.install_inbound(t.id, inb) {
+            error!(tunnel = %t.name, "IKE: inbound SA not installed: {e}");
+            return;
+        }
+        match self.reg.set_outbound(t.id, Some(out)) {
+            Ok(old) => {
+                info!(tunnel = %t.name, spi_in = format_args!("{:#010x}", k.spi_in),
+                      spi_out = format_args!("{:#010x}", k.spi_out), algorithm = %k.algorithm,
+                      udp_encap = k.udp_encap, replaced = ?old.map(|o| format!("{:#010x}", o.spi())),
+                      "IKE: child SA installed");
+            }
+            Err(e) => error!(tunnel = %t.name, "IKE: outbound SA not switched: {e}"),
+        }
+        let ts = |v: &[vecgate_ike::payload::TrafficSelector]| -> Vec<String> {
+            v.iter().map(|s| format!("{s:?}")).collect()
+        };
+        t.children.push(Child {
+            keys_meta: ChildInfo {
+                spi_in: format!("{:#010x}", k.spi_in),
+                spi_out: format!("{:#010x}", k.spi_out),
+                algorithm: k.algorithm.clone(),
+                udp_encap: k.udp_encap,
+                local_ts: ts(&k.local_ts),
+                remote_ts: ts(&k.remote_ts),
+                age_secs: 0,
+                rekey_in_secs: None,
+            },
+            spi_in: k.spi_in,
+            spi_out: k.spi_out,
+            at: now,
+        });
+    }
+
+    /// Removes a child SA: off the outbound path now if it is the current
+    /// one, out of the SAD after [`INBOUND_GRACE`].
+    fn remove(&mut self, i: usize, spi_in: u32, spi_out: u32, now: Instant) {
+        let t = &mut self.tunnels[i];
+        t.children.retain(|c| c.spi_in != spi_in);
+        let current = self
+            .reg
+            .tunnel_tx(t.id)
+            .and_then(|tx| tx.current())
+            .map(|s| s.spi());
+        if current == Some(spi_out) {
+            // The newest remaining child (if any) carries on.
+            let next = t.children.last().map(|c| (c.spi_in, c.spi_out));
+            if next.is_none() {
+                let _ = self.reg.set_outbound(t.id, None);
+                info!(tunnel = %t.name, "IKE: no child SA left, traffic stops (no-sa)");
+            }
+        }
+        self.removals.push((now + INBOUND_GRACE, spi_in));
+        info!(tunnel = %t.name, spi_in = format_args!("{spi_in:#010x}"),
+              spi_out = format_args!("{spi_out:#010x}"), "IKE: child SA removed");
+    }
+
+    fn expire_removals(&mut self, now: Instant) {
+        let reg = &self.reg;
+        self.removals.retain(|(at, spi)| {
+            if *at > now {
+                return true;
+            }
+            let _ = reg.remove_inbound(*spi);
+            false
+        });
+    }
+
+    fn event(&mut self, i: usize, e: Event, now: Instant) {
+        let t = &mut self.tunnels[i];
+        match e {
+            Event::IkeEstablished {
+                spi_i,
+                spi_r,
+                suite,
+                nat,
+            } => {
+                let algorithms = format!(
+                    "{:?}/{:?}/{}/{:?}",
+                    suite.encr,
+                    suite.prf,
+                    suite.integ.map_or("none".to_string(), |x| format!("{x:?}")),
+                    suite.dh
+                );
+                info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"), spi_r = format_args!("{spi_r:016x}"),
+                      %algorithms, nat, "IKE: SA established");
+                t.state = "established";
+                t.last_error = None;
+                t.reconnect_at = None;
+                t.ike_sas.push(IkeSaState {
+                    spi_i,
+                    spi_r,
+                    algorithms,
+                    nat,
+                    at: now,
+                });
+            }
+            Event::ChildEstablished { spi_in, spi_out } => {
+                info!(tunnel = %t.name, spi_in = format_args!("{spi_in:#010x}"),
+                      spi_out = format_args!("{spi_out:#010x}"), "IKE: child SA established");
+            }
+            Event::ChildRekeyed {
+                old_spi_in,
+                new_spi_in,
+            } => {
+                t.child_rekeys += 1;
+                info!(tunnel = %t.name, old = format_args!("{old_spi_in:#010x}"),
+                      new = format_args!("{new_spi_in:#010x}"), "IKE: child SA rekeyed");
+            }
+            Event::IkeRekeyed { old, new } => {
+                t.ike_rekeys += 1;
+                if let Some(s) = t.ike_sas.iter_mut().find(|s| (s.spi_i, s.spi_r) == old) {
+                    s.spi_i = new.0;
+                    s.spi_r = new.1;
+                    s.at = now;
+                }
+                info!(tunnel = %t.name, old = format_args!("{:016x}/{:016x}", old.0, old.1),
+                      new = format_args!("{:016x}/{:016x}", new.0, new.1), "IKE: SA rekeyed");
+            }
+            Event::ChildDeleted { spi_in, spi_out } => {
+                info!(tunnel = %t.name, spi_in = format_args!("{spi_in:#010x}"),
+                      spi_out = format_args!("{spi_out:#010x}"), "IKE: child SA deleted");
+            }
+            Event::IkeDeleted { spi_i, spi_r } => {
+                t.ike_sas.retain(|s| (s.spi_i, s.spi_r) != (spi_i, spi_r));
+                if t.ike_sas.is_empty() {
+                    t.state = "down";
+                }
+                info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"),
+                      spi_r = format_args!("{spi_r:016x}"), "IKE: SA deleted");
+            }
+            Event::Failed { reason, child } => {
+                let what = if child { "child SA" } else { "IKE SA" };
+                warn!(tunnel = %t.name, %reason, "IKE: {what} negotiation failed");
+                t.last_error = Some(format!("{what}: {reason}"));
+                if !child && t.ike_sas.is_empty() {
+                    t.state = "failed";
+                }
+            }
+        }
+    }
+
+    fn publish(&self, now: Instant) {
+        let v: Vec<IkeTunnelInfo> = self
+            .tunnels
+            .iter()
+            .map(|t| {
+                let c = t.ike.config();
+                let established: Vec<(u64, u64)> = t.ike.ike_sas();
+                IkeTunnelInfo {
+                    tunnel: t.name.clone(),
+                    local: c.local_addr.ip().to_string(),
+                    remote: c.remote_addr.ip().to_string(),
+                    initiator: c.initiate,
+                    state: t.state.to_string(),
+                    last_error: t.last_error.clone(),
+                    ike_sas: t
+                        .ike_sas
+                        .iter()
+                        .filter(|s| established.contains(&(s.spi_i, s.spi_r)))
+                        .map(|s| {
+                            let age = now.saturating_duration_since(s.at);
+                            IkeSaInfo {
+                                spi_i: format!("{:016x}", s.spi_i),
+                                spi_r: format!("{:016x}", s.spi_r),
+                                algorithms: s.algorithms.clone(),
+                                nat: s.nat,
+                                age_secs: age.as_secs(),
+                                rekey_in_secs: t.ike_rekey.map(|r| r.saturating_sub(age).as_secs()),
+                            }
+                        })
+                        .collect(),
+                    child_sas: t
+                        .children
+                        .iter()
+                        .map(|ch| {
+                            let age = now.saturating_duration_since(ch.at);
+                            let mut m = ch.keys_meta.clone();
+                            m.age_secs = age.as_secs();
+                            m.rekey_in_secs =
+                                t.child_rekey.map(|r| r.saturating_sub(age).as_secs());
+                            m
+                        })
+                        .collect(),
+                    ike_rekeys: t.ike_rekeys,
+                    child_rekeys: t.child_rekeys,
+                }
+            })
+            .collect();
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
+    }
+}
+
+/// `vecgate show ike` as a table.
+pub fn show_table(v: &[IkeTunnelInfo]) -> String {
+    let mut s = String::new();
+    for t in v {
+        s.push_str(&format!(
+            "{:<12} {} -> {} {} state {}{} ike-rekeys {} child-rekeys {}\n",
+            t.tunnel,
+            t.local,
+            t.remote,
+            if t.initiator {
+                "initiator"
+            } else {
+                "responder"
+            },
+            t.state,
+            t.last_error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
+            t.ike_rekeys,
+            t.child_rekeys
+        ));
+        for i in &t.ike_sas {
+            s.push_str(&format!(
+                "  ike   {}/{} {} nat {} age {}s{}\n",
+                i.spi_i,
+                i.spi_r,
+                i.algorithms,
+                i.nat,
+                i.age_secs,
+                i.rekey_in_secs
+                    .map(|r| format!(" rekey in {r}s"))
+                    .unwrap_or_default()
+            ));
+        }
+        for c in &t.child_sas {
+            s.push_str(&format!(
+                "  child in {} out {} {} udp-encap {} age {}s{}\n",
+                c.spi_in,
+                c.spi_out,
+                c.algorithm,
+                c.udp_encap,
+                c.age_secs,
+                c.rekey_in_secs
+                    .map(|r| format!(" rekey in {r}s"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_keys_become_sa_configs() {
+        let k = ChildSaKeys {
+            spi_in: 0xc000_0001,
+            spi_out: 0xd000_0002,
+            algorithm: "aes256-sha256".into(),
+            enc_key_in: Zeroizing::new(vec![1; 32]),
+            enc_key_out: Zeroizing::new(vec![2; 32]),
+            integ_key_in: Zeroizing::new(vec![3; 32]),
+            integ_key_out: Zeroizing::new(vec![4; 32]),
+            local_ts: vec![],
+            remote_ts: vec![],
+            udp_encap: true,
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: "198.51.100.9:31000".parse().unwrap(),
+        };
+        let (inb, out) = child_sa_configs(&k).unwrap();
+        assert_eq!(inb.spi, 0xc000_0001);
+        assert_eq!(out.spi, 0xd000_0002);
+        assert_eq!(inb.algorithm, Algorithm::AesCbc256HmacSha256_128);
+        // Cipher key ‖ integrity key, each direction its own.
+        assert_eq!(&inb.key[..32], &[1; 32]);
+        assert_eq!(&inb.key[32..], &[3; 32]);
+        assert_eq!(&out.key[..32], &[2; 32]);
+        assert_eq!(&out.key[32..], &[4; 32]);
+        assert_eq!(
+            out.encap,
+            Some(UdpEncap {
+                sport: 4500,
+                dport: 31000
+            })
+        );
+        assert!(InboundSa::new(inb).is_ok());
+        assert!(OutboundSa::new(out).is_ok());
+        let mut k2 = k.clone();
+        k2.algorithm = "aes128gcm16".into();
+        k2.enc_key_in = Zeroizing::new(vec![5; 20]);
+        k2.enc_key_out = Zeroizing::new(vec![6; 20]);
+        k2.integ_key_in = Zeroizing::new(vec![]);
+        k2.integ_key_out = Zeroizing::new(vec![]);
+        k2.udp_encap = false;
+        let (inb, out) = child_sa_configs(&k2).unwrap();
+        assert_eq!(inb.algorithm, Algorithm::AesGcm128);
+        assert_eq!(inb.key.len(), 20);
+        assert!(out.encap.is_none());
+        assert!(InboundSa::new(inb).is_ok());
+        k2.algorithm = "3des-md5".into();
+        assert!(child_sa_configs(&k2).is_err());
+    }
+
+    #[test]
+    fn psk_file_trailing_newline_is_ignored() {
+        let dir = std::env::temp_dir().join(format!("vg-psk-{}", std::process::id()));
+        std::fs::write(&dir, b"s3cret\n").unwrap();
+        assert_eq!(&read_psk(&dir, "t").unwrap()[..], b"s3cret");
+        std::fs::write(&dir, b"\n").unwrap();
+        assert!(read_psk(&dir, "t").is_err());
+        let _ = std::fs::remove_file(&dir);
+        assert!(read_psk(&dir, "t").unwrap_err().contains("psk_file"));
+    }
+}
