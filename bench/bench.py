@@ -217,6 +217,76 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     return out
 
 
+def perf_multi(topo, duration, base_port=5301):
+    """One TCP stream to each of `topo.dsts()` at once (one vecgate perf
+    pair per destination, so each flow takes its own tunnel); returns the
+    aggregate Gbit/s and the gateways' cycles/byte."""
+    dsts = topo.dsts()
+    rxs, txs = [], []
+    for i, _ in enumerate(dsts):
+        rxs.append(topo.h2.popen([VECGATE, "perf", "receive", "-p", str(base_port + 10 * i), "--json", "-q",
+                                  "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    time.sleep(0.5)
+    pids = topo.gateway_pids()
+    c0 = sum(proc_cpu_seconds(p) for p in pids)
+    for i, d in enumerate(dsts):
+        txs.append(topo.h1.popen([VECGATE, "perf", "send", d, "-p", str(base_port + 10 * i), "-d", str(duration),
+                                  "--warmup", "1", "--json", "-q"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    gbps, total = 0.0, 0
+    for tx, rx in zip(txs, rxs):
+        txo, txe = tx.communicate(timeout=duration + 60)
+        rxo, rxe = rx.communicate(timeout=30)
+        if tx.returncode or rx.returncode:
+            raise RuntimeError(f"perf failed: {txe} {rxe}")
+        gbps += json.loads(rxo)["throughput_gbps"]
+        total += json.loads(txo).get("total_bytes") or 0
+    c1 = sum(proc_cpu_seconds(p) for p in pids)
+    return {"gbps": gbps, "gw_cpb": (c1 - c0) * tsc_hz() / max(total, 1) / 2}
+
+
+def scenario_ntunnels(args):
+    """GRE and IPsec: 1 tunnel vs 8 tunnels, aggregate (one TCP stream per
+    tunnel), 1500-byte underlay, 2 workers per gateway."""
+    import vecgate_topo as vt
+    variants = []
+    for n in (1, 8):
+        variants.append((f"gre-{n}", f"vecgate GRE, {n} tunnel(s)", lambda n=n: vt.VecgateTunnel("gre", tunnels=n, workers=2)))
+        variants.append((f"esp-{n}", f"vecgate ESP aes128gcm16, {n} tunnel(s)",
+                         lambda n=n: vt.VecgateTunnel("esp", algorithm="aes128gcm16", tunnels=n, workers=2)))
+    labels = {k: l for k, l, _ in variants}
+    topos, skipped = build_all(variants, "ntunnels")
+    results = {}
+    try:
+        for i in range(args.runs):
+            for key in topos:
+                log(f"[ntunnels] {key} run {i + 1}/{args.runs}")
+                try:
+                    res = perf_multi(topos[key], args.duration)
+                except Exception as e:
+                    log(f"           failed: {e}")
+                    continue
+                results.setdefault(key, []).append(res)
+                log(f"           {res['gbps']:.2f} Gbit/s aggregate")
+    finally:
+        for t in topos.values():
+            t.close()
+    rows = [{"scenario": "ntunnels", "mode": k, "label": labels[k], "runs": len(r),
+             "gbps": median_of(r, "gbps"), "gw_cpb": median_of(r, "gw_cpb")} for k, r in results.items()]
+    rows += [{"scenario": "ntunnels", "mode": k, "label": l, "skipped": why} for k, (l, why) in skipped.items()]
+    return rows
+
+
+def table_ntunnels(rows):
+    lines = ["| tunnels | aggregate Gbit/s (median) | cycles/byte per gateway |", "|---|---|---|"]
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['label']} | skipped: {r['skipped']} | |")
+        else:
+            lines.append(f"| {r['label']} | {fmt(r['gbps'])} | {fmt(r['gw_cpb'])} |")
+    return "\n".join(lines)
+
+
 def median_of(rows, key):
     vals = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(vals) if vals else None
@@ -518,7 +588,7 @@ def table_rsc(rows):
 
 
 SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize,
-             "tunnels": scenario_tunnels, "rsc": scenario_rsc}
+             "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)"}
 
@@ -603,6 +673,11 @@ def write_doc(mach, args, all_rows, doc):
                   "kernel contenders have no process (see path cycles/byte). Open vSwitch runs an L2 tunnel with hosts "
                   "at MTU 1450 and tx offloads off, as it requires (bench/peers.py says why).", "",
                   table_tunnels(all_rows["tunnels"]), ""]
+    if "ntunnels" in all_rows:
+        parts += ["## One tunnel vs eight tunnels (aggregate)", "",
+                  "Eight tunnels between the same two gateways (GRE keys 100–107, or eight ESP SA pairs), one TCP "
+                  "stream per tunnel (h2 has one address per tunnel, routed into its own tunnel), 2 workers per "
+                  "gateway, 1500-byte underlay.", "", table_ntunnels(all_rows["ntunnels"]), ""]
     if "rsc" in all_rows:
         parts += ["## Receive segment coalescing on vs off (vecgate GRE, receiving gateway)", "",
                   "One TCP stream h1 → h2 through a vecgate GRE pair; `rsc` switched on gwB's host-facing interface. "
@@ -643,7 +718,7 @@ def main():
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
-                        ("tunnels", table_tunnels), ("rsc", table_rsc)):
+                        ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels)):
         if name in all_rows:
             print(table(all_rows[name]))
             print()

@@ -37,8 +37,9 @@ class VecgateTunnel(_SiteToSite):
     VRF, key and host pair is not needed: one host pair, the tunnels carry
     different /32 routes... kept at 1 unless asked)."""
 
-    def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500, algorithm=None):
+    def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500, algorithm=None, tunnels=1):
         self.kind = kind
+        self.tunnels = tunnels
         self.algorithm = algorithm
         self.underlay_mtu = underlay_mtu
         self.workers = workers
@@ -84,6 +85,8 @@ offloads = {str(self.offloads).lower()}
 prefix = "{remote_net}"
 via = "{peer}"
 """
+        if self.tunnels > 1:
+            return cfg + self.multi_config(a, me, peer)
         if self.kind == "esp":
             out_spi, in_spi = ("0x1001", "0x2001") if a else ("0x2001", "0x1001")
             out_key, in_key = ("ab", "ba") if a else ("ba", "ab")
@@ -133,10 +136,69 @@ via = "{tun_peer if l2 else "to-peer"}"
 """
         return cfg
 
+    def multi_config(self, a, me, peer):
+        """`tunnels` parallel IP tunnels (GRE or ESP) in one VRF: tunnel i
+        carries traffic to h2's address 10.2.0.(10+i) (and back to h1's
+        10.1.0.(10+i)), so N flows use N tunnels."""
+        out = ""
+        for i in range(self.tunnels):
+            dst = f"10.2.0.{10 + i}/32" if a else f"10.1.0.{10 + i}/32"
+            if self.kind == "esp":
+                o, n = (0x1100 + i, 0x2100 + i) if a else (0x2100 + i, 0x1100 + i)
+                ok, ik = ("ab", "ba") if a else ("ba", "ab")
+                out += f"""
+[[tunnel]]
+name = "t{i}"
+kind = "ipsec"
+local = "{me}"
+remote = "{peer}"
+vrf = "blue"
+traffic = ["{dst}"]
+
+[[tunnel.sa]]
+direction = "out"
+spi = {o}
+algorithm = "{self.algorithm}"
+key_file = "{self.dir}/{ok}.hex"
+
+[[tunnel.sa]]
+direction = "in"
+spi = {n}
+algorithm = "{self.algorithm}"
+key_file = "{self.dir}/{ik}.hex"
+"""
+            else:
+                out += f"""
+[[tunnel]]
+name = "t{i}"
+kind = "gre"
+local = "{me}"
+remote = "{peer}"
+key = {100 + i}
+vrf = "blue"
+
+[[route]]
+vrf = "blue"
+prefix = "{dst}"
+via = "t{i}"
+"""
+        return out
+
+    def dsts(self):
+        """One destination per tunnel."""
+        if self.tunnels == 1:
+            return [self.dst]
+        return [f"10.2.0.{10 + i}" for i in range(self.tunnels)]
+
     def build(self):
         self.h1.sh("ip addr add 10.1.0.2/24 dev eth0; ip route add default via 10.1.0.1")
         self.h2.sh("ip addr add 10.2.0.2/24 dev eth0; ip route add default via 10.2.0.1")
         self.dst = "10.2.0.2"
+        for i in range(self.tunnels if self.tunnels > 1 else 0):
+            self.h1.sh(f"ip addr add 10.1.0.{10 + i}/24 dev eth0")
+            self.h2.sh(f"ip addr add 10.2.0.{10 + i}/24 dev eth0")
+        if self.tunnels > 1:
+            self.dst = "10.2.0.10"
         if self.underlay_mtu != 1500:
             self.gwa.sh(f"ip link set a-u mtu {self.underlay_mtu}")
             self.gwb.sh(f"ip link set b-u mtu {self.underlay_mtu}")

@@ -506,7 +506,12 @@ fn tunnels(v: &mut V<'_>) {
                 v.err(at, &label, format!("address {a} is not a unicast address"));
             }
         }
+        // ESP tunnels are told apart by their inbound SPIs (checked unique
+        // across tunnels by the IPsec validator), not by a key.
         let id = (t.kind, t.local, t.remote, t.key, t.port);
+        if t.kind == TunnelKind::Ipsec {
+            continue;
+        }
         if let Some((other, first)) = ids.get(&id) {
             let m = format!(
                 "same kind, local, remote and key as tunnel \"{other}\"{}: the receiver could not tell them apart",

@@ -156,3 +156,20 @@ fn hex_key_files() {
     );
     assert_eq!(EspAlgorithm::Aes256Sha256.key_len(), 64);
 }
+
+#[test]
+fn parallel_esp_tunnels_between_the_same_gateways_are_told_apart_by_spi() {
+    let text = format!(
+        "{HEAD}{}{}{}{}{}{}",
+        tunnel("t0", "ipsec", "traffic = [\"10.2.0.10/32\"]\n"),
+        sa("out", "0x1100", ""),
+        sa("in", "0x2100", ""),
+        tunnel("t1", "ipsec", "traffic = [\"10.2.0.11/32\"]\n"),
+        sa("out", "0x1101", ""),
+        sa("in", "0x2101", ""),
+    );
+    assert_eq!(errors(&text), Vec::<String>::new());
+    // The same inbound SPI twice is still an error.
+    let dup = text.replace("spi = 0x2101", "spi = 0x2100");
+    assert!(!errors(&dup).is_empty());
+}
