@@ -1,0 +1,201 @@
+//! strongSwan's charon (kernel-libipsec: ESP in userspace over a TUN
+//! device) in a test namespace, configured through swanctl. Adapted from
+//! crates/ike/tests/strongswan.rs. Debian 12's 5.9.8 libipsec always
+//! encapsulates ESP in UDP 4500 (see /work/shared/notes/peers.md).
+#![allow(dead_code)]
+
+use super::Netns;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// What charon's swanctl.conf says.
+pub struct CharonCfg<'a> {
+    pub local: &'a str,
+    pub remote: &'a str,
+    pub local_id: &'a str,
+    pub remote_id: &'a str,
+    pub local_ts: &'a str,
+    pub remote_ts: &'a str,
+    pub ike: &'a str,
+    pub esp: &'a str,
+    pub psk: &'a str,
+    /// Start the connection when loaded (otherwise charon responds).
+    pub initiate: bool,
+}
+
+/// A running charon; killed (by its pid) and its directory removed on drop.
+pub struct Charon {
+    pub dir: PathBuf,
+    ns: String,
+    child: Option<Child>,
+}
+
+impl Charon {
+    /// Starts charon in `ns` and loads the connection `vg` (child `net`).
+    pub fn start(ns: &Netns, c: &CharonCfg<'_>) -> Charon {
+        assert!(
+            std::path::Path::new("/usr/lib/ipsec/charon").exists(),
+            "strongSwan charon is not installed (strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins)"
+        );
+        let dir = std::env::temp_dir().join(super::unique("charon"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("run")).unwrap();
+        let d = dir.display().to_string();
+        std::fs::write(
+            dir.join("strongswan.conf"),
+            format!(
+                "charon {{
+  load = random nonce openssl kdf pem pkcs1 x509 kernel-libipsec kernel-netlink socket-default vici updown
+  install_routes = yes
+  retransmit_timeout = 1.0
+  retransmit_tries = 4
+  plugins {{
+    vici {{ socket = unix://{d}/charon.vici }}
+  }}
+  filelog {{
+    log {{
+      path = {d}/charon.log
+      default = 1
+      ike = 2
+      chd = 2
+      cfg = 2
+      esp = 1
+      net = 1
+      flush_line = yes
+    }}
+  }}
+}}
+"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("swanctl.conf"),
+            format!(
+                "connections {{
+  vg {{
+    version = 2
+    local_addrs = {local}
+    remote_addrs = {remote}
+    proposals = {ike}
+    rekey_time = 0
+    dpd_delay = 0
+    local {{
+      auth = psk
+      id = {local_id}
+    }}
+    remote {{
+      auth = psk
+      id = {remote_id}
+    }}
+    children {{
+      net {{
+        local_ts = {local_ts}
+        remote_ts = {remote_ts}
+        esp_proposals = {esp}
+        rekey_time = 0
+        start_action = {start}
+      }}
+    }}
+  }}
+}}
+secrets {{
+  ike-1 {{
+    id-1 = {local_id}
+    id-2 = {remote_id}
+    secret = \"{psk}\"
+  }}
+}}
+",
+                local = c.local,
+                remote = c.remote,
+                ike = c.ike,
+                esp = c.esp,
+                local_id = c.local_id,
+                remote_id = c.remote_id,
+                local_ts = c.local_ts,
+                remote_ts = c.remote_ts,
+                psk = c.psk,
+                start = if c.initiate { "start" } else { "none" },
+            ),
+        )
+        .unwrap();
+        let out = std::fs::File::create(dir.join("charon.out")).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name, "sh", "-c"])
+            .arg(format!(
+                "mount --bind {d}/run /run && exec /usr/lib/ipsec/charon"
+            ))
+            .env("STRONGSWAN_CONF", dir.join("strongswan.conf"))
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let ch = Charon {
+            dir,
+            ns: ns.name.clone(),
+            child: Some(child),
+        };
+        let t0 = Instant::now();
+        while !ch.dir.join("charon.vici").exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "charon did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let conf = format!("{d}/swanctl.conf");
+        let out = ch.swanctl(&["--load-all", "--file", &conf]);
+        assert!(out.contains("successfully loaded 1 connections"), "{out}");
+        ch
+    }
+
+    pub fn swanctl(&self, args: &[&str]) -> String {
+        let vici = format!("unix://{}/charon.vici", self.dir.display());
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "swanctl"])
+            .args(args)
+            .args(["--uri", &vici])
+            .env("STRONGSWAN_CONF", self.dir.join("strongswan.conf"))
+            .output()
+            .unwrap();
+        let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+        s.push_str(&String::from_utf8_lossy(&o.stderr));
+        s
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("charon.log")).unwrap_or_default()
+    }
+
+    /// `swanctl --list-sas` once it contains `what` (or panics after `secs`).
+    pub fn wait_sas(&self, what: &str, secs: u64) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.swanctl(&["--list-sas"]);
+            if s.contains(what) {
+                return s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(secs),
+                "charon SAs: wanted {what:?}, got:\n{s}\n---- charon log ----\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Charon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("---- charon log ----\n{}", self.log());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
