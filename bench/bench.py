@@ -247,13 +247,16 @@ def perf_multi(topo, duration, base_port=5301):
 
 def scenario_ntunnels(args):
     """GRE and IPsec: 1 tunnel vs 8 tunnels, aggregate (one TCP stream per
-    tunnel), 1500-byte underlay, 2 workers per gateway."""
+    tunnel), 1500-byte and 64K-MTU underlays, 2 workers per gateway."""
     import vecgate_topo as vt
     variants = []
-    for n in (1, 8):
-        variants.append((f"gre-{n}", f"vecgate GRE, {n} tunnel(s)", lambda n=n: vt.VecgateTunnel("gre", tunnels=n, workers=2)))
-        variants.append((f"esp-{n}", f"vecgate ESP aes128gcm16, {n} tunnel(s)",
-                         lambda n=n: vt.VecgateTunnel("esp", algorithm="aes128gcm16", tunnels=n, workers=2)))
+    for mtu, what in ((1500, "1500 underlay"), (65535, "64K-MTU underlay")):
+        for n in (1, 8):
+            variants.append((f"gre-{n}-{mtu}", f"vecgate GRE, {n} tunnel(s), {what}",
+                             lambda n=n, mtu=mtu: vt.VecgateTunnel("gre", tunnels=n, workers=2, underlay_mtu=mtu)))
+            variants.append((f"esp-{n}-{mtu}", f"vecgate ESP aes128gcm16, {n} tunnel(s), {what}",
+                             lambda n=n, mtu=mtu: vt.VecgateTunnel("esp", algorithm="aes128gcm16", tunnels=n,
+                                                                   workers=2, underlay_mtu=mtu)))
     labels = {k: l for k, l, _ in variants}
     topos, skipped = build_all(variants, "ntunnels")
     results = {}
@@ -677,7 +680,7 @@ def write_doc(mach, args, all_rows, doc):
         parts += ["## One tunnel vs eight tunnels (aggregate)", "",
                   "Eight tunnels between the same two gateways (GRE keys 100–107, or eight ESP SA pairs), one TCP "
                   "stream per tunnel (h2 has one address per tunnel, routed into its own tunnel), 2 workers per "
-                  "gateway, 1500-byte underlay.", "", table_ntunnels(all_rows["ntunnels"]), ""]
+                  "gateway; 1500-byte and 64K-MTU underlays.", "", table_ntunnels(all_rows["ntunnels"]), ""]
     if "rsc" in all_rows:
         parts += ["## Receive segment coalescing on vs off (vecgate GRE, receiving gateway)", "",
                   "One TCP stream h1 → h2 through a vecgate GRE pair; `rsc` switched on gwB's host-facing interface. "

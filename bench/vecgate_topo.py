@@ -195,7 +195,10 @@ via = "t{i}"
         self.h2.sh("ip addr add 10.2.0.2/24 dev eth0; ip route add default via 10.2.0.1")
         self.dst = "10.2.0.2"
         for i in range(self.tunnels if self.tunnels > 1 else 0):
-            self.h1.sh(f"ip addr add 10.1.0.{10 + i}/24 dev eth0")
+            # Flow i: 10.1.0.(10+i) -> 10.2.0.(10+i), through tunnel i both ways
+            # (the route's source hint picks h1's matching address).
+            self.h1.sh(f"ip addr add 10.1.0.{10 + i}/24 dev eth0; "
+                       f"ip route add 10.2.0.{10 + i}/32 via 10.1.0.1 src 10.1.0.{10 + i}")
             self.h2.sh(f"ip addr add 10.2.0.{10 + i}/24 dev eth0")
         if self.tunnels > 1:
             self.dst = "10.2.0.10"
