@@ -491,7 +491,7 @@ impl ControlPlane {
             Err(e) => error!(tunnel = %t.name, "IKE: outbound SA not switched: {e}"),
         }
         let ts = |v: &[vecgate_ike::payload::TrafficSelector]| -> Vec<String> {
-            v.iter().map(|s| format!("{s:?}")).collect()
+            v.iter().map(ts_text).collect()
         };
         t.children.push(Child {
             keys_meta: ChildInfo {
@@ -669,6 +669,39 @@ impl ControlPlane {
     }
 }
 
+/// A traffic selector as strongSwan prints it: `10.1.0.0/24` when it is a
+/// prefix, else `first..last`; protocol and ports only when restricted.
+fn ts_text(s: &vecgate_ike::payload::TrafficSelector) -> String {
+    // The prefix length of [a, b] in a `bits`-wide space, if it is one.
+    let prefix = |a: u128, b: u128, bits: u32| -> Option<u32> {
+        let span = a ^ b;
+        let len = bits - (128 - span.leading_zeros());
+        let host = if len == bits {
+            0
+        } else {
+            u128::MAX >> (128 - (bits - len))
+        };
+        (span == host && a & host == 0).then_some(len)
+    };
+    let range = match (s.start, s.end) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => prefix(u32::from(a).into(), u32::from(b).into(), 32),
+        (IpAddr::V6(a), IpAddr::V6(b)) => prefix(a.into(), b.into(), 128),
+        _ => None,
+    }
+    .map(|len| format!("{}/{len}", s.start))
+    .unwrap_or_else(|| format!("{}..{}", s.start, s.end));
+    let ports = if (s.start_port, s.end_port) == (0, 65535) {
+        String::new()
+    } else {
+        format!(" ports {}-{}", s.start_port, s.end_port)
+    };
+    if s.ip_proto == 0 {
+        format!("{range}{ports}")
+    } else {
+        format!("{range} proto {}{ports}", s.ip_proto)
+    }
+}
+
 /// `vecgate show ike` as a table.
 pub fn show_table(v: &[IkeTunnelInfo]) -> String {
     let mut s = String::new();
@@ -773,6 +806,23 @@ mod tests {
         assert!(InboundSa::new(inb).is_ok());
         k2.algorithm = "3des-md5".into();
         assert!(child_sa_configs(&k2).is_err());
+    }
+
+    #[test]
+    fn selectors_print_as_prefixes_or_ranges() {
+        use vecgate_ike::payload::TrafficSelector;
+        let p = |a: &str, l: u8| ts_text(&TrafficSelector::from_prefix(a.parse().unwrap(), l));
+        assert_eq!(p("10.1.0.0", 24), "10.1.0.0/24");
+        assert_eq!(p("0.0.0.0", 0), "0.0.0.0/0");
+        assert_eq!(p("10.1.0.7", 32), "10.1.0.7/32");
+        assert_eq!(p("fd01::", 64), "fd01::/64");
+        assert_eq!(p("::", 0), "::/0");
+        let mut t = TrafficSelector::from_prefix("10.1.0.0".parse().unwrap(), 24);
+        t.end = "10.1.0.9".parse().unwrap();
+        t.ip_proto = 6;
+        t.start_port = 80;
+        t.end_port = 80;
+        assert_eq!(ts_text(&t), "10.1.0.0..10.1.0.9 proto 6 ports 80-80");
     }
 
     #[test]

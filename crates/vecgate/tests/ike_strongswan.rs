@@ -9,9 +9,9 @@
 //! from the kernel). Needs root and strongSwan; fails (never skips) when
 //! charon is missing.
 
-mod common;
 #[path = "common/charon.rs"]
 mod charon;
+mod common;
 
 use charon::{Charon, CharonCfg};
 use common::{tcp_transfer, unique, veth, wait_until, Gateway, Netns};
@@ -326,7 +326,10 @@ fn interop(run: &Run<'_>) {
     let st = wait_established(&api, &gw, 30);
     let child = &st["child_sas"][0];
     assert_eq!(child["algorithm"], run.esp, "{st:#}");
-    assert_eq!(child["udp_encap"], true, "libipsec floats to UDP 4500: {st:#}");
+    assert_eq!(
+        child["udp_encap"], true,
+        "libipsec floats to UDP 4500: {st:#}"
+    );
     assert_eq!(st["initiator"], run.vecgate_initiates);
     let sas = ch.wait_sas("INSTALLED", 20);
     assert!(sas.contains("ESTABLISHED"), "{sas}");
@@ -335,11 +338,13 @@ fn interop(run: &Run<'_>) {
     let list = sa.as_array().unwrap();
     assert_eq!(list.len(), 2, "{sa:#}");
     assert!(
-        list.iter().any(|s| s["direction"] == "outbound" && s["spi"] == child["spi_out"]),
+        list.iter()
+            .any(|s| s["direction"] == "outbound" && s["spi"] == child["spi_out"]),
         "{sa:#} vs {st:#}"
     );
     assert!(
-        list.iter().any(|s| s["direction"] == "inbound" && s["spi"] == child["spi_in"]),
+        list.iter()
+            .any(|s| s["direction"] == "inbound" && s["spi"] == child["spi_in"]),
         "{sa:#} vs {st:#}"
     );
     // charon agrees on the SPIs.
@@ -393,4 +398,229 @@ fn vecgate_and_charon_negotiate_every_esp_proposal() {
             t0.elapsed()
         );
     }
+}
+
+/// Child SA and IKE SA rekeys initiated by each side while a TCP
+/// connection keeps sending: the connection survives byte-exact, both
+/// sides count the rekeys, and the SAs in the dataplane are the new ones.
+#[test]
+fn rekeys_by_both_sides_during_a_transfer() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = Topo::new();
+    t.charon_side();
+    let psk = t.psk_file(PSK);
+    let ch = Charon::start(
+        &t.gb,
+        &CharonCfg {
+            local: "192.0.2.2",
+            remote: "192.0.2.1",
+            local_id: "192.0.2.2",
+            remote_id: "192.0.2.1",
+            local_ts: "10.2.0.0/24",
+            remote_ts: "10.1.0.0/24",
+            ike: "aes256-sha256-modp2048",
+            esp: "aes128gcm16",
+            psk: PSK,
+            initiate: false,
+        },
+    );
+    // vecgate rekeys its child SA every 7 s and the IKE SA after 11 s.
+    let (cfg, api) = vecgate_cfg(
+        "ra",
+        ("a-lan", "10.1.0.1/24"),
+        ("a-wan", "192.0.2.1/24"),
+        "192.0.2.1",
+        "192.0.2.2",
+        "10.2.0.0/24",
+        &format!(
+            "psk_file = \"{psk}\"\nike_proposals = [\"aes256-sha256-modp2048\"]\nesp_proposals = [\"aes128gcm16\"]\nchild_lifetime = 7\nike_lifetime = 11\n"
+        ),
+    );
+    let gw = Gateway::start(&t.ga, &cfg);
+    let first = wait_established(&api, &gw, 30);
+    ch.wait_sas("INSTALLED", 20);
+    ping(&t.h1, "10.2.0.2");
+    let xfer = slow_transfer(&t.h1, &t.h2, "10.2.0.2", 7100, 20);
+    std::thread::sleep(Duration::from_secs(3));
+    let out = ch.swanctl(&["--rekey", "--child", "net"]);
+    assert!(out.contains("rekey completed successfully"), "{out}");
+    std::thread::sleep(Duration::from_secs(2));
+    let out = ch.swanctl(&["--rekey", "--ike", "vg"]);
+    assert!(out.contains("rekey completed successfully"), "{out}");
+    xfer.check();
+    let st = ike_state(&api);
+    // charon's child rekey + vecgate's (at 7 s and 14 s at least one).
+    assert!(
+        st["child_rekeys"].as_u64().unwrap() >= 2,
+        "{st:#}\n{}",
+        gw.log_text()
+    );
+    // charon's IKE rekey + vecgate's at 11 s.
+    assert!(
+        st["ike_rekeys"].as_u64().unwrap() >= 2,
+        "{st:#}\n{}",
+        gw.log_text()
+    );
+    assert_eq!(st["state"], "established");
+    eprintln!("after the rekeys: {st:#}");
+    assert_ne!(
+        st["child_sas"][0]["spi_in"],
+        first["child_sas"][0]["spi_in"]
+    );
+    let log = ch.log();
+    assert!(
+        log.contains("CREATE_CHILD_SA") && log.matches("rekey").count() >= 2,
+        "charon saw no rekeys:\n{log}"
+    );
+    // After the grace period only the current child's SAs are installed.
+    std::thread::sleep(Duration::from_secs(3));
+    let sa = cli_json(&api, "sa");
+    let st = ike_state(&api);
+    let children = st["child_sas"].as_array().unwrap();
+    let list = sa.as_array().unwrap();
+    assert_eq!(
+        list.iter().filter(|s| s["direction"] == "outbound").count(),
+        1,
+        "{sa:#}"
+    );
+    for s in list.iter().filter(|s| s["direction"] == "inbound") {
+        assert!(
+            children.iter().any(|c| c["spi_in"] == s["spi"]),
+            "stale inbound SA {s} (children {st:#})"
+        );
+    }
+    // Traffic still flows on the new SAs.
+    tcp_transfer(&t.h2, &t.h1, "10.1.0.2", 1 << 20);
+}
+
+/// A wrong PSK: both sides log a clear failure, nothing is installed,
+/// `show ike` says failed, and tunnel traffic is dropped as no-sa.
+#[test]
+fn wrong_psk_fails_clearly_and_installs_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = Topo::new();
+    t.charon_side();
+    let psk = t.psk_file("not-the-right-psk");
+    let ch = Charon::start(
+        &t.gb,
+        &CharonCfg {
+            local: "192.0.2.2",
+            remote: "192.0.2.1",
+            local_id: "192.0.2.2",
+            remote_id: "192.0.2.1",
+            local_ts: "10.2.0.0/24",
+            remote_ts: "10.1.0.0/24",
+            ike: "aes256-sha256-modp2048",
+            esp: "aes128gcm16",
+            psk: PSK,
+            initiate: false,
+        },
+    );
+    let (cfg, api) = vecgate_cfg(
+        "wa",
+        ("a-lan", "10.1.0.1/24"),
+        ("a-wan", "192.0.2.1/24"),
+        "192.0.2.1",
+        "192.0.2.2",
+        "10.2.0.0/24",
+        &format!("psk_file = \"{psk}\"\n"),
+    );
+    let gw = Gateway::start(&t.ga, &cfg);
+    let mut st = Value::Null;
+    assert!(
+        wait_until(20, || {
+            st = ike_state(&api);
+            st["state"] == "failed"
+        }),
+        "{st:#}\n{}",
+        gw.log_text()
+    );
+    assert!(
+        st["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("AUTHENTICATION_FAILED")),
+        "{st:#}"
+    );
+    assert!(
+        gw.log_contains("negotiation failed") && gw.log_contains("AUTHENTICATION_FAILED"),
+        "{}",
+        gw.log_text()
+    );
+    assert!(!gw.log_contains("not-the-right-psk"), "the PSK was logged");
+    assert!(
+        wait_until(10, || ch.log().contains("MAC mismatched")),
+        "charon log:\n{}",
+        ch.log()
+    );
+    assert!(st["child_sas"].as_array().unwrap().is_empty(), "{st:#}");
+    assert!(st["ike_sas"].as_array().unwrap().is_empty(), "{st:#}");
+    assert_eq!(cli_json(&api, "sa"), Value::Array(vec![]));
+    let sas = ch.swanctl(&["--list-sas"]);
+    assert!(!sas.contains("INSTALLED"), "{sas}");
+    // Routed into the tunnel, dropped for want of an SA.
+    let out = t.h1.try_sh("ping -c 2 -i 0.2 -W 1 10.2.0.2");
+    assert!(!out.status.success());
+    assert!(
+        common::counter(&api, "esp-encrypt", "no-sa") >= 1,
+        "{:?}",
+        common::show_errors(&api)
+    );
+}
+
+/// Both gateways are vecgate: no NAT, so plain ESP (IP protocol 50).
+#[test]
+fn vecgate_to_vecgate_with_ike() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = Topo::new();
+    let psk = t.psk_file(PSK);
+    let ike = |initiate: bool, rid: &str| {
+        format!(
+            "psk_file = \"{psk}\"\nremote_id = \"{rid}\"\nike_proposals = [\"aes128gcm16-prfsha256-x25519\"]\nesp_proposals = [\"aes256gcm16\"]\ninitiate = {initiate}\ndpd_interval = 5\n"
+        )
+    };
+    let (cfg_b, api_b) = vecgate_cfg(
+        "vb",
+        ("b-lan", "10.2.0.1/24"),
+        ("b-wan", "192.0.2.2/24"),
+        "192.0.2.2",
+        "192.0.2.1",
+        "10.1.0.0/24",
+        &(ike(false, "192.0.2.1") + "local_id = \"192.0.2.2\"\n"),
+    );
+    let (cfg_a, api_a) = vecgate_cfg(
+        "va",
+        ("a-lan", "10.1.0.1/24"),
+        ("a-wan", "192.0.2.1/24"),
+        "192.0.2.1",
+        "192.0.2.2",
+        "10.2.0.0/24",
+        &ike(true, "192.0.2.2"),
+    );
+    let gb = Gateway::start(&t.gb, &cfg_b);
+    let ga = Gateway::start(&t.ga, &cfg_a);
+    let a = wait_established(&api_a, &ga, 30);
+    let b = wait_established(&api_b, &gb, 10);
+    assert_eq!(a["child_sas"][0]["spi_in"], b["child_sas"][0]["spi_out"]);
+    assert_eq!(a["child_sas"][0]["spi_out"], b["child_sas"][0]["spi_in"]);
+    assert_eq!(a["child_sas"][0]["udp_encap"], false, "{a:#}");
+    assert_eq!(a["child_sas"][0]["algorithm"], "aes256gcm16");
+    assert_eq!(
+        (a["initiator"].clone(), b["initiator"].clone()),
+        (Value::Bool(true), Value::Bool(false))
+    );
+    ping(&t.h1, "10.2.0.2");
+    ping(&t.h2, "10.1.0.2");
+    tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 4 << 20);
+    tcp_transfer(&t.h2, &t.h1, "10.1.0.2", 4 << 20);
+    // The table form names the tunnel, its state and the child SA.
+    let out = Command::new(common::vecgate_bin())
+        .args(["show", "ike", "--api", &api_a])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ike0") && text.contains("established") && text.contains("aes256gcm16"),
+        "{text}"
+    );
+    let _ = t.files.0.len();
 }
