@@ -290,6 +290,18 @@ def table_ntunnels(rows):
     return "\n".join(lines)
 
 
+def crypto_ceiling():
+    """`openssl speed -evp` at 1500-byte and 64 KB buffers, one core: what
+    the CPU can encrypt, the ceiling any ESP path is measured against."""
+    rows = []
+    for alg in ("aes-128-gcm", "aes-256-gcm", "aes-128-cbc"):
+        for size in (1500, 65536):
+            out = sh(f"openssl speed -evp {alg} -bytes {size} -seconds 1 -mr 2>/dev/null", check=False)
+            bps = next((float(line.rsplit(":", 1)[1]) for line in out.splitlines() if line.startswith("+F:")), None)
+            rows.append({"alg": alg, "bytes": size, "gbit_s": bps * 8 / 1e9 if bps else None})
+    return rows
+
+
 def median_of(rows, key):
     vals = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(vals) if vals else None
@@ -669,6 +681,14 @@ def write_doc(mach, args, all_rows, doc):
                   "`vecgate perf --udp` at full rate from h1 to h2 through the router; 64-byte frames carry 18 bytes of "
                   "UDP payload, 1514-byte frames 1472. Received packets per second at h2.", "",
                   table_smallpkt(all_rows["smallpkt"]), ""]
+    if "crypto" in all_rows:
+        lines = ["| cipher (openssl speed -evp, one core) | 1500 B buffers | 64 KB buffers |", "|---|---|---|"]
+        for alg in ("aes-128-gcm", "aes-256-gcm", "aes-128-cbc"):
+            cells = [next((fmt(r["gbit_s"]) + " Gbit/s" for r in all_rows["crypto"]
+                           if r["alg"] == alg and r["bytes"] == b and r["gbit_s"]), "—") for b in (1500, 65536)]
+            lines.append(f"| {alg} | " + " | ".join(cells) + " |")
+        parts += ["## Crypto ceiling", "", "What one core encrypts (OpenSSL, same machine, same run): ESP rows below "
+                  "are bounded by packet I/O long before this.", ""] + lines + [""]
     if "tunnels" in all_rows:
         parts += ["## Site-to-site tunnels: vecgate vs kernel and third-party peers (issues 4 and 5)", "",
                   "Topology: h1 — gwA ══ underlay veth ══ gwB — h2, the same for every contender. *cycles/byte per "
@@ -718,6 +738,8 @@ def main():
     all_rows = {}
     for name in args.scenarios.split(","):
         all_rows[name] = SCENARIOS[name](args)
+    if not args.summary and shutil.which("openssl"):
+        all_rows["crypto"] = crypto_ceiling()
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
