@@ -1234,3 +1234,110 @@ fn mailbox_capture_trace_and_neighbours() {
         "{n:?}"
     );
 }
+
+/// UDP datagram `sport` → `dport` with a correct checksum.
+fn udp4(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let len = 8 + payload.len();
+    let mut u = Vec::with_capacity(len);
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&(len as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    let ph = wire::checksum::pseudo_header_v4(&v4(src), &v4(dst), 17, len as u16);
+    let c = !wire::checksum::combine(&[ph, wire::checksum::data(&u)]);
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    ipv4(v4(src), v4(dst), 17, 64, false, &u)
+}
+
+#[test]
+fn ike_is_punted_and_injected_datagrams_are_routed() {
+    use crate::punt::Punt;
+    use std::time::Duration;
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    let punt = Punt::new(8);
+    // Without a control plane, IKE is just unhandled local traffic.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &udp4("10.1.0.5", "10.1.0.1", 500, 500, b"early"),
+    ));
+    r.step();
+    assert_eq!(r.snap().error("ip-local", "local-unhandled"), 1);
+    r.w.set_punt(punt.clone());
+    let marked = [&[0u8, 0, 0, 0][..], b"ike-on-4500"].concat();
+    for f in [
+        udp4("10.1.0.5", "10.1.0.1", 500, 500, b"ike-on-500"),
+        udp4("10.1.0.5", "10.1.0.1", 4500, 4500, &marked),
+        // ESP in UDP (non-zero SPI) and a NAT keepalive stay in the dataplane.
+        udp4(
+            "10.1.0.5",
+            "10.1.0.1",
+            4500,
+            4500,
+            &[0, 0, 1, 0, 0, 0, 0, 1],
+        ),
+        udp4("10.1.0.5", "10.1.0.1", 4500, 4500, &[0xff]),
+    ] {
+        r.h[0].inject(eth(GW0, H1, 0x0800, &f));
+    }
+    // A corrupted checksum is not punted.
+    let mut bad = udp4("10.1.0.5", "10.1.0.1", 500, 500, b"corrupt");
+    let n = bad.len();
+    bad[n - 1] ^= 0xff;
+    r.h[0].inject(eth(GW0, H1, 0x0800, &bad));
+    r.step();
+    let s = r.snap();
+    assert_eq!(s.error("ip-local", "ike-punted"), 2);
+    assert_eq!(s.error("ip-local", "bad-checksum"), 1);
+    assert_eq!(s.error("ip-local", "local-unhandled"), 1 + 2);
+    let d = punt.recv_timeout(Duration::ZERO).expect("punted");
+    assert_eq!(d.data(), b"ike-on-500");
+    assert_eq!(d.local, "10.1.0.1:500".parse().unwrap());
+    assert_eq!(d.remote, "10.1.0.5:500".parse().unwrap());
+    assert_eq!(d.vrf, 0);
+    punt.release(d);
+    let d = punt.recv_timeout(Duration::ZERO).expect("punted");
+    assert_eq!(
+        d.data(),
+        &marked[..],
+        "the marker stays for the IKE library"
+    );
+    assert_eq!(d.local.port(), 4500);
+    punt.release(d);
+    assert!(punt.recv_timeout(Duration::ZERO).is_none());
+    assert!(r.tx(0).is_empty());
+    // The answer goes out through the FIB and the neighbour table.
+    punt.inject(
+        b"ike-answer",
+        "10.1.0.1:4500".parse().unwrap(),
+        "10.1.0.5:4500".parse().unwrap(),
+        0,
+    )
+    .unwrap();
+    r.step();
+    let out = r.h[0].take_tx();
+    assert_eq!(out.len(), 1);
+    let f = &out[0];
+    assert_eq!(&f[0..6], &H1);
+    assert_eq!(&f[6..12], &GW0);
+    let ip = &f[14..];
+    assert_eq!((ip[9], ip[8]), (17, 64));
+    assert_eq!(&ip[12..16], &[10, 1, 0, 1]);
+    assert_eq!(&ip[16..20], &[10, 1, 0, 5]);
+    assert_eq!(u16::from_be_bytes([ip[22], ip[23]]), 4500);
+    assert_eq!(&ip[28..], b"ike-answer");
+    // Nothing leaked: packet buffers and slots.
+    r.advance(100);
+    assert_eq!(r.w.ctx().pool.available(), r.w.ctx().pool.capacity());
+    for _ in 0..8 {
+        assert!(punt.punt(
+            b"x",
+            "10.1.0.1:500".parse().unwrap(),
+            "10.1.0.5:500".parse().unwrap(),
+            0
+        ));
+    }
+}
