@@ -36,8 +36,9 @@
 //!
 //! `kind = "ipsec"` tunnels take statically keyed SAs (`[[tunnel.sa]]`, keys
 //! in hex files named by `key_file`, never inline), `nat_t` and `traffic`
-//! selectors: see [`ipsec`] and `examples/ipsec-*.toml`. An ipsec tunnel
-//! without SAs validates (IKEv2 will key it) but does not run yet.
+//! selectors, or an IKEv2 `[tunnel.ike]` section (PSK file, identities,
+//! proposals, lifetimes): see [`ipsec`] and `examples/ipsec-*.toml`. An
+//! ipsec tunnel with neither validates but does not run.
 
 mod emit;
 pub mod ipsec;

@@ -70,7 +70,7 @@ pub(super) fn check(v: &mut V<'_>) {
                 p.key("sa"),
                 &label,
                 format!(
-                    "needs exactly one [[tunnel.sa]] with direction = \"out\" (found {outs}); keys come from the SAs until IKEv2 negotiates them"
+                    "needs exactly one [[tunnel.sa]] with direction = \"out\" (found {outs})"
                 ),
             );
         }
