@@ -171,9 +171,30 @@ pub struct Ctx {
     /// Where ip-local punts IKE datagrams ([`crate::punt`]); `None`: IKE
     /// is not running and such datagrams are dropped.
     pub punt: Option<Arc<crate::punt::Punt>>,
+    /// This worker's counters, for the tunnel nodes to count traffic of
+    /// virtual ports (set by the worker; `None` in bare node tests).
+    pub counters: Option<Arc<WorkerCounters>>,
 }
 
+/// Virtual ports (tunnels) a worker can count beyond its physical ports.
+/// Tunnels get ports `n_physical..n_physical + MAX_VIRTUAL_PORTS` (stable
+/// for a tunnel's life, so a live add or delete never renumbers another
+/// tunnel); the worker's per-port counters are sized for all of them at
+/// startup, so a tunnel added while running is counted without the
+/// worker reallocating anything. The per-port socket vectors (`tx`,
+/// `port_up`, `port_offloads`) stay physical-only: a virtual port never
+/// reaches a socket (interface-output hands it to tunnel-encap or
+/// esp-encrypt, and a port that is no longer in the tables is dropped as
+/// `interface-down`).
+pub const MAX_VIRTUAL_PORTS: usize = 1024;
+
 impl Ctx {
+    /// Counters of (virtual) port `port`, if this worker counts it.
+    #[inline]
+    pub fn port_counters(&self, port: u16) -> Option<&PortCounters> {
+        self.counters.as_ref()?.ports.get(usize::from(port))
+    }
+
     pub fn new(tables: Arc<Tables>, pool: Pool, n_ports: usize, neigh: NeighConfig) -> Self {
         Ctx {
             tables,
@@ -190,6 +211,7 @@ impl Ctx {
             port_up: vec![true; n_ports],
             port_offloads: vec![false; n_ports],
             punt: None,
+            counters: None,
         }
     }
 

@@ -164,6 +164,9 @@ impl Worker {
         for (i, p) in ports.iter().enumerate() {
             cx.port_offloads[i] = p.offloads();
         }
+        // Counters for every port a tunnel may get while running.
+        let graph = Graph::standard(n + crate::graph::MAX_VIRTUAL_PORTS);
+        cx.counters = Some(graph.counters());
         Worker {
             id,
             ports: ports
@@ -173,7 +176,7 @@ impl Worker {
                     port: Some(p),
                 })
                 .collect(),
-            graph: Graph::standard(n),
+            graph,
             cx,
             shared,
             factory: None,

@@ -178,6 +178,10 @@ impl Node for EspDecrypt {
 /// survives but the trace mark.
 fn deliver(cx: &mut Ctx, next: &mut Next<'_>, mut p: Packet, tun: &EspTunnel, v6: bool) {
     let (vrf, mtu) = cx.tables.iface(tun.port).map_or((0, 0), |i| (i.vrf, i.mtu));
+    if let Some(c) = cx.port_counters(tun.port) {
+        c.rx_packets.add(1);
+        c.rx_bytes.add(p.len() as u64);
+    }
     if p.meta.trace {
         cx.trace.add(
             "esp-decrypt",

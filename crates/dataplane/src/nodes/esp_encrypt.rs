@@ -114,6 +114,11 @@ impl Node for EspEncrypt {
                 }
             }
             cur = Some(tun);
+            // The tunnel's own counters: what the overlay handed it.
+            if let Some(c) = cx.port_counters(tun.port) {
+                c.tx_packets.add(1);
+                c.tx_bytes.add(p.len() as u64);
+            }
             // The point-to-point virtual port got an Ethernet header from
             // ip-rewrite; ESP carries the IP packet.
             let et = if p.len() >= ETH_LEN {

@@ -86,6 +86,12 @@ impl Node for TunnelEncap {
                 next.drop(p, E::NoTunnel as u16);
                 continue;
             };
+            // The tunnel's own counters: what the overlay handed it (inner
+            // bytes, as a Linux tunnel netdev counts), drops below.
+            if let Some(c) = cx.port_counters(tun.port) {
+                c.tx_packets.add(1);
+                c.tx_bytes.add(p.len() as u64);
+            }
             let eth = tun.def.ethernet;
             if !eth {
                 // IP tunnel: only IP, without the point-to-point L2 header.
@@ -95,7 +101,7 @@ impl Node for TunnelEncap {
                     0
                 };
                 if !(et == ETHERTYPE_IPV4 || et == ETHERTYPE_IPV6) || !pull(&mut p, ETH_LEN) {
-                    next.drop(p, E::NotIp as u16);
+                    vdrop(cx, tun.port, next, p, E::NotIp as u16);
                     continue;
                 }
             }
@@ -121,12 +127,12 @@ impl Node for TunnelEncap {
             }
             if p.meta.offload.gso == Gso::None {
                 if csum::complete(&mut p).is_err() {
-                    next.drop(p, E::ChecksumFailed as u16);
+                    vdrop(cx, tun.port, next, p, E::ChecksumFailed as u16);
                     continue;
                 }
                 match self.encap(&mut p, tun, hash, true) {
                     Ok(()) => enqueue(next, p, tun),
-                    Err(e) => next.drop(p, e as u16),
+                    Err(e) => vdrop(cx, tun.port, next, p, e as u16),
                 }
                 continue;
             }
@@ -139,14 +145,14 @@ impl Node for TunnelEncap {
                 // the whole super-packet, Linux's convention) is completed.
                 p.meta.offload.gso = Gso::None;
                 if csum::complete(&mut p).is_err() {
-                    next.drop(p, E::ChecksumFailed as u16);
+                    vdrop(cx, tun.port, next, p, E::ChecksumFailed as u16);
                     continue;
                 }
                 p.meta.offload = Offload::default();
                 next.count(E::WholeSuperPackets as u16, 1);
                 match self.encap(&mut p, tun, hash, true) {
                     Ok(()) => enqueue(next, p, tun),
-                    Err(e) => next.drop(p, e as u16),
+                    Err(e) => vdrop(cx, tun.port, next, p, e as u16),
                 }
                 continue;
             }
@@ -157,7 +163,7 @@ impl Node for TunnelEncap {
                 let mut spec = SegmentSpec::plain(inner_l3);
                 spec.mss = mss;
                 if gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs).is_err() {
-                    next.drop(p, E::SegmentationFailed as u16);
+                    vdrop(cx, tun.port, next, p, E::SegmentationFailed as u16);
                     continue;
                 }
                 cx.pool.free(p);
@@ -167,7 +173,7 @@ impl Node for TunnelEncap {
                 for mut s in segs.drain(..) {
                     match self.encap(&mut s, tun, hash, true) {
                         Ok(()) => enqueue(next, s, tun),
-                        Err(e) => next.drop(s, e as u16),
+                        Err(e) => vdrop(cx, tun.port, next, s, e as u16),
                     }
                 }
                 self.segs = segs;
@@ -177,7 +183,7 @@ impl Node for TunnelEncap {
             // template.
             let id = self.ip_id;
             if let Err(e) = self.encap(&mut p, tun, hash, false) {
-                next.drop(p, e as u16);
+                vdrop(cx, tun.port, next, p, e as u16);
                 continue;
             }
             let l4 = match tun.def.kind {
@@ -200,7 +206,7 @@ impl Node for TunnelEncap {
                         enqueue(next, s, tun);
                     }
                 }
-                Err(_) => next.drop(p, E::SegmentationFailed as u16),
+                Err(_) => vdrop(cx, tun.port, next, p, E::SegmentationFailed as u16),
             }
         }
     }
@@ -216,6 +222,16 @@ pub(crate) fn big_mss(p: &Packet, inner_l3: usize, mtu: usize) -> u16 {
         Ok(m) if g > 0 && m >= 2 * g => (m / g * g).min(usize::from(u16::MAX)) as u16,
         _ => 0,
     }
+}
+
+/// Drops a packet the tunnel could not send, counted on the node (by
+/// reason) and on the tunnel's virtual port.
+#[inline]
+fn vdrop(cx: &Ctx, port: u16, next: &mut Next<'_>, p: Packet, reason: u16) {
+    if let Some(c) = cx.port_counters(port) {
+        c.drops.add(1);
+    }
+    next.drop(p, reason);
 }
 
 #[inline]

@@ -63,6 +63,11 @@ fn outer(side: usize, v6: bool) -> IpAddr {
 /// Tables of gateway `side` (0 = A, 1 = B): lan (port 0, VRF 1), wan
 /// (port 1, VRF 0), the tunnel on virtual port 2 in VRF 1.
 fn tables(side: usize, o: &Opts) -> Tables {
+    tables_at(side, o, 2)
+}
+
+/// [`tables`] with the tunnel on virtual port `vport`.
+fn tables_at(side: usize, o: &Opts, vport: u16) -> Tables {
     let other = 1 - side;
     let mut b = TablesBuilder::new();
     b.add_vrf(1, "t1");
@@ -93,19 +98,19 @@ fn tables(side: usize, o: &Opts) -> Tables {
         sequence: o.sequence,
         udp_port: 4789,
     };
-    let probe = crate::tunnel::Tunnel::new(2, def.clone(), 0).unwrap();
+    let probe = crate::tunnel::Tunnel::new(vport, def.clone(), 0).unwrap();
     let mtu = 1500 - probe.mtu_overhead() as u32;
     let tun_addr = Prefix::new(IpAddr::V4(Ipv4Addr::new(10, 9, 0, side as u8 + 1)), 24).unwrap();
     let addrs = if o.ethernet { vec![tun_addr] } else { vec![] };
     b.add_interface(
-        2,
+        vport,
         "tun",
         derived_mac(&format!("gw{side}"), "tun"),
         mtu,
         1,
         &addrs,
     );
-    b.add_tunnel(2, def);
+    b.add_tunnel(vport, def);
     let remote_lan = p(&format!("10.{}.0.0/24", other + 1));
     let route = if o.ethernet {
         Route::Via {
@@ -113,7 +118,7 @@ fn tables(side: usize, o: &Opts) -> Tables {
             port: None,
         }
     } else {
-        Route::Port { port: 2 }
+        Route::Port { port: vport }
     };
     b.add_route(1, remote_lan, route);
     b.build().unwrap()
@@ -825,4 +830,32 @@ fn kernel_vxlan_super_packet_to_a_port_without_offloads() {
         data,
         (0..20_000).map(|i| (i * 13) as u8).collect::<Vec<u8>>()
     );
+}
+
+/// A tunnel published live on a virtual port far beyond the worker's
+/// physical ports (as the API's live add does) carries traffic and is
+/// counted on that port; the old port, gone from the tables, counts
+/// nothing more.
+#[test]
+fn live_tunnel_on_a_high_virtual_port_is_counted() {
+    let o = opts(TunnelKind::Gre);
+    let mut pr = Pair::new(&o);
+    ping_both_ways(&mut pr);
+    let vport = 2 + crate::graph::MAX_VIRTUAL_PORTS as u16 - 1;
+    for side in 0..2 {
+        pr.shared[side].store(tables_at(side, &o, vport));
+    }
+    let before: Vec<_> = (0..2).map(|s| pr.snap(s).ports[2]).collect();
+    ping_both_ways(&mut pr);
+    for (side, old) in before.iter().enumerate() {
+        let snap = pr.snap(side);
+        let c = snap.ports[usize::from(vport)];
+        assert_eq!(
+            (c.tx_packets, c.rx_packets, c.drops),
+            (1, 1, 0),
+            "side {side}"
+        );
+        assert!(c.tx_bytes >= 100 && c.rx_bytes >= 100);
+        assert_eq!(snap.ports[2], *old, "old port idle");
+    }
 }

@@ -127,6 +127,10 @@ pub(crate) fn deliver(
     inner: Inner,
 ) {
     let (vrf, mtu) = cx.tables.iface(tun.port).map_or((0, 0), |i| (i.vrf, i.mtu));
+    if let Some(c) = cx.port_counters(tun.port) {
+        c.rx_packets.add(1);
+        c.rx_bytes.add(p.len() as u64);
+    }
     p.meta.rx_port = tun.port;
     p.meta.tx_port = tun.port;
     p.meta.vrf = vrf;
