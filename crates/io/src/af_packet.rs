@@ -1,13 +1,17 @@
-//! AF_PACKET backend: a TPACKET_V3 mmap ring for receive, `sendmmsg` for
+//! AF_PACKET backend: a TPACKET_V2 mmap ring for receive, `sendmmsg` for
 //! transmit, virtio-net headers in both directions so 64 KB TCP/UDP
 //! super-packets cross the kernel boundary unsegmented.
 //!
-//! Receive: the kernel fills whole blocks of the ring and hands a block over
-//! when it is full or after `retire_tov_ms`; `rx_burst` copies each frame into
-//! a pool buffer and gives the block back as soon as it is consumed. With
-//! PACKET_VNET_HDR the kernel writes the 10-byte `virtio_net_hdr` directly in
-//! front of the frame (`tp_mac - 10`) inside the ring (net/packet/af_packet.c
-//! `tpacket_rcv`: `netoff += vnet_hdr_sz`, header at `h.raw + macoff - sz`).
+//! Receive: one ring slot per frame, each large enough for a 64 KB GSO
+//! frame; the kernel wakes the worker for every frame and `rx_burst` drains
+//! every slot that is ready (a burst when busy), copying each frame into a
+//! pool buffer and handing the slot back at once. TPACKET_V3 was tried first:
+//! it hands over whole blocks only when full or after a retire timeout of at
+//! least 1 ms, which delayed small packets (TCP ACKs) by up to that much at
+//! every hop. With PACKET_VNET_HDR the kernel writes the 10-byte
+//! `virtio_net_hdr` directly in front of the frame (`tp_mac - 10`) inside the
+//! ring (net/packet/af_packet.c `tpacket_rcv`: `netoff += vnet_hdr_sz`,
+//! header at `h.raw + macoff - sz`).
 //!
 //! Transmit: `sendmmsg` with two iovecs per packet (header, frame), up to
 //! [`sys::MMSG_BATCH`] packets per syscall. A TX ring (TPACKET_V2) would need
@@ -38,13 +42,9 @@ pub struct AfPacketOpts {
     pub qdisc_bypass: bool,
     /// Receive frames for every MAC address (vecgate answers for its own).
     pub promisc: bool,
-    /// Receive ring block size in bytes (a multiple of the page size, larger
-    /// than the biggest frame: 64 KB + headers).
-    pub block_size: u32,
-    /// Number of receive ring blocks.
-    pub block_nr: u32,
-    /// Milliseconds after which a partly filled block is handed over anyway.
-    pub retire_tov_ms: u32,
+    /// Receive ring slots (each holds one frame of up to 64 KB: 68 KiB of
+    /// memory per slot).
+    pub frames: u32,
     /// Socket send buffer (bytes in flight in the kernel before EAGAIN).
     pub sndbuf: usize,
 }
@@ -56,9 +56,7 @@ impl Default for AfPacketOpts {
             vnet_hdr: true,
             qdisc_bypass: true,
             promisc: true,
-            block_size: 256 << 10,
-            block_nr: 64,
-            retire_tov_ms: 1,
+            frames: 256,
             sndbuf: 4 << 20,
         }
     }
@@ -82,30 +80,18 @@ pub struct PortStats {
     pub tx_rejected: u64,
 }
 
-// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then
-// `struct tpacket_hdr_v1`).
-const BLK_STATUS: usize = 8;
-const BLK_NUM_PKTS: usize = 12;
-const BLK_FIRST_PKT: usize = 16;
-// Offsets in `struct tpacket3_hdr`.
-const H_NEXT: usize = 0;
-const H_SNAPLEN: usize = 12;
-const H_LEN: usize = 16;
-const H_STATUS: usize = 20;
-const H_MAC: usize = 24;
-const H_VLAN_TCI: usize = 32;
-const H_VLAN_TPID: usize = 36;
-const H_SIZE: usize = 48;
-
-/// Where `rx_burst` stopped inside the block it is consuming.
-#[derive(Clone, Copy, Debug, Default)]
-struct Cursor {
-    in_block: bool,
-    num_pkts: u32,
-    done: u32,
-    /// Offset of the next tpacket3_hdr, from the block start.
-    off: usize,
-}
+// Offsets in `struct tpacket2_hdr`.
+const H_STATUS: usize = 0;
+const H_LEN: usize = 4;
+const H_SNAPLEN: usize = 8;
+const H_MAC: usize = 12;
+const H_VLAN_TCI: usize = 24;
+const H_VLAN_TPID: usize = 26;
+/// TPACKET2_HDRLEN: the aligned header plus the `sockaddr_ll` after it.
+const H_SIZE: usize = 32 + 20;
+/// One ring slot: a 64 KB GSO frame, its virtio-net header and the
+/// tpacket2 header, rounded to whole pages (17 pages).
+const FRAME_SIZE: usize = 17 * 4096;
 
 /// One worker's AF_PACKET socket on one netdev.
 pub struct AfPacketPort {
@@ -113,10 +99,9 @@ pub struct AfPacketPort {
     ifindex: i32,
     fd: OwnedFd,
     ring: sys::Mmap,
-    block_size: usize,
-    block_nr: usize,
-    block: usize,
-    cur: Cursor,
+    frame_nr: usize,
+    /// Next ring slot to look at.
+    slot: usize,
     mac: [u8; 6],
     mtu: u32,
     vnet_hdr: bool,
@@ -157,30 +142,31 @@ impl AfPacketPort {
                 source: e,
             },
         })?;
-        sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_VERSION, &sys::TPACKET_V3)
+        // TPACKET_V2: the kernel wakes the reader for every frame. (V3
+        // hands over whole blocks, only when one is full or its retire timer
+        // fires — a millisecond of latency per hop that throttled every TCP
+        // flow's ACK clock.)
+        sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_VERSION, &sys::TPACKET_V2)
             .map_err(err("PACKET_VERSION"))?;
         if opts.vnet_hdr {
             // Must precede the ring setup (EBUSY afterwards).
             sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_VNET_HDR, &1i32)
                 .map_err(err("PACKET_VNET_HDR"))?;
         }
-        let page = 4096u32;
-        let block_size = opts.block_size.max(128 << 10).div_ceil(page) * page;
-        let block_nr = opts.block_nr.clamp(2, 1024);
-        let frame_size = 2048u32;
+        let frame_nr = opts.frames.clamp(8, 4096);
         let req = sys::TpacketReq3 {
-            block_size,
-            block_nr,
-            frame_size,
-            frame_nr: block_size / frame_size * block_nr,
-            retire_blk_tov: opts.retire_tov_ms.max(1),
+            block_size: FRAME_SIZE as u32,
+            block_nr: frame_nr,
+            frame_size: FRAME_SIZE as u32,
+            frame_nr,
+            retire_blk_tov: 0,
             sizeof_priv: 0,
-            feature_req_word: sys::TP_FT_REQ_FILL_RXHASH,
+            feature_req_word: 0,
         };
         sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_RX_RING, &req)
             .map_err(err("PACKET_RX_RING"))?;
-        let ring = sys::Mmap::ring(&fd, block_size as usize * block_nr as usize)
-            .map_err(err("mmap rx ring"))?;
+        let ring =
+            sys::Mmap::ring(&fd, FRAME_SIZE * frame_nr as usize).map_err(err("mmap rx ring"))?;
         sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL).map_err(err("bind"))?;
         if opts.promisc {
             sys::add_promisc_membership(&fd, ifindex).map_err(err("PACKET_MR_PROMISC"))?;
@@ -207,10 +193,8 @@ impl AfPacketPort {
             ifindex,
             fd,
             ring,
-            block_size: block_size as usize,
-            block_nr: block_nr as usize,
-            block: 0,
-            cur: Cursor::default(),
+            frame_nr: frame_nr as usize,
+            slot: 0,
             mac,
             mtu,
             vnet_hdr: opts.vnet_hdr,
@@ -232,7 +216,7 @@ impl AfPacketPort {
     /// Kernel-side counters since the last call (PACKET_STATISTICS):
     /// (packets, drops) — drops are frames lost because the ring was full.
     pub fn kernel_stats(&self) -> io::Result<(u32, u32)> {
-        let s: sys::TpacketStatsV3 =
+        let s: sys::TpacketStats =
             sys::getsockopt(self.fd.as_raw_fd(), sys::SOL_PACKET, sys::PACKET_STATISTICS)?;
         Ok((s.packets, s.drops))
     }
@@ -262,23 +246,14 @@ impl AfPacketPort {
         }
     }
 
-    fn release_block(&mut self) {
-        self.ring.store_status(
-            self.block * self.block_size + BLK_STATUS,
-            sys::TP_STATUS_KERNEL,
-        );
-        self.block = (self.block + 1) % self.block_nr;
-        self.cur = Cursor::default();
-    }
-
-    /// Copies the frame described by the tpacket3_hdr at `h` (absolute ring
+    /// Copies the frame described by the tpacket2_hdr at `h` (absolute ring
     /// offset) into `pkt`. `Err(true)` = bad descriptor, `Err(false)` = bad
     /// vnet header.
-    fn copy_frame(&mut self, h: usize, block_end: usize, pkt: &mut Packet) -> Result<(), bool> {
+    fn copy_frame(&mut self, h: usize, status: u32, pkt: &mut Packet) -> Result<(), bool> {
+        let block_end = h + FRAME_SIZE;
         let r = &self.ring;
         let snaplen = r.u32_at(h + H_SNAPLEN).ok_or(true)? as usize;
         let len = r.u32_at(h + H_LEN).ok_or(true)? as usize;
-        let status = r.u32_at(h + H_STATUS).ok_or(true)?;
         let mac = r.u16_at(h + H_MAC).ok_or(true)? as usize;
         let start = h + mac;
         if snaplen != len || mac < H_SIZE || start + snaplen > block_end {
@@ -298,7 +273,7 @@ impl AfPacketPort {
         // A VLAN tag taken out by offload is reported beside the frame; put
         // it back so the graph sees the frame as it was on the wire.
         let vlan = if status & sys::TP_STATUS_VLAN_VALID != 0 && snaplen >= 12 {
-            let tci = r.u32_at(h + H_VLAN_TCI).ok_or(true)? as u16;
+            let tci = r.u16_at(h + H_VLAN_TCI).ok_or(true)?;
             let tpid = if status & sys::TP_STATUS_VLAN_TPID_VALID != 0 {
                 r.u16_at(h + H_VLAN_TPID).ok_or(true)?
             } else {
@@ -346,48 +321,22 @@ impl Port for AfPacketPort {
         max: usize,
     ) -> io::Result<usize> {
         let mut n = 0;
-        // At most one full pass over the ring per call.
-        let mut blocks_seen = 0;
         while n < max {
-            let base = self.block * self.block_size;
-            let block_end = base + self.block_size;
-            if !self.cur.in_block {
-                if blocks_seen == self.block_nr
-                    || self.ring.load_status(base + BLK_STATUS) & sys::TP_STATUS_USER == 0
-                {
-                    break;
-                }
-                blocks_seen += 1;
-                let (Some(num), Some(first)) = (
-                    self.ring.u32_at(base + BLK_NUM_PKTS),
-                    self.ring.u32_at(base + BLK_FIRST_PKT),
-                ) else {
-                    self.release_block();
-                    continue;
-                };
-                self.cur = Cursor {
-                    in_block: true,
-                    num_pkts: num,
-                    done: 0,
-                    off: first as usize,
-                };
-            }
-            if self.cur.done >= self.cur.num_pkts {
-                self.release_block();
-                continue;
-            }
-            let h = base + self.cur.off;
-            if self.cur.off < BLK_FIRST_PKT || h + H_SIZE > block_end {
-                self.stats.rx_bad += 1;
-                self.release_block();
-                continue;
+            let h = self.slot * FRAME_SIZE;
+            let status = self.ring.load_status(h + H_STATUS);
+            if status & sys::TP_STATUS_USER == 0 {
+                break;
             }
             let Some(mut pkt) = pool.alloc() else {
                 // Out of buffers: leave the frame in the ring, the kernel
                 // drops (and counts) once the ring is full.
                 break;
             };
-            match self.copy_frame(h, block_end, &mut pkt) {
+            let r = self.copy_frame(h, status, &mut pkt);
+            // Hand the slot back only after every read of it.
+            self.ring.store_status(h + H_STATUS, sys::TP_STATUS_KERNEL);
+            self.slot = (self.slot + 1) % self.frame_nr;
+            match r {
                 Ok(()) => {
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += pkt.len() as u64;
@@ -402,13 +351,6 @@ impl Port for AfPacketPort {
                     }
                     pool.free(pkt);
                 }
-            }
-            self.cur.done += 1;
-            let next = self.ring.u32_at(h + H_NEXT).unwrap_or(0) as usize;
-            if self.cur.done >= self.cur.num_pkts || next == 0 {
-                self.release_block();
-            } else {
-                self.cur.off += next;
             }
         }
         Ok(n)

@@ -1,7 +1,7 @@
 //! I/O backends: how packets get between the kernel and a worker's vectors.
 //!
 //! - [`af_packet`]: an existing netdev (veth, NIC) through an AF_PACKET
-//!   socket with a TPACKET_V3 receive ring and virtio-net headers.
+//!   socket with a TPACKET_V2 receive ring and virtio-net headers.
 //! - [`tap`]: a TAP device vecgate creates (or attaches to).
 //! - [`netdev`]: ioctl helpers and the nftables ingress guard — the one thing
 //!   vecgate changes on the host, see its module docs.

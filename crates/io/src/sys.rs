@@ -25,12 +25,11 @@ pub const PACKET_IGNORE_OUTGOING: i32 = 23;
 pub const PACKET_MR_PROMISC: u16 = 1;
 pub const PACKET_FANOUT_HASH: u32 = 0;
 pub const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
-pub const TPACKET_V3: i32 = 2;
+pub const TPACKET_V2: i32 = 1;
 pub const TP_STATUS_KERNEL: u32 = 0;
 pub const TP_STATUS_USER: u32 = 1;
 pub const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 pub const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
-pub const TP_FT_REQ_FILL_RXHASH: u32 = 1;
 pub const ETH_P_ALL: u16 = 0x0003;
 
 // linux/if_tun.h
@@ -66,13 +65,12 @@ pub struct TpacketReq3 {
     pub feature_req_word: u32,
 }
 
-/// `struct tpacket_stats_v3`.
+/// `struct tpacket_stats` (TPACKET_V1/V2).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TpacketStatsV3 {
+pub struct TpacketStats {
     pub packets: u32,
     pub drops: u32,
-    pub freeze_q_cnt: u32,
 }
 
 /// `struct packet_mreq`.
