@@ -245,7 +245,7 @@ async fn tunnel(
 
 #[utoipa::path(post, path = "/tunnels", tag = "tunnels", request_body = TunnelSpec,
     responses((status = 201, body = TunnelInfo), (status = 400, body = ErrorBody),
-              (status = 409, description = "name in use, or this build's dataplane has no tunnels", body = ErrorBody),
+              (status = 409, description = "name in use, kind = ipsec (created at startup only), or a build without live tunnels", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn add_tunnel(
     State(s): State<AppState>,
@@ -282,6 +282,52 @@ async fn sas(State(s): State<AppState>) -> Json<Vec<SaInfo>> {
     Json(s.ctl.sas())
 }
 
+#[utoipa::path(post, path = "/sas", tag = "tunnels", request_body = SaSpec,
+    responses((status = 201, description = "installed (the answer never holds the key)", body = SaInfo),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, description = "SPI in use, IKE-keyed tunnel, or no IPsec on this gateway", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn add_sa(
+    State(s): State<AppState>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<SaInfo>)> {
+    let spec: SaSpec = object(body)?;
+    let info = s.ctl.add_sa(&spec)?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+#[utoipa::path(delete, path = "/sas/{spi}", tag = "tunnels",
+    params(("spi" = String, Path, description = "Inbound SPI, hex (0x1001) or decimal")),
+    responses((status = 204, description = "removed"), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn del_sa(
+    State(s): State<AppState>,
+    spi: Result<Path<String>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    let Path(spi) = spi.map_err(path_err)?;
+    let spi = parse_spi(&spi)
+        .ok_or_else(|| ApiError::bad("spi", format!("spi \"{spi}\" is not a 32-bit number")))?;
+    s.ctl.del_sa(spi)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/tunnels/{name}/switch", tag = "tunnels",
+    params(("name" = String, Path, description = "ipsec tunnel name")),
+    request_body = SaSwitch,
+    responses((status = 200, body = SaSwitched), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn switch_sa(
+    State(s): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> ApiResult<Json<SaSwitched>> {
+    let Path(name) = name.map_err(path_err)?;
+    let spec: SaSwitch = object(body)?;
+    s.ctl.switch_sa(&name, &spec).map(Json)
+}
+
 #[utoipa::path(get, path = "/ike", tag = "tunnels",
     responses((status = 200, description = "IKEv2 tunnels with their IKE and child SAs: state, algorithms, SPIs, lifetimes, rekey counts (never keys)", body = [IkeTunnelInfo]),
               (status = 401, body = ErrorBody)))]
@@ -309,6 +355,7 @@ async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
                 drops: p.drops,
             })
             .collect(),
+        tunnels: s.ctl.tunnel_counters(),
         nodes: sum
             .nodes
             .iter()
@@ -462,7 +509,8 @@ impl Modify for BearerAddon {
 #[openapi(
     info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
     paths(status, interfaces, add_interface, interface, patch_interface, vrfs, routes, add_route,
-          del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, sas, ike, counters, metrics,
+          del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, switch_sa, sas, add_sa,
+          del_sa, ike, counters, metrics,
           config, trace_get, trace_arm, trace_clear, capture),
     modifiers(&BearerAddon),
     security(("bearer" = []))
@@ -521,7 +569,9 @@ pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
         .route("/neighbors", get(neighbors))
         .route("/tunnels", get(tunnels).post(add_tunnel))
         .route("/tunnels/{name}", get(tunnel).delete(del_tunnel))
-        .route("/sas", get(sas))
+        .route("/sas", get(sas).post(add_sa))
+        .route("/sas/{spi}", axum::routing::delete(del_sa))
+        .route("/tunnels/{name}/switch", axum::routing::post(switch_sa))
         .route("/ike", get(ike))
         .route("/counters", get(counters))
         .route("/metrics", get(metrics))

@@ -23,5 +23,8 @@ pub mod server;
 pub mod state;
 
 pub use auth::{Auth, Token};
-pub use server::{serve, ServerHandle};
-pub use state::{Capabilities, Control, Dataplane, IkeSource, NetdevFacts, SaSource, TableBuilder};
+pub use server::{check_endpoint, serve, ServerHandle};
+pub use state::{
+    Capabilities, Control, Dataplane, IkeSource, KeySource, NetdevFacts, SaOps, SaSource,
+    TableBuilder,
+};

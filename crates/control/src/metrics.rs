@@ -58,6 +58,75 @@ pub fn render(ctl: &Control) -> String {
         drp.get_or_create(&l).inc_by(p.drops);
     }
 
+    // Tunnels: their virtual ports, since creation.
+    let tl = |name: &str| vec![("tunnel".to_owned(), name.to_owned())];
+    let t_rxp = counter_family(
+        &mut reg,
+        "vecgate_tunnel_rx_packets",
+        "Packets received from a tunnel (decapsulated)",
+    );
+    let t_rxb = counter_family(
+        &mut reg,
+        "vecgate_tunnel_rx_bytes",
+        "Inner bytes received from a tunnel",
+    );
+    let t_txp = counter_family(
+        &mut reg,
+        "vecgate_tunnel_tx_packets",
+        "Packets handed to a tunnel for encapsulation",
+    );
+    let t_txb = counter_family(
+        &mut reg,
+        "vecgate_tunnel_tx_bytes",
+        "Inner bytes handed to a tunnel",
+    );
+    let t_drp = counter_family(
+        &mut reg,
+        "vecgate_tunnel_drops",
+        "Packets a tunnel could not encapsulate",
+    );
+    for t in ctl.tunnel_counters() {
+        let l = tl(&t.tunnel);
+        t_rxp.get_or_create(&l).inc_by(t.rx_packets);
+        t_rxb.get_or_create(&l).inc_by(t.rx_bytes);
+        t_txp.get_or_create(&l).inc_by(t.tx_packets);
+        t_txb.get_or_create(&l).inc_by(t.tx_bytes);
+        t_drp.get_or_create(&l).inc_by(t.drops);
+    }
+
+    // IPsec SAs (labels: SPI in hex, direction in / out).
+    let sa_p = counter_family(
+        &mut reg,
+        "vecgate_sa_packets",
+        "Packets protected (out) or accepted (in) by an IPsec SA",
+    );
+    let sa_b = counter_family(&mut reg, "vecgate_sa_bytes", "Bytes through an IPsec SA");
+    let sa_d = counter_family(
+        &mut reg,
+        "vecgate_sa_drops",
+        "Packets an IPsec SA refused, by reason",
+    );
+    for sa in ctl.sas() {
+        let spi = crate::model::parse_spi(&sa.spi).map_or(sa.spi.clone(), |v| format!("{v:#x}"));
+        let dir = if sa.direction == "outbound" {
+            "out"
+        } else {
+            "in"
+        };
+        let l = vec![
+            ("spi".to_owned(), spi.clone()),
+            ("direction".to_owned(), dir.to_owned()),
+            ("tunnel".to_owned(), sa.tunnel.clone()),
+        ];
+        sa_p.get_or_create(&l).inc_by(sa.packets);
+        sa_b.get_or_create(&l).inc_by(sa.bytes);
+        for d in &sa.drop_reasons {
+            let mut l = l.clone();
+            l.push(("reason".to_owned(), d.reason.clone()));
+            sa_d.get_or_create(&l).inc_by(d.count);
+        }
+    }
+
     let vec = counter_family(
         &mut reg,
         "vecgate_node_vectors",

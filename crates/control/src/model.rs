@@ -143,6 +143,22 @@ pub struct TunnelInfo {
     pub vrf: String,
     pub underlay_vrf: String,
     pub mtu: Option<u32>,
+    /// The gateway's addresses on the overlay segment (L2 tunnels).
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// Traffic of the tunnel's virtual port since the tunnel was created
+    /// (all workers): packets handed to the tunnel / received from it,
+    /// inner bytes, and packets the tunnel could not send.
+    #[serde(default)]
+    pub rx_packets: u64,
+    #[serde(default)]
+    pub rx_bytes: u64,
+    #[serde(default)]
+    pub tx_packets: u64,
+    #[serde(default)]
+    pub tx_bytes: u64,
+    #[serde(default)]
+    pub drops: u64,
 }
 
 /// POST /tunnels: the `[[tunnel]]` keys of the configuration file.
@@ -167,6 +183,13 @@ pub struct TunnelSpec {
     pub sequence: Option<bool>,
     #[serde(default)]
     pub port: Option<u16>,
+    /// The gateway's addresses on the overlay segment, e.g. "10.9.0.1/24"
+    /// (needed by L2 tunnels).
+    #[serde(default)]
+    pub addresses: Option<Vec<String>>,
+    /// GRE payload: "ip" (default) or "ethernet" (0x6558).
+    #[serde(default)]
+    pub inner: Option<String>,
 }
 
 /// One IPsec security association, without key material.
@@ -181,6 +204,140 @@ pub struct SaInfo {
     pub cipher: String,
     pub packets: u64,
     pub bytes: u64,
+    /// Packets refused on this SA (all reasons).
+    #[serde(default)]
+    pub drops: u64,
+    /// Refusals by reason (e.g. "replay", "integrity"); only reasons seen.
+    #[serde(default)]
+    pub drop_reasons: Vec<DropCount>,
+}
+
+/// Key material in a request: hex text, zeroized when dropped, never
+/// printed (its `Debug` is redacted) and never serialized back.
+#[derive(Clone, Default)]
+pub struct HexKey(pub zeroize::Zeroizing<String>);
+
+impl std::fmt::Debug for HexKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HexKey(<redacted>)")
+    }
+}
+
+impl<'de> Deserialize<'de> for HexKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| HexKey(zeroize::Zeroizing::new(s)))
+    }
+}
+
+/// POST /sas: a static inbound SA for an existing ipsec tunnel. The key
+/// comes from `key_file` (a hex file on the gateway, as in the TOML) or
+/// inline as `key` (hex); exactly one of them. Never echoed back.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaSpec {
+    /// The ipsec tunnel.
+    pub tunnel: String,
+    /// SPI, as a number or hex text ("0x1001").
+    #[schema(value_type = String, example = "0x1001")]
+    pub spi: SpiText,
+    /// aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256 or
+    /// chacha20poly1305.
+    pub algorithm: String,
+    /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = Password)]
+    pub key: Option<HexKey>,
+    /// Path of a hex key file on the gateway.
+    #[serde(default)]
+    pub key_file: Option<String>,
+    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1); default true.
+    #[serde(default)]
+    pub esn: Option<bool>,
+    /// Anti-replay window; default 1024 (0 = off).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 65536)]
+    pub replay_window: Option<u32>,
+    #[serde(default)]
+    pub lifetime_bytes: Option<u64>,
+    #[serde(default)]
+    pub lifetime_packets: Option<u64>,
+    #[serde(default)]
+    pub lifetime_seconds: Option<u64>,
+}
+
+/// POST /tunnels/{name}/switch: the new outbound SA of an ipsec tunnel
+/// (make-before-break: the peer must already have the matching inbound
+/// SA; our inbound SAs are untouched). Key as in [`SaSpec`].
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaSwitch {
+    #[schema(value_type = String, example = "0x2001")]
+    pub spi: SpiText,
+    pub algorithm: String,
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = Password)]
+    pub key: Option<HexKey>,
+    #[serde(default)]
+    pub key_file: Option<String>,
+    #[serde(default)]
+    pub esn: Option<bool>,
+    #[serde(default)]
+    pub lifetime_bytes: Option<u64>,
+    #[serde(default)]
+    pub lifetime_packets: Option<u64>,
+    #[serde(default)]
+    pub lifetime_seconds: Option<u64>,
+}
+
+/// An SPI in a request: a JSON number or text ("0x1001" or "4097").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpiText(pub u32);
+
+impl<'de> Deserialize<'de> for SpiText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        let v = match Raw::deserialize(d)? {
+            Raw::N(n) => u32::try_from(n).ok(),
+            Raw::S(s) => parse_spi(&s),
+        };
+        v.map(SpiText)
+            .ok_or_else(|| serde::de::Error::custom("expected an SPI (a 32-bit number or hex)"))
+    }
+}
+
+/// Parses "0x1001" / "4097".
+pub fn parse_spi(s: &str) -> Option<u32> {
+    let s = s.trim();
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Answer to POST /tunnels/{name}/switch.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct SaSwitched {
+    pub tunnel: String,
+    /// The outbound SPI before (hex).
+    pub old_spi: String,
+    /// The outbound SPI now (hex).
+    pub new_spi: String,
+}
+
+/// Counters of one tunnel's virtual port (all workers, since creation).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct TunnelCounters {
+    pub tunnel: String,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub drops: u64,
 }
 
 /// A child SA negotiated by IKEv2 (never key material).
@@ -268,6 +425,8 @@ pub struct NodeCounters {
 pub struct CountersInfo {
     pub workers: u64,
     pub interfaces: Vec<InterfaceCounters>,
+    #[serde(default)]
+    pub tunnels: Vec<TunnelCounters>,
     pub nodes: Vec<NodeCounters>,
 }
 

@@ -70,6 +70,30 @@ fn prepare_socket(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Checks, before a gateway attaches to anything, that `endpoint` is free:
+/// a unix socket another process answers on, or a TCP address someone
+/// listens on, is an "address in use" error (a second `vecgate run` with
+/// the same API must not touch the first one's interfaces or nftables
+/// guards). A stale unix socket is fine ([`serve`] replaces it).
+pub fn check_endpoint(endpoint: &ApiEndpoint) -> Result<(), String> {
+    match endpoint {
+        ApiEndpoint::Unix(path) => {
+            let live = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+                && std::os::unix::net::UnixStream::connect(path).is_ok();
+            if live {
+                return Err(format!(
+                    "{}: address in use (another vecgate is running with this API socket)",
+                    path.display()
+                ));
+            }
+            Ok(())
+        }
+        ApiEndpoint::Tcp(addr) => std::net::TcpListener::bind(addr)
+            .map(drop)
+            .map_err(|e| format!("{addr}: {e}")),
+    }
+}
+
 /// Starts the API on `endpoint`. Binding happens before this returns, so
 /// errors (address in use, bad path) are reported to the caller.
 pub fn serve(

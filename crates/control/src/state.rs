@@ -4,7 +4,7 @@
 //! they were.
 
 use crate::model::*;
-use dataplane::counters::{CounterSnapshot, WorkerCounters};
+use dataplane::counters::{CounterSnapshot, PortSnapshot, WorkerCounters};
 use dataplane::neighbour::{fmt_mac, State};
 use dataplane::tables::{SharedTables, Tables};
 use dataplane::worker::{Captured, Command, NeighbourEntry};
@@ -46,11 +46,43 @@ pub struct Dataplane {
     /// The IPsec SAs as `GET /sas` shows them (SPIs and algorithms, never
     /// keys); `None` without IPsec.
     pub sas: Option<SaSource>,
+    /// SA install / switch / remove (`POST /sas`, `POST
+    /// /tunnels/{name}/switch`, `DELETE /sas/{spi}`); `None` without IPsec.
+    pub sa_ops: Option<Box<dyn SaOps>>,
 }
 
 /// Lists the IPsec SAs (vecgate's SA registry, behind a closure so this
 /// crate needs no IPsec dependency).
 pub type SaSource = Box<dyn Fn() -> Vec<SaInfo> + Send + Sync>;
+
+/// Where an SA's key comes from: the request's hex text or a key file.
+pub enum KeySource<'a> {
+    Hex(&'a str),
+    File(&'a std::path::Path),
+}
+
+/// Runtime SA changes on vecgate's SA registry (behind a trait so this
+/// crate needs no IPsec dependency). `sa` is the SA as the TOML would
+/// hold it (its `key_file` is meaningless with [`KeySource::Hex`]).
+/// Errors are [`ApiError`]s naming the field.
+pub trait SaOps: Send + Sync {
+    /// Installs an inbound SA for ipsec tunnel `t`.
+    fn install_inbound(
+        &self,
+        t: &vecgate_config::Tunnel,
+        sa: &vecgate_config::StaticSa,
+        key: KeySource<'_>,
+    ) -> Result<(), ApiError>;
+    /// Switches `t`'s outbound SA; returns the previous SPI.
+    fn switch_outbound(
+        &self,
+        t: &vecgate_config::Tunnel,
+        sa: &vecgate_config::StaticSa,
+        key: KeySource<'_>,
+    ) -> Result<u32, ApiError>;
+    /// Removes the inbound SA `spi`; returns its tunnel's name.
+    fn remove_inbound(&self, spi: u32) -> Result<String, ApiError>;
+}
 
 /// Lists the IKEv2 tunnels with their IKE and child SAs (`GET /ike`).
 pub type IkeSource = Box<dyn Fn() -> Vec<crate::model::IkeTunnelInfo> + Send + Sync>;
@@ -95,6 +127,10 @@ pub struct Control {
     trace: Mutex<VecDeque<String>>,
     started: Instant,
     ike: Mutex<Option<IkeSource>>,
+    /// Per tunnel: its port's counters when it was created live (virtual
+    /// ports are reused after a full round of the allocator; reports are
+    /// since creation).
+    tunnel_base: Mutex<std::collections::HashMap<String, PortSnapshot>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -137,6 +173,7 @@ impl Control {
             trace: Mutex::new(VecDeque::new()),
             started: Instant::now(),
             ike: Mutex::new(None),
+            tunnel_base: Mutex::new(Default::default()),
         })
     }
 
@@ -404,19 +441,70 @@ impl Control {
         })
     }
 
+    /// The virtual port of every tunnel in the published tables.
+    fn tunnel_ports(&self, cfg: &Config) -> Vec<(String, Option<u16>)> {
+        let tables = self.dp.tables.load();
+        cfg.tunnels
+            .iter()
+            .map(|t| {
+                let port = tables
+                    .interfaces
+                    .iter()
+                    .flatten()
+                    .find(|i| i.name == t.name)
+                    .map(|i| i.port);
+                (t.name.clone(), port)
+            })
+            .collect()
+    }
+
+    /// Counters of every tunnel's virtual port since its creation.
+    pub fn tunnel_counters(&self) -> Vec<TunnelCounters> {
+        let cfg = self.config();
+        let sum = self.counters();
+        let base = lock(&self.tunnel_base);
+        self.tunnel_ports(&cfg)
+            .into_iter()
+            .map(|(name, port)| {
+                let now = port
+                    .and_then(|p| sum.ports.get(usize::from(p)).copied())
+                    .unwrap_or_default();
+                let b = base.get(&name).copied().unwrap_or_default();
+                TunnelCounters {
+                    rx_packets: now.rx_packets.saturating_sub(b.rx_packets),
+                    rx_bytes: now.rx_bytes.saturating_sub(b.rx_bytes),
+                    tx_packets: now.tx_packets.saturating_sub(b.tx_packets),
+                    tx_bytes: now.tx_bytes.saturating_sub(b.tx_bytes),
+                    drops: now.drops.saturating_sub(b.drops),
+                    tunnel: name,
+                }
+            })
+            .collect()
+    }
+
     pub fn tunnels(&self) -> Vec<TunnelInfo> {
+        let counters = self.tunnel_counters();
         self.config()
             .tunnels
             .iter()
-            .map(|t| TunnelInfo {
-                name: t.name.clone(),
-                kind: t.kind.as_str().to_owned(),
-                local: t.local.to_string(),
-                remote: t.remote.to_string(),
-                key: t.key,
-                vrf: t.vrf.clone(),
-                underlay_vrf: t.underlay_vrf.clone(),
-                mtu: t.mtu,
+            .map(|t| {
+                let c = counters.iter().find(|c| c.tunnel == t.name);
+                TunnelInfo {
+                    name: t.name.clone(),
+                    kind: t.kind.as_str().to_owned(),
+                    local: t.local.to_string(),
+                    remote: t.remote.to_string(),
+                    key: t.key,
+                    vrf: t.vrf.clone(),
+                    underlay_vrf: t.underlay_vrf.clone(),
+                    mtu: t.mtu,
+                    addresses: t.addresses.iter().map(|a| a.to_string()).collect(),
+                    rx_packets: c.map_or(0, |c| c.rx_packets),
+                    rx_bytes: c.map_or(0, |c| c.rx_bytes),
+                    tx_packets: c.map_or(0, |c| c.tx_packets),
+                    tx_bytes: c.map_or(0, |c| c.tx_bytes),
+                    drops: c.map_or(0, |c| c.drops),
+                }
             })
             .collect()
     }
@@ -426,6 +514,12 @@ impl Control {
     pub fn add_tunnel(&self, spec: &TunnelSpec) -> Result<(), ApiError> {
         let kind: vecgate_config::TunnelKind =
             spec.kind.parse().map_err(|e| ApiError::bad("kind", e))?;
+        if let Some(a) = &spec.addresses {
+            for x in a {
+                x.parse::<vecgate_config::IfAddr>()
+                    .map_err(|e| ApiError::bad("addresses", format!("addresses: \"{x}\": {e}")))?;
+            }
+        }
         for (f, v) in [("local", &spec.local), ("remote", &spec.remote)] {
             v.parse::<IpAddr>()
                 .map_err(|_| ApiError::bad(f, format!("{f} \"{v}\" is not an IP address")))?;
@@ -442,13 +536,21 @@ impl Control {
             "checksum": spec.checksum.unwrap_or(false),
             "sequence": spec.sequence.unwrap_or(false),
             "port": spec.port.unwrap_or(vecgate_config::VXLAN_PORT),
+            "addresses": spec.addresses.clone().unwrap_or_default(),
+            "inner": spec.inner.clone().unwrap_or_else(|| "ip".to_owned()),
         });
         if let Some(o) = obj.as_object_mut() {
             o.retain(|_, v| !v.is_null());
         }
-        let tunnel: vecgate_config::Tunnel =
-            serde_json::from_value(obj).map_err(|e| ApiError::bad("name", e.to_string()))?;
-        if !self.caps.tunnels {
+        let tunnel: vecgate_config::Tunnel = serde_json::from_value(obj).map_err(|e| {
+            let m = e.to_string();
+            let f = field_in(&m, &["inner", "name"]).unwrap_or_else(|| "name".into());
+            ApiError::bad(&f, m)
+        })?;
+        // An ipsec tunnel needs its SAs (keys) at creation; the API's SA
+        // operations act on existing tunnels only.
+        let restart_only = kind == vecgate_config::TunnelKind::Ipsec;
+        if !self.caps.tunnels || restart_only {
             // Validate first so bad input is still a 400 naming the field.
             let mut probe = self.config();
             probe.tunnels.push(tunnel);
@@ -461,8 +563,12 @@ impl Control {
             }
             return Err(ApiError::new(
                 409,
-                "tunnels are not in this build of the dataplane yet",
-                None,
+                if restart_only {
+                    "ipsec tunnels are created at startup (their SAs come from [[tunnel.sa]] or [tunnel.ike]): add it to the configuration and restart; SAs of existing ipsec tunnels change live through /sas"
+                } else {
+                    "tunnels are not in this build of the dataplane yet"
+                },
+                Some("kind"),
             ));
         }
         self.apply(
@@ -486,10 +592,40 @@ impl Control {
                 c.tunnels.push(tunnel);
                 Ok(())
             },
-        )
+        )?;
+        // Report counters from now on (the port may have served a tunnel
+        // deleted long ago).
+        let cfg = self.config();
+        let sum = self.counters();
+        if let Some((_, Some(p))) = self
+            .tunnel_ports(&cfg)
+            .into_iter()
+            .find(|(n, _)| *n == spec.name)
+        {
+            let snap = sum.ports.get(usize::from(p)).copied().unwrap_or_default();
+            lock(&self.tunnel_base).insert(spec.name.clone(), snap);
+        }
+        Ok(())
     }
 
+    /// Deletes a tunnel. Refused (409) while a route points at it, so
+    /// traffic is never silently re-routed around a vanished tunnel (into
+    /// a less specific route, e.g. the underlay): delete or re-point the
+    /// routes first. Packets already on their way to its virtual port are
+    /// dropped and counted (`interface-down` / `no-interface`): its port
+    /// is not reused at once. ipsec tunnels are deleted with a restart.
     pub fn del_tunnel(&self, name: &str) -> Result<(), ApiError> {
+        if self
+            .config()
+            .tunnel(name)
+            .is_some_and(|t| t.kind == vecgate_config::TunnelKind::Ipsec)
+        {
+            return Err(ApiError::new(
+                409,
+                format!("tunnel \"{name}\" is an ipsec tunnel: remove it from the configuration and restart"),
+                Some("name"),
+            ));
+        }
         self.apply(&["name"], |c| {
             let before = c.tunnels.len();
             c.tunnels.retain(|t| t.name != name);
@@ -511,7 +647,222 @@ impl Control {
                 ));
             }
             Ok(())
+        })?;
+        lock(&self.tunnel_base).remove(name);
+        Ok(())
+    }
+
+    fn sa_ops(&self) -> Result<&dyn SaOps, ApiError> {
+        self.dp.sa_ops.as_deref().ok_or_else(|| {
+            ApiError::new(
+                409,
+                "this gateway runs no IPsec (no ipsec tunnel in its configuration)",
+                None,
+            )
         })
+    }
+
+    /// The static ipsec tunnel `name` of `cfg` (404 / 400 / 409 otherwise).
+    fn ipsec_tunnel<'a>(
+        cfg: &'a Config,
+        name: &str,
+        field: &str,
+    ) -> Result<&'a vecgate_config::Tunnel, ApiError> {
+        let t = cfg
+            .tunnel(name)
+            .ok_or_else(|| ApiError::not_found(field, format!("no tunnel \"{name}\"")))?;
+        if t.kind != vecgate_config::TunnelKind::Ipsec {
+            return Err(ApiError::bad(
+                field,
+                format!(
+                    "tunnel \"{name}\" is a {} tunnel, not ipsec",
+                    t.kind.as_str()
+                ),
+            ));
+        }
+        if t.ipsec.as_ref().is_some_and(|x| x.ike.is_some()) {
+            return Err(ApiError::new(
+                409,
+                format!("tunnel \"{name}\" is keyed by IKEv2; its SAs are negotiated"),
+                Some(field),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// The SA as the TOML holds it, and where its key comes from.
+    #[allow(clippy::too_many_arguments)]
+    fn static_sa<'a>(
+        direction: vecgate_config::SaDirection,
+        spi: u32,
+        algorithm: &str,
+        key: Option<&'a HexKey>,
+        key_file: Option<&'a str>,
+        esn: Option<bool>,
+        replay_window: Option<u32>,
+        lifetimes: [Option<u64>; 3],
+    ) -> Result<(vecgate_config::StaticSa, Option<&'a str>), ApiError> {
+        // SPIs 0..=255 are reserved (RFC 4303 §2.1).
+        if spi < 256 {
+            return Err(ApiError::bad(
+                "spi",
+                format!("spi {spi:#x} is reserved (RFC 4303 §2.1: use 0x100 or above)"),
+            ));
+        }
+        let alg: vecgate_config::EspAlgorithm = algorithm.parse().map_err(|_| {
+            ApiError::bad(
+                "algorithm",
+                format!("algorithm \"{algorithm}\" is not one of aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256, chacha20poly1305"),
+            )
+        })?;
+        let window = replay_window.unwrap_or(vecgate_config::ipsec::DEFAULT_REPLAY_WINDOW);
+        if window > vecgate_config::ipsec::MAX_REPLAY_WINDOW {
+            return Err(ApiError::bad(
+                "replay_window",
+                format!(
+                    "replay_window = {window} is out of range (at most {})",
+                    vecgate_config::ipsec::MAX_REPLAY_WINDOW
+                ),
+            ));
+        }
+        let (hex, file) = match (key, key_file) {
+            (Some(k), None) => (Some(k.0.as_str()), "<inline key>".into()),
+            (None, Some(f)) if !f.is_empty() => (None, std::path::PathBuf::from(f)),
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad("key", "give key or key_file, not both"))
+            }
+            _ => return Err(ApiError::bad("key", "key (hex) or key_file is required")),
+        };
+        Ok((
+            vecgate_config::StaticSa {
+                direction,
+                spi,
+                algorithm: alg,
+                key_file: file,
+                esn: esn.unwrap_or(true),
+                replay_window: window,
+                lifetime_bytes: lifetimes[0],
+                lifetime_packets: lifetimes[1],
+                lifetime_seconds: lifetimes[2],
+            },
+            hex,
+        ))
+    }
+
+    /// `POST /sas`: installs an inbound SA on an existing static ipsec
+    /// tunnel. A `key_file` SA is also recorded in the running
+    /// configuration (so `GET /config` reproduces it); an inline key is
+    /// not (it would have to be written out).
+    pub fn add_sa(&self, spec: &SaSpec) -> Result<SaInfo, ApiError> {
+        let ops = self.sa_ops()?;
+        let (sa, hex) = Self::static_sa(
+            vecgate_config::SaDirection::In,
+            spec.spi.0,
+            &spec.algorithm,
+            spec.key.as_ref(),
+            spec.key_file.as_deref(),
+            spec.esn,
+            spec.replay_window,
+            [
+                spec.lifetime_bytes,
+                spec.lifetime_packets,
+                spec.lifetime_seconds,
+            ],
+        )?;
+        let mut cfg = lock(&self.config);
+        let t = Self::ipsec_tunnel(&cfg, &spec.tunnel, "tunnel")?;
+        let key = match hex {
+            Some(h) => KeySource::Hex(h),
+            None => KeySource::File(&sa.key_file),
+        };
+        ops.install_inbound(t, &sa, key)?;
+        if hex.is_none() {
+            if let Some(x) = cfg
+                .tunnels
+                .iter_mut()
+                .find(|t| t.name == spec.tunnel)
+                .and_then(|t| t.ipsec.as_mut())
+            {
+                x.sas.push(sa);
+            }
+        }
+        drop(cfg);
+        let spi = format!("{:#010x}", spec.spi.0);
+        self.sas()
+            .into_iter()
+            .find(|s| s.spi == spi && s.direction == "inbound")
+            .ok_or_else(|| ApiError::new(500, "SA vanished after installation", None))
+    }
+
+    /// `POST /tunnels/{name}/switch`: the tunnel sends with the new SA
+    /// from the next vector on; the inbound SAs stay (make-before-break,
+    /// RFC 7296 §2.8: the peer switches on its own schedule).
+    pub fn switch_sa(&self, tunnel: &str, spec: &SaSwitch) -> Result<SaSwitched, ApiError> {
+        let ops = self.sa_ops()?;
+        let (sa, hex) = Self::static_sa(
+            vecgate_config::SaDirection::Out,
+            spec.spi.0,
+            &spec.algorithm,
+            spec.key.as_ref(),
+            spec.key_file.as_deref(),
+            spec.esn,
+            None,
+            [
+                spec.lifetime_bytes,
+                spec.lifetime_packets,
+                spec.lifetime_seconds,
+            ],
+        )?;
+        let mut cfg = lock(&self.config);
+        let t = Self::ipsec_tunnel(&cfg, tunnel, "name")?;
+        let key = match hex {
+            Some(h) => KeySource::Hex(h),
+            None => KeySource::File(&sa.key_file),
+        };
+        let old = ops.switch_outbound(t, &sa, key)?;
+        if hex.is_none() {
+            if let Some(x) = cfg
+                .tunnels
+                .iter_mut()
+                .find(|t| t.name == tunnel)
+                .and_then(|t| t.ipsec.as_mut())
+            {
+                x.sas
+                    .retain(|s| s.direction != vecgate_config::SaDirection::Out);
+                x.sas.push(sa);
+            }
+        }
+        Ok(SaSwitched {
+            tunnel: tunnel.to_owned(),
+            old_spi: format!("{old:#010x}"),
+            new_spi: format!("{:#010x}", spec.spi.0),
+        })
+    }
+
+    /// `DELETE /sas/{spi}`: removes an inbound SA (packets still using it
+    /// are then dropped as `bad-spi`). The outbound SA is replaced with a
+    /// switch, never deleted.
+    pub fn del_sa(&self, spi: u32) -> Result<(), ApiError> {
+        let ops = self.sa_ops()?;
+        let hex = format!("{spi:#010x}");
+        let owner = self
+            .sas()
+            .into_iter()
+            .find(|s| s.spi == hex && s.direction == "inbound")
+            .ok_or_else(|| ApiError::not_found("spi", format!("no inbound SA with spi {hex}")))?;
+        let mut cfg = lock(&self.config);
+        Self::ipsec_tunnel(&cfg, &owner.tunnel, "spi")?;
+        let tunnel = ops.remove_inbound(spi)?;
+        if let Some(x) = cfg
+            .tunnels
+            .iter_mut()
+            .find(|t| t.name == tunnel)
+            .and_then(|t| t.ipsec.as_mut())
+        {
+            x.sas
+                .retain(|s| !(s.direction == vecgate_config::SaDirection::In && s.spi == spi));
+        }
+        Ok(())
     }
 
     /// Asks every worker with `make` and collects the answers (blocking:

@@ -55,6 +55,7 @@ fn control() -> (Arc<Control>, Arc<SharedTables>) {
             offloads: false,
         }],
         sas: None,
+        sa_ops: None,
     };
     // Keep the worker alive (its mailbox) for the test's duration.
     std::mem::forget(w);

@@ -45,6 +45,25 @@ pub fn read_key(sa: &StaticSa, tunnel: &str) -> Result<Zeroizing<Vec<u8>>, Strin
 
 /// The library's SA configuration for a configured SA of tunnel `t`.
 pub fn sa_config(t: &Tunnel, sa: &StaticSa) -> Result<SaConfig, String> {
+    sa_config_keyed(t, sa, read_key(sa, &t.name)?)
+}
+
+/// [`sa_config`] with the key given (checked for the algorithm's length).
+pub fn sa_config_keyed(
+    t: &Tunnel,
+    sa: &StaticSa,
+    key: Zeroizing<Vec<u8>>,
+) -> Result<SaConfig, String> {
+    let want = sa.algorithm.key_len();
+    if key.len() != want {
+        return Err(format!(
+            "tunnel {} sa {:#x}: key is {} bytes, {} needs {want} (key ‖ salt for GCM/ChaCha, key ‖ integrity key for CBC)",
+            t.name,
+            sa.spi,
+            key.len(),
+            sa.algorithm
+        ));
+    }
     let x = t.ipsec.as_ref();
     let algorithm: Algorithm = sa
         .algorithm
@@ -54,7 +73,7 @@ pub fn sa_config(t: &Tunnel, sa: &StaticSa) -> Result<SaConfig, String> {
     Ok(SaConfig {
         spi: sa.spi,
         algorithm,
-        key: read_key(sa, &t.name)?,
+        key,
         esn: sa.esn,
         replay_window: sa.replay_window,
         lifetime: Lifetime {
@@ -311,6 +330,91 @@ pub fn sa_infos(reg: &EspRegistry) -> Vec<vecgate_control::model::SaInfo> {
             .into(),
             packets: i.packets,
             bytes: i.bytes,
+            drops: 0,
+            drop_reasons: Vec::new(),
         })
         .collect()
+}
+
+/// The API's SA operations on the running registry (`POST /sas`, `POST
+/// /tunnels/{name}/switch`, `DELETE /sas/{spi}`). Keys from the request are
+/// zeroized after use and never appear in an error message.
+pub struct ApiSaOps(pub Arc<EspRegistry>);
+
+fn api_err(status: u16, field: &str, m: impl Into<String>) -> vecgate_control::state::ApiError {
+    vecgate_control::state::ApiError::new(status, m, Some(field))
+}
+
+impl ApiSaOps {
+    fn keyed(
+        t: &Tunnel,
+        sa: &StaticSa,
+        key: vecgate_control::KeySource<'_>,
+    ) -> Result<SaConfig, vecgate_control::state::ApiError> {
+        let bytes = match key {
+            vecgate_control::KeySource::Hex(h) => Zeroizing::new(
+                parse_key_hex(h).map_err(|_| api_err(400, "key", "key must be hex digits"))?,
+            ),
+            vecgate_control::KeySource::File(_) => {
+                read_key(sa, &t.name).map_err(|e| api_err(400, "key_file", e))?
+            }
+        };
+        let field = match key {
+            vecgate_control::KeySource::Hex(_) => "key",
+            vecgate_control::KeySource::File(_) => "key_file",
+        };
+        sa_config_keyed(t, sa, bytes).map_err(|e| api_err(400, field, e))
+    }
+
+    fn id(&self, t: &Tunnel, field: &str) -> Result<u32, vecgate_control::state::ApiError> {
+        self.0
+            .tunnel_id(&t.name)
+            .ok_or_else(|| api_err(409, field, format!("tunnel {} has no SAs yet", t.name)))
+    }
+}
+
+impl vecgate_control::SaOps for ApiSaOps {
+    fn install_inbound(
+        &self,
+        t: &Tunnel,
+        sa: &StaticSa,
+        key: vecgate_control::KeySource<'_>,
+    ) -> Result<(), vecgate_control::state::ApiError> {
+        let id = self.id(t, "tunnel")?;
+        let cfg = Self::keyed(t, sa, key)?;
+        let sa = InboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
+        self.0.install_inbound(id, sa).map_err(|e| match e {
+            vecgate_ipsec::dp::RegistryError::SpiInUse(_) => api_err(409, "spi", e.to_string()),
+            _ => api_err(409, "tunnel", e.to_string()),
+        })
+    }
+
+    fn switch_outbound(
+        &self,
+        t: &Tunnel,
+        sa: &StaticSa,
+        key: vecgate_control::KeySource<'_>,
+    ) -> Result<u32, vecgate_control::state::ApiError> {
+        let id = self.id(t, "name")?;
+        let cfg = Self::keyed(t, sa, key)?;
+        let sa = OutboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
+        self.0
+            .switch_outbound(id, sa)
+            .map(|old| old.spi())
+            .map_err(|e| api_err(409, "name", e.to_string()))
+    }
+
+    fn remove_inbound(&self, spi: u32) -> Result<String, vecgate_control::state::ApiError> {
+        let tunnel = self
+            .0
+            .list()
+            .into_iter()
+            .find(|i| !i.outbound && i.spi == spi)
+            .map(|i| i.tunnel_name)
+            .ok_or_else(|| api_err(404, "spi", format!("no inbound SA with spi {spi:#010x}")))?;
+        self.0
+            .remove_inbound(spi)
+            .map(|_| tunnel)
+            .map_err(|e| api_err(404, "spi", e.to_string()))
+    }
 }

@@ -7,7 +7,7 @@
 //! workers, remove the guards and exit 0. Every startup failure is one clear
 //! message and exit 1, never a panic.
 
-use crate::setup::{build_tables_with, NetdevInfo};
+use crate::setup::{build_tables_ported, NetdevInfo, TunnelPorts};
 use anyhow::{anyhow, Context, Result};
 use dataplane::neighbour::NeighbourShared;
 use dataplane::tables::SharedTables;
@@ -78,6 +78,10 @@ fn driver_str(d: Driver) -> &'static str {
 }
 
 fn run(cfg: Config, path: &Path) -> Result<()> {
+    // The API endpoint first: a second gateway with the same API must fail
+    // before it touches the first one's interfaces and guards.
+    vecgate_control::check_endpoint(&cfg.gateway.api)
+        .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     let esp = crate::esp::load(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
@@ -135,12 +139,20 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             }
         }
     }
-    let tables = build_tables_with(&cfg, &netdevs, esp.as_deref())
+    // Tunnels keep their virtual ports across live changes (setup.rs).
+    let mut tports = TunnelPorts::new(cfg.interfaces.len());
+    let assigned = tports
+        .assign(&cfg)
         .map_err(|e| anyhow!("building tables: {e}"))?;
+    let tables = build_tables_ported(&cfg, &netdevs, esp.as_deref(), &assigned.ports)
+        .map_err(|e| anyhow!("building tables: {e}"))?;
+    tports.commit(assigned);
+    let tports = Arc::new(std::sync::Mutex::new(tports));
     let shared = SharedTables::new(tables);
     let neigh = NeighbourShared::new(4096, 60_000);
 
     let stop = Arc::new(AtomicBool::new(false));
+    let workers_stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
@@ -168,7 +180,8 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
                 .map_err(|e| std::io::Error::other(e.to_string()))
         }));
         let core = cores.get(w % cores.len().max(1)).copied();
-        let stop = stop.clone();
+        // Workers stop after the IKE thread (its deletes go out through them).
+        let stop = workers_stop.clone();
         let t = std::thread::Builder::new()
             .name(format!("vg-worker-{w}"))
             .spawn(move || {
@@ -191,6 +204,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         &netdevs,
         esp.clone(),
         ike.as_ref().map(|i| i.status()),
+        tports,
     )?;
     info!(api = %api.endpoint, "management API listening");
     let ike = match (ike, &punt) {
@@ -284,6 +298,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     if let Some(h) = ike {
         h.join();
     }
+    workers_stop.store(true, Ordering::Relaxed);
     for t in threads {
         if t.join().is_err() {
             error!("a worker thread panicked");
@@ -301,6 +316,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
 
 /// Starts the management API on `gateway.api` with the tokens from the
 /// configured files (read once; never logged).
+#[allow(clippy::too_many_arguments)]
 fn start_api(
     cfg: &Config,
     shared: &Arc<SharedTables>,
@@ -309,6 +325,7 @@ fn start_api(
     netdevs: &[NetdevInfo],
     esp: Option<Arc<vecgate_ipsec::dp::EspRegistry>>,
     ike: Option<crate::ike::IkeStatus>,
+    tports: Arc<std::sync::Mutex<TunnelPorts>>,
 ) -> Result<vecgate_control::ServerHandle> {
     use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
     let auth = match (&cfg.gateway.api, &cfg.gateway.api_token_file) {
@@ -328,9 +345,20 @@ fn start_api(
     let sas = esp
         .clone()
         .map(|reg| -> vecgate_control::SaSource { Box::new(move || crate::esp::sa_infos(&reg)) });
+    let sa_ops = esp
+        .clone()
+        .map(|reg| -> Box<dyn vecgate_control::SaOps> { Box::new(crate::esp::ApiSaOps(reg)) });
     let dp = Dataplane {
         tables: shared.clone(),
-        build: Box::new(move |c: &Config| build_tables_with(c, &nd, esp.as_deref())),
+        build: Box::new(move |c: &Config| {
+            // Only a table that is built gets published (Control::apply),
+            // so the port assignment is committed with it.
+            let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
+            let a = tp.assign(c)?;
+            let t = build_tables_ported(c, &nd, esp.as_deref(), &a.ports)?;
+            tp.commit(a);
+            Ok(t)
+        }),
         counters: counters.to_vec(),
         mailboxes,
         netdevs: netdevs
@@ -342,8 +370,11 @@ fn start_api(
             })
             .collect(),
         sas,
+        sa_ops,
     };
-    let ctl = Control::new(cfg.clone(), dp, Capabilities::default());
+    // Tunnels are added and deleted live (stable virtual ports, workers
+    // count up to MAX_VIRTUAL_PORTS of them).
+    let ctl = Control::new(cfg.clone(), dp, Capabilities { tunnels: true });
     if let Some(st) = ike {
         ctl.set_ike_source(Box::new(move || {
             st.lock().unwrap_or_else(|e| e.into_inner()).clone()

@@ -32,15 +32,101 @@ pub fn vrf_ids(cfg: &Config) -> HashMap<String, u32> {
     ids
 }
 
+/// Virtual port numbers of tunnels, kept stable across live changes: a
+/// tunnel keeps its port for its whole life, so adding or deleting one
+/// never renumbers another (its neighbour entries, counters and in-flight
+/// packets stay its own), and a deleted tunnel's port is not handed out
+/// again until the allocator has gone round all
+/// [`dataplane::graph::MAX_VIRTUAL_PORTS`] (packets still carrying it are
+/// dropped as `interface-down`, counted, instead of entering another
+/// tunnel). At startup tunnel `i` gets port `interfaces + i`.
+#[derive(Clone, Debug)]
+pub struct TunnelPorts {
+    first: usize,
+    by_name: HashMap<String, u16>,
+    /// Where the next search for a free port starts (round robin).
+    cursor: usize,
+}
+
+impl TunnelPorts {
+    /// An allocator for a gateway with `physical` interfaces.
+    pub fn new(physical: usize) -> Self {
+        TunnelPorts {
+            first: physical,
+            by_name: HashMap::new(),
+            cursor: 0,
+        }
+    }
+
+    /// Ports for `cfg`'s tunnels: existing names keep theirs, new ones get
+    /// free ports. Nothing changes until [`TunnelPorts::commit`].
+    pub fn assign(&self, cfg: &Config) -> Result<Assignment, String> {
+        let max = dataplane::graph::MAX_VIRTUAL_PORTS;
+        let mut out: HashMap<String, u16> = HashMap::new();
+        for t in &cfg.tunnels {
+            if let Some(p) = self.by_name.get(&t.name) {
+                out.insert(t.name.clone(), *p);
+            }
+        }
+        let mut cursor = self.cursor;
+        for t in &cfg.tunnels {
+            if out.contains_key(&t.name) {
+                continue;
+            }
+            let used = |p: u16| out.values().any(|v| *v == p);
+            let mut found = None;
+            for k in 0..max {
+                let slot = (cursor + k) % max;
+                let port = u16::try_from(self.first + slot)
+                    .map_err(|_| "too many interfaces for tunnel ports".to_string())?;
+                if !used(port) {
+                    found = Some((slot, port));
+                    break;
+                }
+            }
+            let (slot, port) = found.ok_or_else(|| {
+                format!(
+                    "tunnel {}: no free virtual port (at most {max} tunnels)",
+                    t.name
+                )
+            })?;
+            cursor = (slot + 1) % max;
+            out.insert(t.name.clone(), port);
+        }
+        Ok(Assignment { ports: out, cursor })
+    }
+
+    /// Makes `a` (from [`TunnelPorts::assign`]) the current assignment.
+    pub fn commit(&mut self, a: Assignment) {
+        self.by_name = a.ports;
+        self.cursor = a.cursor;
+    }
+}
+
+/// Tunnel name → virtual port, as [`TunnelPorts::assign`] proposes it.
+#[derive(Clone, Debug)]
+pub struct Assignment {
+    pub ports: HashMap<String, u16>,
+    cursor: usize,
+}
+
 /// Builds the dataplane tables: port `i` is `cfg.interfaces[i]`, `netdevs[i]`
-/// its netdev's facts.
+/// its netdev's facts; tunnel `t` is on virtual port `tunnel_ports[t.name]`
+/// (from a [`TunnelPorts`] that lives as long as the gateway).
 /// The IPsec SAs come from `esp` (created once by [`crate::esp::load`] and
 /// shared by every rebuild); ipsec tunnels need them.
-pub fn build_tables_with(
+pub fn build_tables_ported(
     cfg: &Config,
     netdevs: &[NetdevInfo],
     esp: Option<&vecgate_ipsec::dp::EspRegistry>,
+    tunnel_ports: &HashMap<String, u16>,
 ) -> Result<Tables, String> {
+    let port_of = |name: &str| {
+        tunnel_ports
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("tunnel {name}: no virtual port assigned"))
+    };
     let vrfs = vrf_ids(cfg);
     let mut b = TablesBuilder::new();
     let mut by_id: Vec<(&String, &u32)> = vrfs.iter().collect();
@@ -68,9 +154,8 @@ pub fn build_tables_with(
             },
         );
     }
-    // Tunnels: virtual port `interfaces.len() + i` for `cfg.tunnels[i]`.
-    let nports = cfg.interfaces.len();
-    for (i, t) in cfg.tunnels.iter().enumerate() {
+    // Tunnels: virtual ports from `tunnel_ports`.
+    for t in &cfg.tunnels {
         let kind = match t.kind {
             CfgKind::Gre => TunnelKind::Gre,
             CfgKind::Nvgre => TunnelKind::Nvgre,
@@ -78,7 +163,7 @@ pub fn build_tables_with(
             CfgKind::Ipsec => {
                 let reg = esp.ok_or_else(|| format!("tunnel {}: no IPsec SAs loaded", t.name))?;
                 let pl = crate::esp::Placement {
-                    port: (nports + i) as u16,
+                    port: port_of(&t.name)?,
                     vrf: vrfs[&t.vrf],
                     underlay_vrf: vrfs[&t.underlay_vrf],
                     underlay_mtu: underlay_mtu(cfg, netdevs, t.local),
@@ -88,7 +173,7 @@ pub fn build_tables_with(
                 continue;
             }
         };
-        let port = (nports + i) as u16;
+        let port = port_of(&t.name)?;
         let def = TunnelDef {
             kind,
             local: t.local,
@@ -141,13 +226,10 @@ pub fn build_tables_with(
                 Route::Connected { port: port as u16 }
             }
             Via::Tunnel(name) => {
-                let i = cfg
-                    .tunnels
-                    .iter()
-                    .position(|t| &t.name == name)
+                let t = cfg
+                    .tunnel(name)
                     .ok_or_else(|| format!("route {}: no tunnel {name}", r.prefix.addr))?;
-                let t = &cfg.tunnels[i];
-                let port = (nports + i) as u16;
+                let port = port_of(name)?;
                 if t.carries_ethernet() {
                     // An L2 segment: the destination is resolved on it.
                     Route::Connected { port }
@@ -179,4 +261,44 @@ fn underlay_mtu(cfg: &Config, netdevs: &[NetdevInfo], local: IpAddr) -> u32 {
         .zip(netdevs)
         .find(|(i, _)| i.addresses.iter().any(within))
         .map_or(1500, |(i, nd)| i.mtu.unwrap_or(nd.mtu).min(nd.mtu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(names: &[&str]) -> Config {
+        let mut text = String::from(
+            "[gateway]\nname = \"g\"\n[[interface]]\nname = \"wan\"\nhost = \"veth0\"\ndriver = \"af_packet\"\naddresses = [\"192.0.2.1/24\"]\n",
+        );
+        for (i, n) in names.iter().enumerate() {
+            text.push_str(&format!(
+                "[[tunnel]]\nname = \"{n}\"\nkind = \"gre\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.{}\"\n",
+                i + 10
+            ));
+        }
+        vecgate_config::parse(&text).expect("test config parses")
+    }
+
+    #[test]
+    fn tunnel_ports_are_stable_and_not_reused_at_once() {
+        let mut tp = TunnelPorts::new(1);
+        let a = tp.assign(&cfg(&["a", "b", "c"])).unwrap();
+        assert_eq!(
+            (a.ports["a"], a.ports["b"], a.ports["c"]),
+            (1, 2, 3),
+            "startup order"
+        );
+        tp.commit(a);
+        // Deleting "a" renumbers nobody.
+        let b = tp.assign(&cfg(&["b", "c"])).unwrap();
+        assert_eq!((b.ports["b"], b.ports["c"]), (2, 3));
+        tp.commit(b);
+        // A new tunnel does not get the freed port 1.
+        let c = tp.assign(&cfg(&["b", "c", "d"])).unwrap();
+        assert_eq!(c.ports["d"], 4);
+        tp.commit(c);
+        let d = tp.assign(&cfg(&["b", "c", "d", "e"])).unwrap();
+        assert_eq!(d.ports["e"], 5);
+    }
 }
