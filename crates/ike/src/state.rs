@@ -566,6 +566,25 @@ impl Ike {
             .collect()
     }
 
+    /// Whether `spi` is either SPI of a live IKE SA (half-open included):
+    /// lets a caller with several peers behind one address pair hand a
+    /// datagram to the state machine it belongs to (RFC 7296 §2.6: SPIs
+    /// identify the IKE SA, not the addresses). The peer's SPI counts too,
+    /// so a retransmitted IKE_SA_INIT (responder SPI still zero) finds the
+    /// half-open SA it created.
+    pub fn owns_spi(&self, spi: u64) -> bool {
+        spi != 0
+            && self
+                .sas
+                .iter()
+                .any(|s| !s.dead && (s.spi_i == spi || s.spi_r == spi))
+    }
+
+    /// Whether any IKE SA exists (half-open, established or rekeyed).
+    pub fn has_sa(&self) -> bool {
+        self.sas.iter().any(|s| !s.dead)
+    }
+
     /// (spi_in, spi_out) of installed child SAs.
     pub fn child_sas(&self) -> Vec<(u32, u32)> {
         self.sas
@@ -2279,11 +2298,69 @@ impl IkeSuite {
             DhGroup::Ecp256 => "ecp256",
             DhGroup::Curve25519 => "x25519",
         };
-        format!("{e}-{p}-{d}")
+        // strongSwan's proposal keywords: `sha256` alone stands for the
+        // same hash as integrity and PRF; the PRF is spelled out otherwise.
+        let i = match self.integ {
+            None => None,
+            Some(crypto::Integ::HmacSha1_96) => Some("sha1"),
+            Some(crypto::Integ::HmacSha256_128) => Some("sha256"),
+            Some(crypto::Integ::HmacSha384_192) => Some("sha384"),
+            Some(crypto::Integ::HmacSha512_256) => Some("sha512"),
+        };
+        match i {
+            Some(i) if p.strip_prefix("prf") == Some(i) => format!("{e}-{i}-{d}"),
+            Some(i) => format!("{e}-{i}-{p}-{d}"),
+            None => format!("{e}-{p}-{d}"),
+        }
     }
 }
 
 /// Strip the RFC 3948 non-ESP marker; None if the datagram is ESP.
 pub fn strip_marker(data: &[u8]) -> Option<&[u8]> {
     data.strip_prefix(&NON_ESP_MARKER[..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suite_names_are_strongswan_keywords() {
+        let s = |encr, prf, integ, dh| {
+            IkeSuite {
+                encr,
+                prf,
+                integ,
+                dh,
+            }
+            .name()
+        };
+        assert_eq!(
+            s(
+                crypto::Encr::AesCbc(32),
+                crypto::Prf::HmacSha256,
+                Some(crypto::Integ::HmacSha256_128),
+                DhGroup::Modp2048
+            ),
+            "aes256-sha256-modp2048"
+        );
+        assert_eq!(
+            s(
+                crypto::Encr::AesCbc(16),
+                crypto::Prf::HmacSha256,
+                Some(crypto::Integ::HmacSha1_96),
+                DhGroup::Ecp256
+            ),
+            "aes128-sha1-prfsha256-ecp256"
+        );
+        assert_eq!(
+            s(
+                crypto::Encr::AesGcm16(16),
+                crypto::Prf::HmacSha256,
+                None,
+                DhGroup::Curve25519
+            ),
+            "aes128gcm16-prfsha256-x25519"
+        );
+    }
 }

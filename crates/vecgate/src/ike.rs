@@ -43,6 +43,9 @@ pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
 const MAX_WAIT: Duration = Duration::from_millis(100);
 /// Delay before an initiator starts over after a failure or deletion.
 const RECONNECT_DELAY: Duration = Duration::from_secs(3);
+/// Longest the thread waits at shutdown for the peer to acknowledge our
+/// IKE deletes (the workers wait for it, so this bounds the stop).
+pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 /// Anti-replay window of negotiated inbound SAs.
 const REPLAY_WINDOW: u32 = 1024;
 
@@ -384,38 +387,62 @@ impl ControlPlane {
             self.expire_removals(now);
             self.publish(now);
         }
-        // Leave politely: the peer learns the SAs are gone (RFC 7296 §1.4.1).
-        let now = Instant::now();
+        self.shutdown();
+    }
+
+    /// Leaves politely: the peer learns the SAs are gone (RFC 7296 §1.4.1)
+    /// instead of waiting for its DPD. The workers keep running until this
+    /// returns (run.rs stops them after joining this thread), so the
+    /// INFORMATIONAL deletes are sent; their answers are awaited for at
+    /// most [`SHUTDOWN_FLUSH`].
+    fn shutdown(&mut self) {
+        let start = Instant::now();
+        let mut n = 0;
         for t in &mut self.tunnels {
             if t.ike.is_established() {
-                t.ike.delete_ike(now);
+                t.ike.delete_ike(start);
+                n += 1;
             }
         }
         self.drain_all();
-    }
-
-    /// Hands a punted datagram to the tunnel it belongs to: the one whose
-    /// addresses match, else (a NAT'd peer) the one with our address.
-    fn datagram(&mut self, d: &dataplane::punt::Datagram) {
-        let now = Instant::now();
-        let pick = self
+        if n > 0 {
+            info!(tunnels = n, "IKE: deleting the IKE SAs before stopping");
+        }
+        while start.elapsed() < SHUTDOWN_FLUSH
+            && self.tunnels.iter().any(|t| t.ike.is_established())
+        {
+            if let Some(d) = self.punt.recv_timeout(Duration::from_millis(10)) {
+                self.datagram(&d);
+                self.punt.release(d);
+            }
+            let now = Instant::now();
+            for t in &mut self.tunnels {
+                t.ike.handle_timeout(now);
+            }
+            self.drain_all();
+        }
+        let left = self
             .tunnels
             .iter()
-            .position(|t| {
-                let c = t.ike.config();
-                c.local_addr.ip() == d.local.ip() && c.remote_addr.ip() == d.remote.ip()
-            })
-            .or_else(|| {
-                let mut it = self
-                    .tunnels
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| t.ike.config().local_addr.ip() == d.local.ip());
-                match (it.next(), it.next()) {
-                    (Some((i, _)), None) => Some(i),
-                    _ => None,
-                }
-            });
+            .filter(|t| t.ike.is_established())
+            .count();
+        if left > 0 {
+            warn!(
+                tunnels = left,
+                "IKE: stopping without the peer's delete acknowledgement"
+            );
+        }
+        // The last injected datagrams leave with the workers' next vector.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    /// Hands a punted datagram to the tunnel it belongs to: the one owning
+    /// its IKE SPI (several tunnels may join the same two gateways), else
+    /// (a new IKE_SA_INIT) one whose addresses match — preferably one
+    /// without an IKE SA yet — else (a NAT'd peer) the one with our address.
+    fn datagram(&mut self, d: &dataplane::punt::Datagram) {
+        let now = Instant::now();
+        let pick = tunnel_for(&self.tunnels, d.data(), d.local, d.remote);
         match pick {
             Some(i) => self.tunnels[i]
                 .ike
@@ -553,13 +580,7 @@ impl ControlPlane {
                 suite,
                 nat,
             } => {
-                let algorithms = format!(
-                    "{:?}/{:?}/{}/{:?}",
-                    suite.encr,
-                    suite.prf,
-                    suite.integ.map_or("none".to_string(), |x| format!("{x:?}")),
-                    suite.dh
-                );
+                let algorithms = suite.name();
                 info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"), spi_r = format_args!("{spi_r:016x}"),
                       %algorithms, nat, "IKE: SA established");
                 t.state = "established";
@@ -666,6 +687,59 @@ impl ControlPlane {
             })
             .collect();
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
+    }
+}
+
+/// The tunnel a datagram belongs to (see `ControlPlane::datagram`).
+fn tunnel_for(
+    tunnels: &[TunnelIke],
+    data: &[u8],
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> Option<usize> {
+    // RFC 3948 §2.2: on the NAT-T port IKE follows a 4-byte zero marker.
+    let msg = if local.port() == dataplane::punt::NAT_T_PORT {
+        vecgate_ike::state::strip_marker(data).unwrap_or(data)
+    } else {
+        data
+    };
+    let spi = |r: std::ops::Range<usize>| {
+        msg.get(r)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_be_bytes)
+    };
+    let (spi_i, spi_r) = (spi(0..8), spi(8..16));
+    if let Some(i) = tunnels
+        .iter()
+        .position(|t| t.ike.owns_spi(spi_i) || t.ike.owns_spi(spi_r))
+    {
+        return Some(i);
+    }
+    let same = |t: &&TunnelIke| {
+        let c = t.ike.config();
+        c.local_addr.ip() == local.ip() && c.remote_addr.ip() == remote.ip()
+    };
+    let mut matching = tunnels.iter().enumerate().filter(|(_, t)| same(t));
+    let first = matching.next().map(|(i, _)| i);
+    if let Some(i) = tunnels
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| same(t))
+        .find(|(_, t)| !t.ike.has_sa())
+        .map(|(i, _)| i)
+    {
+        return Some(i);
+    }
+    if first.is_some() {
+        return first;
+    }
+    let mut it = tunnels
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.ike.config().local_addr.ip() == local.ip());
+    match (it.next(), it.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
     }
 }
 
