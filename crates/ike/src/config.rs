@@ -276,6 +276,11 @@ pub struct IkeConfig {
     pub reconnect_delay: Option<Duration>,
     /// Liveness check when nothing was received for this long.
     pub dpd_interval: Option<Duration>,
+    /// A liveness check (RFC 7296 §2.4) unanswered this long declares the
+    /// peer dead, sooner than the full retransmission schedule would (a
+    /// restarted peer is then found again within seconds). None: the
+    /// retransmission schedule decides.
+    pub dpd_timeout: Option<Duration>,
     /// First retransmission timeout (RFC 7296 §2.1), doubled each time.
     pub retransmit_base: Duration,
     /// Retransmissions before giving up.
@@ -335,6 +340,7 @@ impl IkeConfig {
             ike_life_time: None,
             reconnect_delay: None,
             dpd_interval: None,
+            dpd_timeout: None,
             retransmit_base: Duration::from_secs(1),
             retransmit_tries: 5,
             cookie_threshold: 16,

@@ -263,6 +263,7 @@ struct Pending {
     req: Req,
     tries: u32,
     next_retx: Instant,
+    started: Instant,
 }
 
 struct Child {
@@ -691,6 +692,7 @@ impl Ike {
             req,
             tries: 0,
             next_retx: now + base,
+            started: now,
         });
         self.send_all(idx, msg);
     }
@@ -2209,14 +2211,20 @@ impl Ike {
             let tries_max = self.cfg.retransmit_tries;
             let mut resend = None;
             let mut give_up = false;
+            let dpd_timeout = self.cfg.dpd_timeout;
             if let Some(p) = self.sas[idx].pending.as_mut() {
-                if now >= p.next_retx {
-                    if p.tries >= tries_max {
+                let dpd_over =
+                    matches!(p.req, Req::Dpd) && dpd_timeout.is_some_and(|t| now >= p.started + t);
+                if dpd_over || now >= p.next_retx {
+                    if dpd_over || p.tries >= tries_max {
                         give_up = true;
                     } else {
                         p.tries += 1;
                         let back = base.saturating_mul(1u32 << p.tries.min(10));
                         p.next_retx = now + back;
+                        if let (Req::Dpd, Some(t)) = (&p.req, dpd_timeout) {
+                            p.next_retx = p.next_retx.min(p.started + t);
+                        }
                         resend = Some(p.data.clone());
                     }
                 }

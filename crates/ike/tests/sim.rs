@@ -329,6 +329,27 @@ fn dpd_detects_dead_peer() {
     assert!(!n.a.ike.is_established());
 }
 
+/// `dpd_timeout` cuts the liveness check short of the (long, doubling)
+/// retransmission schedule: a dead peer is declared within it.
+#[test]
+fn dpd_timeout_bounds_the_liveness_check() {
+    let mut n = pair(|a, _| {
+        a.dpd_interval = Some(Duration::from_secs(2));
+        a.dpd_timeout = Some(Duration::from_secs(6));
+    });
+    n.establish();
+    n.advance(Duration::from_secs(5));
+    assert!(n.a.ike.is_established());
+    n.drop = Box::new(|_, _| true);
+    // Checks answered at 2 s and 4 s; the one at 6 s is not: given up at
+    // 12 s instead of after a minute of retransmissions.
+    n.advance(Duration::from_secs(6));
+    assert!(failed(&n.a).is_empty(), "gave up too early");
+    n.advance(Duration::from_secs(2));
+    assert_eq!(failed(&n.a), vec![(FailReason::Timeout, false)]);
+    assert!(!n.a.ike.is_established());
+}
+
 #[test]
 fn wrong_psk_fails_both_sides_installs_nothing() {
     let mut n = pair(|_, b| b.psk = zeroize::Zeroizing::new(b"other".to_vec()));

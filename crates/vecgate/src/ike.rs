@@ -204,6 +204,11 @@ pub fn ike_config(cfg: &Config, t: &Tunnel, s: &IkeSettings) -> Result<IkeConfig
     }
     c.initiate = s.initiate;
     c.dpd_interval = s.dpd_interval.map(Duration::from_secs);
+    // An unanswered liveness check declares the peer dead after three
+    // intervals (at least 5 s), so a restarted peer is found again soon.
+    c.dpd_timeout = s
+        .dpd_interval
+        .map(|d| Duration::from_secs((d.saturating_mul(3)).max(5)));
     c.ike_rekey_time = s.ike_lifetime.map(Duration::from_secs);
     c.child_rekey_time = s.child_lifetime.map(Duration::from_secs);
     // Hard limits a little after the rekey times (RFC 7296 §2.8: the
