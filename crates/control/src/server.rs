@@ -88,9 +88,15 @@ pub fn check_endpoint(endpoint: &ApiEndpoint) -> Result<(), String> {
             }
             Ok(())
         }
-        ApiEndpoint::Tcp(addr) => std::net::TcpListener::bind(addr)
-            .map(drop)
-            .map_err(|e| format!("{addr}: {e}")),
+        ApiEndpoint::Tcp(addr) => std::net::TcpListener::bind(addr).map(drop).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                format!(
+                    "{addr}: address in use (another vecgate, or another program, listens there)"
+                )
+            } else {
+                format!("{addr}: {e}")
+            }
+        }),
     }
 }
 

@@ -56,6 +56,20 @@ enum Cmd {
         #[command(subcommand)]
         cmd: cli::RouteCmd,
     },
+    /// Add or delete an overlay tunnel live (gre, nvgre, vxlan).
+    Tunnel {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::TunnelCmd,
+    },
+    /// Install, switch or delete static IPsec SAs live.
+    Sa {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::SaCmd,
+    },
     /// Change a runtime switch.
     Set {
         #[command(flatten)]
@@ -107,6 +121,8 @@ fn main() -> ExitCode {
         Cmd::Perf(args) => vecgate_perf::cli::main(args),
         Cmd::Show { target, what } => cli::show(&target, &what),
         Cmd::Route { target, cmd } => cli::route(&target, &cmd),
+        Cmd::Tunnel { target, cmd } => cli::tunnel(&target, &cmd),
+        Cmd::Sa { target, cmd } => cli::sa(&target, &cmd),
         Cmd::Set { target, cmd } => cli::set(&target, &cmd),
         Cmd::Rsc {
             target,

@@ -393,3 +393,576 @@ fn live_route_changes_do_not_disturb_a_flow() {
     let _ = srv.wait();
     let _ = std::fs::remove_dir_all(sock.parent().unwrap());
 }
+
+// ---- Two gateways: live tunnels, SA operations, counters ------------------
+//
+//   h1 (10.1.0.2, .200) ── ga ══ 192.0.2.0/24 ══ gb ── h2 (10.2.0.2, .200)
+//
+// The plain underlay route carries the iperf3 flow; a GRE tunnel added live
+// carries 10.1.0.200 <-> 10.2.0.200.
+
+struct Two {
+    h1: Netns,
+    h2: Netns,
+    ga: Netns,
+    gb: Netns,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Two {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn two() -> Two {
+    let t = Two {
+        h1: Netns::new("h1"),
+        h2: Netns::new("h2"),
+        ga: Netns::new("ga"),
+        gb: Netns::new("gb"),
+        dir: std::env::temp_dir().join(unique("api2")),
+    };
+    std::fs::create_dir_all(&t.dir).unwrap();
+    veth(&t.h1, "eth0", &t.ga, "a-lan");
+    veth(&t.ga, "a-wan", &t.gb, "b-wan");
+    veth(&t.h2, "eth0", &t.gb, "b-lan");
+    t.h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip addr add 10.1.0.200/24 dev eth0 && ip route add default via 10.1.0.1");
+    t.h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip addr add 10.2.0.200/24 dev eth0 && ip route add default via 10.2.0.1");
+    t
+}
+
+/// Gateway `side`'s configuration: lan, wan, a plain route to the other
+/// site, and `extra` (tunnels, SAs).
+fn two_config(t: &Two, side: usize, extra: &str) -> String {
+    let (lan, lan4, wan) = if side == 0 {
+        ("a-lan", "10.1.0.1/24", "a-wan")
+    } else {
+        ("b-lan", "10.2.0.1/24", "b-wan")
+    };
+    let other = if side == 0 {
+        "10.2.0.0/24"
+    } else {
+        "10.1.0.0/24"
+    };
+    format!(
+        r#"[gateway]
+name = "g{side}"
+api = "unix:{}/g{side}.sock"
+
+[[interface]]
+name = "lan"
+host = "{lan}"
+driver = "af_packet"
+addresses = ["{lan4}"]
+
+[[interface]]
+name = "wan"
+host = "{wan}"
+driver = "af_packet"
+addresses = ["192.0.2.{}/24"]
+
+[[route]]
+prefix = "{other}"
+via = "192.0.2.{}"
+{extra}"#,
+        t.dir.display(),
+        side + 1,
+        2 - side,
+    )
+}
+
+fn sock_base(t: &Two, side: usize) -> String {
+    format!("--unix-socket {}/g{side}.sock http://x", t.dir.display())
+}
+
+fn gw_api(t: &Two, side: usize) -> impl Fn(&str, &str, Option<&str>) -> (u16, String) + '_ {
+    let ns = if side == 0 {
+        t.ga.name.clone()
+    } else {
+        t.gb.name.clone()
+    };
+    let base = sock_base(t, side);
+    move |m, p, b| curl(&ns, &base, m, p, b, None)
+}
+
+/// The value of the first metric line starting with `prefix`.
+fn metric(text: &str, prefix: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
+    let t = two();
+    let _a = Gateway::start(&t.ga, &two_config(&t, 0, ""));
+    let _b = Gateway::start(&t.gb, &two_config(&t, 1, ""));
+    let (a, b) = (gw_api(&t, 0), gw_api(&t, 1));
+    let mut srv = t.h2.spawn("iperf3 -s");
+    assert!(wait_until(10, || t
+        .h2
+        .try_sh("ss -ltn | grep -q 5201")
+        .status
+        .success()));
+    t.h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
+    let base = t.h1.sh("iperf3 -J -c 10.2.0.2 -t 3 -i 1");
+    let base: Value = serde_json::from_str(&base).unwrap();
+    let base_bps = base["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+
+    // The flow on the plain route, while the tunnel comes and goes.
+    let h1 = t.h1.name.clone();
+    let flow = std::thread::spawn(move || {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &h1, "iperf3", "-J", "-c", "10.2.0.2", "-t", "8", "-i", "1",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    for (side, api) in [(0usize, &a), (1, &b)] {
+        let (local, remote) = if side == 0 { (1, 2) } else { (2, 1) };
+        let body = format!(
+            r#"{{"name":"tg","kind":"gre","local":"192.0.2.{local}","remote":"192.0.2.{remote}","key":119}}"#
+        );
+        let (st, r) = api("POST", "/tunnels", Some(&body));
+        assert_eq!(st, 201, "{r}");
+        let v: Value = serde_json::from_str(&r).unwrap();
+        assert_eq!(
+            (v["name"].as_str(), v["key"].as_u64()),
+            (Some("tg"), Some(119))
+        );
+        let far = if side == 0 {
+            "10.2.0.200/32"
+        } else {
+            "10.1.0.200/32"
+        };
+        let (st, r) = api(
+            "POST",
+            "/routes",
+            Some(&format!(r#"{{"prefix":"{far}","via":"tg"}}"#)),
+        );
+        assert_eq!(st, 201, "{r}");
+        // A second tunnel of the same name is refused; so is deleting a
+        // tunnel a route still uses.
+        assert_eq!(api("POST", "/tunnels", Some(&body)).0, 409);
+        assert_eq!(api("DELETE", "/tunnels/tg", None).0, 409);
+    }
+    // Traffic crosses the new tunnel: GRE with key 119 on the underlay,
+    // both ways (each side's capture sees what it receives: vecgate's own
+    // transmissions bypass the taps).
+    let caps: Vec<_> = [(&t.gb, "b-wan"), (&t.ga, "a-wan")]
+        .into_iter()
+        .map(|(ns, ifname)| {
+            let pcap = t.dir.join(format!("{ifname}.pcap"));
+            let child = ns.spawn(&format!(
+                "tcpdump -n -i {ifname} --immediate-mode -U -w {} 'ip proto 47'",
+                pcap.display()
+            ));
+            assert!(wait_until(10, || pcap.exists()), "tcpdump did not start");
+            (child, pcap)
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = t.h1.sh("ping -c 3 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for ((mut child, pcap), from) in caps.into_iter().zip(["192.0.2.1", "192.0.2.2"]) {
+        common::sh(&format!("kill -INT {}", child.id()));
+        let _ = child.wait();
+        let keys = common::sh(&format!(
+            "tshark -n -r {} -T fields -E occurrence=f -e ip.src -e gre.key -Y 'gre && icmp'",
+            pcap.display()
+        ));
+        let n = keys
+            .lines()
+            .filter(|l| *l == format!("{from}\t0x00000077"))
+            .count();
+        assert!(n >= 3, "3 pings in GRE key 119 from {from}: {keys}");
+    }
+    // Per-tunnel counters: API, metrics.
+    let (_, tl) = a("GET", "/tunnels/tg", None);
+    let tv: Value = serde_json::from_str(&tl).unwrap();
+    assert!(
+        tv["tx_packets"].as_u64() >= Some(3) && tv["rx_packets"].as_u64() >= Some(3),
+        "{tl}"
+    );
+    let (_, m) = b("GET", "/metrics", None);
+    assert!(
+        metric(&m, "vecgate_tunnel_rx_packets_total{tunnel=\"tg\"}") >= 3,
+        "{m}"
+    );
+    let (_, c) = b("GET", "/counters", None);
+    let cv: Value = serde_json::from_str(&c).unwrap();
+    assert!(
+        cv["tunnels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["tunnel"] == "tg" && x["tx_packets"].as_u64() >= Some(3)),
+        "{c}"
+    );
+    // And it goes again: route first, then the tunnel.
+    for api in [&a, &b] {
+        let (_, cfg) = api("GET", "/config", None);
+        assert!(cfg.contains("name = \"tg\""), "{cfg}");
+        for p in ["10.2.0.200/32", "10.1.0.200/32"] {
+            let _ = api("DELETE", &format!("/routes?prefix={p}"), None);
+        }
+        assert_eq!(api("DELETE", "/tunnels/tg", None).0, 204);
+        assert_eq!(api("GET", "/tunnels", None), (200, "[]".to_owned()));
+    }
+    let flow: Value = serde_json::from_str(&flow.join().unwrap()).expect("iperf3 JSON");
+    let live_bps = flow["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let intervals: Vec<f64> = flow["intervals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| i["sum"]["bytes"].as_f64().unwrap_or(0.0))
+        .collect();
+    assert!(intervals.len() >= 7, "{flow}");
+    assert!(
+        intervals.iter().all(|b| *b > 0.0),
+        "a 1-s interval moved 0 bytes: {intervals:?}"
+    );
+    assert!(
+        live_bps > base_bps * 0.4,
+        "flow slowed down: {live_bps} vs {base_bps} bit/s"
+    );
+    // The tunnel's address is plain routed again.
+    assert!(t
+        .h1
+        .sh("ping -c 1 -W 2 -I 10.1.0.200 10.2.0.200")
+        .contains(" 0% packet loss"));
+    let _ = srv.kill();
+    let _ = srv.wait();
+}
+
+fn hexs(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A 36-byte aes256gcm16 key (key ‖ salt) for `spi` (a test fixture).
+fn test_key(spi: u32) -> Vec<u8> {
+    (0..36u32)
+        .map(|i| (i.wrapping_mul(29) ^ spi.wrapping_mul(13) ^ 0xa5) as u8)
+        .collect()
+}
+
+fn esp_extra(t: &Two, side: usize, out: u32, ins: u32) -> String {
+    let (local, remote) = if side == 0 { (1, 2) } else { (2, 1) };
+    let traffic = if side == 0 {
+        "10.2.0.200/32"
+    } else {
+        "10.1.0.200/32"
+    };
+    let mut s = format!(
+        "\n[[tunnel]]\nname = \"esp0\"\nkind = \"ipsec\"\nlocal = \"192.0.2.{local}\"\nremote = \"192.0.2.{remote}\"\ntraffic = [\"{traffic}\"]\n"
+    );
+    for (dir, spi) in [("out", out), ("in", ins)] {
+        let f = t.dir.join(format!("{spi:x}.hex"));
+        std::fs::write(&f, hexs(&test_key(spi))).unwrap();
+        s += &format!(
+            "\n[[tunnel.sa]]\ndirection = \"{dir}\"\nspi = {spi:#x}\nalgorithm = \"aes256gcm16\"\nkey_file = \"{}\"\n",
+            f.display()
+        );
+    }
+    s
+}
+
+const PACED_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d = os.urandom(n)
+for i in range(150):
+    try:
+        s = socket.create_connection((addr, port), timeout=30, source_address=(sys.argv[4], 0))
+        break
+    except OSError:
+        time.sleep(0.1)
+step = 64 << 10
+for i in range(0, n, step):
+    s.sendall(d[i:i + step])
+    time.sleep(0.02)
+s.close()
+print(hashlib.sha256(d).hexdigest(), len(d))
+"#;
+
+const RX: &str = r#"
+import socket, hashlib, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(1)
+s.settimeout(60)
+c, _ = s.accept()
+c.settimeout(60)
+h = hashlib.sha256()
+n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    h.update(b)
+    n += len(b)
+print(h.hexdigest(), n)
+"#;
+
+#[test]
+fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
+    let t = two();
+    const AB: u32 = 0x1001;
+    const BA: u32 = 0x2001;
+    const AB2: u32 = 0x1002;
+    let _a = Gateway::start(&t.ga, &two_config(&t, 0, &esp_extra(&t, 0, AB, BA)));
+    let _b = Gateway::start(&t.gb, &two_config(&t, 1, &esp_extra(&t, 1, BA, AB)));
+    let (a, b) = (gw_api(&t, 0), gw_api(&t, 1));
+    let out = t.h1.sh("ping -c 2 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    let new_key = hexs(&test_key(AB2));
+    let mut responses = Vec::new();
+
+    // Bad input: each a 4xx naming the field, the key never repeated.
+    for (body, code, f) in [
+        (
+            format!(
+                r#"{{"tunnel":"esp0","spi":"0x1002","algorithm":"aes256gcm16","key":"{}"}}"#,
+                &new_key[..40]
+            ),
+            400,
+            "key",
+        ),
+        (
+            format!(
+                r#"{{"tunnel":"esp0","spi":"0x1002","algorithm":"aes256gcm16","key":"zz{new_key}"}}"#
+            ),
+            400,
+            "key",
+        ),
+        (
+            format!(r#"{{"tunnel":"esp0","spi":"0x1002","algorithm":"rot13","key":"{new_key}"}}"#),
+            400,
+            "algorithm",
+        ),
+        (
+            format!(
+                r#"{{"tunnel":"esp0","spi":"0x10","algorithm":"aes256gcm16","key":"{new_key}"}}"#
+            ),
+            400,
+            "spi",
+        ),
+        (
+            format!(
+                r#"{{"tunnel":"nope","spi":"0x1002","algorithm":"aes256gcm16","key":"{new_key}"}}"#
+            ),
+            404,
+            "tunnel",
+        ),
+        (
+            format!(
+                r#"{{"tunnel":"esp0","spi":"0x2001","algorithm":"aes256gcm16","key":"{new_key}"}}"#
+            ),
+            409,
+            "spi",
+        ),
+        (
+            r#"{"tunnel":"esp0","spi":"0x1002","algorithm":"aes256gcm16"}"#.to_owned(),
+            400,
+            "key",
+        ),
+    ] {
+        let (st, r) = b("POST", "/sas", Some(&body));
+        assert_eq!((st, field(&r)), (code, f.to_owned()), "{body}: {r}");
+        responses.push(r);
+    }
+
+    // A transfer runs while gb learns the new inbound SA and ga switches.
+    let dir = &t.dir;
+    std::fs::write(dir.join("tx.py"), PACED_TX).unwrap();
+    std::fs::write(dir.join("rx.py"), RX).unwrap();
+    let rx =
+        t.h2.spawn(&format!("python3 {}/rx.py 10.2.0.200 7100", dir.display()));
+    let h1 = t.h1.name.clone();
+    let txp = dir.join("tx.py");
+    let tx = std::thread::spawn(move || {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &h1, "python3"])
+            .arg(&txp)
+            .args(["10.2.0.200", "7100", &(8usize << 20).to_string(), "10.1.0.200"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let body = format!(
+        r#"{{"tunnel":"esp0","spi":"0x1002","algorithm":"aes256gcm16","key":"{new_key}"}}"#
+    );
+    let (st, r) = b("POST", "/sas", Some(&body));
+    assert_eq!(st, 201, "{r}");
+    responses.push(r);
+    let (_, sas_a) = a("GET", "/sas", None);
+    let before: Value = serde_json::from_str(&sas_a).unwrap();
+    let old_out = before
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["direction"] == "outbound")
+        .unwrap()["packets"]
+        .as_u64()
+        .unwrap();
+    assert!(old_out > 0, "{sas_a}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sw = format!(r#"{{"spi":"0x1002","algorithm":"aes256gcm16","key":"{new_key}"}}"#);
+    let (st, r) = a("POST", "/tunnels/esp0/switch", Some(&sw));
+    assert_eq!(st, 200, "{r}");
+    let v: Value = serde_json::from_str(&r).unwrap();
+    assert_eq!(
+        (v["old_spi"].as_str(), v["new_spi"].as_str()),
+        (Some("0x00001001"), Some("0x00001002"))
+    );
+    responses.push(r);
+    let sent = tx.join().unwrap();
+    let got = rx.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout).trim(),
+        sent.trim(),
+        "the transfer was not byte-exact"
+    );
+    assert!(sent.trim().ends_with(&(8usize << 20).to_string()), "{sent}");
+
+    // The new SA carried traffic; the old inbound one can go now.
+    let (_, sas_b) = b("GET", "/sas", None);
+    let v: Value = serde_json::from_str(&sas_b).unwrap();
+    let new_in = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["spi"] == "0x00001002" && s["direction"] == "inbound")
+        .unwrap_or_else(|| panic!("{sas_b}"));
+    assert!(new_in["packets"].as_u64() > Some(100), "{sas_b}");
+    let (_, m) = b("GET", "/metrics", None);
+    assert!(
+        metric(
+            &m,
+            "vecgate_sa_packets_total{spi=\"0x1002\",direction=\"in\""
+        ) > 100,
+        "{m}"
+    );
+    let (_, tl) = a("GET", "/tunnels/esp0", None);
+    let tv: Value = serde_json::from_str(&tl).unwrap();
+    assert!(tv["tx_packets"].as_u64() > Some(100), "{tl}");
+    assert_eq!(b("DELETE", "/sas/0x1001", None).0, 204);
+    assert_eq!(b("DELETE", "/sas/0x1001", None).0, 404);
+    let out = t.h1.sh("ping -c 2 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    // A key file SA is recorded in the running configuration.
+    let kf = t.dir.join("1003.hex");
+    std::fs::write(&kf, hexs(&test_key(0x1003))).unwrap();
+    let (st, r) = b(
+        "POST",
+        "/sas",
+        Some(&format!(
+            r#"{{"tunnel":"esp0","spi":4099,"algorithm":"aes256gcm16","key_file":"{}"}}"#,
+            kf.display()
+        )),
+    );
+    assert_eq!(st, 201, "{r}");
+    responses.push(r);
+
+    // No response and no log line ever shows key material.
+    for api in [&a, &b] {
+        for p in [
+            "/sas",
+            "/config",
+            "/tunnels",
+            "/counters",
+            "/metrics",
+            "/openapi.json",
+        ] {
+            responses.push(api("GET", p, None).1);
+        }
+    }
+    let (_, cfg_b) = b("GET", "/config", None);
+    assert!(
+        cfg_b.contains("spi = 0x1003") || cfg_b.contains("spi = 4099"),
+        "{cfg_b}"
+    );
+    assert!(
+        !cfg_b.contains("spi = 0x1001"),
+        "deleted SA still configured: {cfg_b}"
+    );
+    let logs = _a.log_text() + &_b.log_text();
+    for k in [AB, BA, AB2, 0x1003] {
+        let key = hexs(&test_key(k));
+        for r in responses.iter().chain([&logs]) {
+            assert!(!r.contains(&key[..16]), "key of {k:#x} in: {r}");
+        }
+    }
+}
+
+#[test]
+fn a_second_gateway_on_a_live_api_endpoint_fails_a_stale_socket_is_replaced() {
+    let t = two();
+    // Stale: a socket file nobody listens on.
+    let stale = t.dir.join("g0.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let cfg = two_config(&t, 0, "");
+    let _first = Gateway::start(&t.ga, &cfg);
+    assert_eq!(gw_api(&t, 0)("GET", "/status", None).0, 200);
+    // Live: a second gateway with the same socket fails before attaching.
+    let path = t.dir.join("second.toml");
+    std::fs::write(&path, &cfg).unwrap();
+    let out = t.ga.try_sh(&format!(
+        "{} run --config {}",
+        common::vecgate_bin().display(),
+        path.display()
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("address in use"), "{err}");
+    // The first one still answers and still forwards (its guards intact).
+    assert_eq!(gw_api(&t, 0)("GET", "/status", None).0, 200);
+    assert!(t
+        .ga
+        .try_sh("nft list tables | grep -q 'vecgate_g0_a.lan'")
+        .status
+        .success());
+
+    // TCP: a port someone listens on.
+    let tok = t.dir.join("tok");
+    std::fs::write(&tok, "admin-0123456789\n").unwrap();
+    let tcp = cfg
+        .replace(
+            &format!("api = \"unix:{}/g0.sock\"", t.dir.display()),
+            &format!(
+                "api = \"tcp:127.0.0.1:9393\"\napi_token_file = \"{}\"",
+                tok.display()
+            ),
+        )
+        .replace("name = \"g0\"", "name = \"g0tcp\"");
+    let mut holder = t.ga.spawn("iperf3 -s -B 127.0.0.1 -p 9393");
+    assert!(wait_until(10, || t
+        .ga
+        .try_sh("ss -ltn | grep -q 9393")
+        .status
+        .success()));
+    std::fs::write(&path, &tcp).unwrap();
+    let out = t.ga.try_sh(&format!(
+        "{} run --config {}",
+        common::vecgate_bin().display(),
+        path.display()
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.to_lowercase().contains("address in use"), "{err}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+}

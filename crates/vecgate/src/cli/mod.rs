@@ -53,6 +53,82 @@ pub enum Show {
     Config,
 }
 
+/// `vecgate tunnel add|del`: overlay tunnels (gre, nvgre, vxlan) live.
+#[derive(clap::Subcommand, Debug)]
+pub enum TunnelCmd {
+    /// vecgate tunnel add NAME KIND LOCAL REMOTE [--key N] [--vrf V] ...
+    Add {
+        name: String,
+        /// gre, nvgre or vxlan (ipsec tunnels are created at startup).
+        kind: String,
+        local: String,
+        remote: String,
+        /// GRE key, NVGRE VSID or VXLAN VNI.
+        #[arg(long)]
+        key: Option<u32>,
+        #[arg(long)]
+        vrf: Option<String>,
+        #[arg(long)]
+        underlay_vrf: Option<String>,
+        #[arg(long)]
+        mtu: Option<u32>,
+        /// The gateway's address on the overlay segment (repeatable).
+        #[arg(long = "address")]
+        addresses: Vec<String>,
+        /// GRE payload: ip or ethernet.
+        #[arg(long)]
+        inner: Option<String>,
+        #[arg(long)]
+        checksum: bool,
+        #[arg(long)]
+        sequence: bool,
+        /// VXLAN UDP port.
+        #[arg(long)]
+        port: Option<u16>,
+    },
+    /// vecgate tunnel del NAME
+    Del { name: String },
+}
+
+/// How an SA command gets its key: never on the command line (it would
+/// show in `ps`).
+#[derive(clap::Args, Debug)]
+pub struct SaKey {
+    /// Hex key file, read by the gateway (recorded in its configuration).
+    #[arg(long, conflicts_with = "key_stdin")]
+    pub key_file: Option<String>,
+    /// Read the hex key from standard input and send it in the request.
+    #[arg(long)]
+    pub key_stdin: bool,
+}
+
+/// `vecgate sa add|switch|del`: static IPsec SAs live (make-before-break:
+/// add the new inbound SA, switch outbound once the peer has it, delete
+/// the old inbound SA last).
+#[derive(clap::Subcommand, Debug)]
+pub enum SaCmd {
+    /// vecgate sa add TUNNEL SPI ALGORITHM (--key-file F | --key-stdin)
+    Add {
+        tunnel: String,
+        spi: String,
+        algorithm: String,
+        #[command(flatten)]
+        key: SaKey,
+        #[arg(long)]
+        replay_window: Option<u32>,
+    },
+    /// vecgate sa switch TUNNEL SPI ALGORITHM (--key-file F | --key-stdin)
+    Switch {
+        tunnel: String,
+        spi: String,
+        algorithm: String,
+        #[command(flatten)]
+        key: SaKey,
+    },
+    /// vecgate sa del SPI (inbound SAs)
+    Del { spi: String },
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum RouteCmd {
     /// vecgate route add VRF PREFIX via X
@@ -270,7 +346,10 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
             let v = json(&c.get("/tunnels")?)?;
             print_or_json(t, &v, |v| {
                 table(
-                    &["Name", "Kind", "Local", "Remote", "Key", "VRF", "Underlay"],
+                    &[
+                        "Name", "Kind", "Local", "Remote", "Key", "VRF", "Underlay", "RxPkts",
+                        "RxBytes", "TxPkts", "TxBytes", "Drops",
+                    ],
                     &rows(
                         v,
                         &[
@@ -281,6 +360,11 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
                             "key",
                             "vrf",
                             "underlay_vrf",
+                            "rx_packets",
+                            "rx_bytes",
+                            "tx_packets",
+                            "tx_bytes",
+                            "drops",
                         ],
                     ),
                 )
@@ -289,13 +373,41 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
         Show::Sa => {
             let v = json(&c.get("/sas")?)?;
             print_or_json(t, &v, |v| {
-                table(
-                    &["SPI", "Tunnel", "Direction", "Cipher", "Packets", "Bytes"],
+                let mut out = table(
+                    &[
+                        "SPI",
+                        "Tunnel",
+                        "Direction",
+                        "Cipher",
+                        "Packets",
+                        "Bytes",
+                        "Drops",
+                    ],
                     &rows(
                         v,
-                        &["spi", "tunnel", "direction", "cipher", "packets", "bytes"],
+                        &[
+                            "spi",
+                            "tunnel",
+                            "direction",
+                            "cipher",
+                            "packets",
+                            "bytes",
+                            "drops",
+                        ],
                     ),
-                )
+                );
+                for sa in v.as_array().into_iter().flatten() {
+                    for d in sa["drop_reasons"].as_array().into_iter().flatten() {
+                        out.push_str(&format!(
+                            "  {} {}: {} {}\n",
+                            s(&sa["spi"]),
+                            s(&sa["direction"]),
+                            s(&d["reason"]),
+                            s(&d["count"])
+                        ));
+                    }
+                }
+                out
             });
         }
         Show::Ike => {
@@ -434,6 +546,131 @@ pub fn route(t: &Target, cmd: &RouteCmd) -> ExitCode {
                 c.ok(c.request("DELETE", &path, None)?)?;
                 if !t.json {
                     println!("route {prefix} deleted from vrf {vrf}");
+                }
+            }
+        }
+        Ok(())
+    })())
+}
+
+pub fn tunnel(t: &Target, cmd: &TunnelCmd) -> ExitCode {
+    finish((|| {
+        let c = resolve(t)?;
+        match cmd {
+            TunnelCmd::Add {
+                name,
+                kind,
+                local,
+                remote,
+                key,
+                vrf,
+                underlay_vrf,
+                mtu,
+                addresses,
+                inner,
+                checksum,
+                sequence,
+                port,
+            } => {
+                let mut body = serde_json::json!({
+                    "name": name, "kind": kind, "local": local, "remote": remote,
+                    "key": key, "vrf": vrf, "underlay_vrf": underlay_vrf, "mtu": mtu,
+                    "addresses": addresses, "inner": inner, "checksum": checksum,
+                    "sequence": sequence, "port": port,
+                });
+                if let Some(o) = body.as_object_mut() {
+                    o.retain(|_, v| !v.is_null());
+                }
+                let r = c.ok(c.request("POST", "/tunnels", Some(&body.to_string()))?)?;
+                if t.json {
+                    println!("{}", r.text());
+                } else {
+                    println!("tunnel {name} ({kind} {local} -> {remote}) added");
+                }
+            }
+            TunnelCmd::Del { name } => {
+                c.ok(c.request("DELETE", &format!("/tunnels/{}", enc(name)), None)?)?;
+                if !t.json {
+                    println!("tunnel {name} deleted");
+                }
+            }
+        }
+        Ok(())
+    })())
+}
+
+/// The key part of an SA request body (a stdin key is zeroized after).
+fn sa_key(k: &SaKey, body: &mut serde_json::Map<String, Value>) -> Result<(), String> {
+    match (&k.key_file, k.key_stdin) {
+        (Some(f), false) => {
+            body.insert("key_file".into(), Value::String(f.clone()));
+        }
+        (None, true) => {
+            let mut text = zeroize::Zeroizing::new(String::new());
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| format!("reading the key from stdin: {e}"))?;
+            body.insert("key".into(), Value::String(text.trim().to_owned()));
+        }
+        _ => return Err("give --key-file FILE or --key-stdin".into()),
+    }
+    Ok(())
+}
+
+pub fn sa(t: &Target, cmd: &SaCmd) -> ExitCode {
+    finish((|| {
+        let c = resolve(t)?;
+        match cmd {
+            SaCmd::Add {
+                tunnel,
+                spi,
+                algorithm,
+                key,
+                replay_window,
+            } => {
+                let mut body = serde_json::Map::new();
+                body.insert("tunnel".into(), tunnel.as_str().into());
+                body.insert("spi".into(), spi.as_str().into());
+                body.insert("algorithm".into(), algorithm.as_str().into());
+                if let Some(w) = replay_window {
+                    body.insert("replay_window".into(), (*w).into());
+                }
+                sa_key(key, &mut body)?;
+                let text = zeroize::Zeroizing::new(Value::Object(body).to_string());
+                let r = c.ok(c.request("POST", "/sas", Some(&text))?)?;
+                if t.json {
+                    println!("{}", r.text());
+                } else {
+                    println!("inbound SA {spi} installed on tunnel {tunnel}");
+                }
+            }
+            SaCmd::Switch {
+                tunnel,
+                spi,
+                algorithm,
+                key,
+            } => {
+                let mut body = serde_json::Map::new();
+                body.insert("spi".into(), spi.as_str().into());
+                body.insert("algorithm".into(), algorithm.as_str().into());
+                sa_key(key, &mut body)?;
+                let text = zeroize::Zeroizing::new(Value::Object(body).to_string());
+                let path = format!("/tunnels/{}/switch", enc(tunnel));
+                let r = c.ok(c.request("POST", &path, Some(&text))?)?;
+                let v = json(&r)?;
+                if t.json {
+                    println!("{v}");
+                } else {
+                    println!(
+                        "tunnel {tunnel}: outbound SA {} -> {}",
+                        s(&v["old_spi"]),
+                        s(&v["new_spi"])
+                    );
+                }
+            }
+            SaCmd::Del { spi } => {
+                c.ok(c.request("DELETE", &format!("/sas/{}", enc(spi)), None)?)?;
+                if !t.json {
+                    println!("inbound SA {spi} deleted");
                 }
             }
         }
