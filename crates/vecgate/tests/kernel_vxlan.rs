@@ -14,10 +14,9 @@
 
 mod common;
 
-use common::{veth, wait_until, Gateway, Netns};
-use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::time::Duration;
+use common::{
+    no_csum_errors, ping_ok, tcp_transfer, tshark, veth, wait_until, Capture, Gateway, Netns,
+};
 
 fn config() -> String {
     format!(
@@ -50,145 +49,6 @@ addresses = ["10.9.0.1/24", "fd09::1/64"]
 "#,
         pid = std::process::id()
     )
-}
-
-/// Receiver: accepts one connection on port 7000 (either family), prints
-/// the SHA-256 and length of everything received.
-const TCP_RX: &str = r#"
-import socket, hashlib, sys
-s = socket.socket(socket.AF_INET6)
-s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("::", 7000))
-s.listen(1)
-s.settimeout(90)
-c, _ = s.accept()
-c.settimeout(90)
-h = hashlib.sha256()
-n = 0
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    h.update(b)
-    n += len(b)
-print(h.hexdigest(), n)
-"#;
-
-/// Sender: retries the connection while the receiver starts, sends random
-/// bytes, prints their SHA-256 and length.
-const TCP_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, n = sys.argv[1], int(sys.argv[2])
-d = os.urandom(n)
-s = None
-for i in range(150):
-    try:
-        s = socket.create_connection((addr, 7000), timeout=10)
-        break
-    except OSError:
-        time.sleep(0.2)
-s.settimeout(90)
-s.sendall(d)
-s.shutdown(socket.SHUT_WR)
-s.recv(1)
-s.close()
-print(hashlib.sha256(d).hexdigest(), len(d))
-"#;
-
-fn tcp_transfer(from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
-    let dir = std::env::temp_dir();
-    let rxs = dir.join(format!("{}.py", common::unique("krx")));
-    let txs = dir.join(format!("{}.py", common::unique("ktx")));
-    std::fs::write(&rxs, TCP_RX).unwrap();
-    std::fs::write(&txs, TCP_TX).unwrap();
-    let rx = to.spawn(&format!("python3 {}", rxs.display()));
-    let sent = from.try_sh(&format!("python3 {} {to_addr} {bytes}", txs.display()));
-    let out = rx.wait_with_output().unwrap();
-    let _ = std::fs::remove_file(&rxs);
-    let _ = std::fs::remove_file(&txs);
-    assert!(
-        sent.status.success(),
-        "sender to {to_addr} failed: {}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let sent = String::from_utf8_lossy(&sent.stdout);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        sent.trim(),
-        "receiver at {to_addr} saw different bytes: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(sent.trim().ends_with(&format!(" {bytes}")), "{sent}");
-}
-
-/// A tcpdump on `ifname` in `ns`, stopped by its own pid (never by name:
-/// other tests run their own captures at the same time).
-struct Capture {
-    child: Option<Child>,
-    file: PathBuf,
-}
-
-impl Capture {
-    fn start(ns: &Netns, ifname: &str) -> Capture {
-        let file = std::env::temp_dir().join(format!("{}.pcap", common::unique("kvx")));
-        let child = ns.spawn(&format!(
-            "tcpdump -i {ifname} --immediate-mode -s 256 -w {} 2>/dev/null",
-            file.display()
-        ));
-        std::thread::sleep(Duration::from_millis(800));
-        Capture {
-            child: Some(child),
-            file,
-        }
-    }
-
-    fn stop(&mut self) -> &Path {
-        std::thread::sleep(Duration::from_millis(300));
-        if let Some(mut c) = self.child.take() {
-            // `ip netns exec … sh -c "exec tcpdump"`: the pid is tcpdump's.
-            let _ = common::sh(&format!("kill -INT {} 2>/dev/null || true", c.id()));
-            let _ = c.wait();
-        }
-        &self.file
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
-
-fn tshark(file: &Path, filter: &str, fields: &str) -> Vec<String> {
-    common::sh(&format!(
-        "tshark -r {} -Y '{filter}' -T fields {fields} 2>/dev/null",
-        file.display()
-    ))
-    .lines()
-    .filter(|l| !l.is_empty())
-    .map(str::to_owned)
-    .collect()
-}
-
-fn ping_ok(ns: &Netns, args: &str) -> bool {
-    ns.try_sh(&format!("ping {args}")).status.success()
-}
-
-/// No TCP/UDP checksum errors counted by the stack in `ns`.
-fn no_csum_errors(ns: &Netns, who: &str) {
-    for l in ns.sh("nstat -az | grep -i csum || true").lines() {
-        let n: u64 = l
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        assert_eq!(n, 0, "{who}: {l}");
-    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -335,4 +335,78 @@ pub fn counter(api: &str, node: &str, reason: &str) -> u64 {
         .into_iter()
         .find(|(n, r, _)| n == node && r == reason)
         .map_or(0, |(_, _, c)| c)
+}
+
+// ---- Interop-test helpers (kernel VXLAN, OVS GRE, NVGRE/scapy) ----
+
+/// A tcpdump on `ifname` in `ns`, stopped by its own pid (never by name:
+/// other tests run their own captures at the same time).
+pub struct Capture {
+    child: Option<Child>,
+    file: PathBuf,
+}
+
+impl Capture {
+    pub fn start(ns: &Netns, ifname: &str) -> Capture {
+        let file = std::env::temp_dir().join(format!("{}.pcap", unique("kvx")));
+        let child = ns.spawn(&format!(
+            "tcpdump -i {ifname} --immediate-mode -s 256 -w {} 2>/dev/null",
+            file.display()
+        ));
+        std::thread::sleep(Duration::from_millis(800));
+        Capture {
+            child: Some(child),
+            file,
+        }
+    }
+
+    pub fn stop(&mut self) -> &Path {
+        std::thread::sleep(Duration::from_millis(300));
+        if let Some(mut c) = self.child.take() {
+            // `ip netns exec … sh -c "exec tcpdump"`: the pid is tcpdump's.
+            let _ = sh(&format!("kill -INT {} 2>/dev/null || true", c.id()));
+            let _ = c.wait();
+        }
+        &self.file
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// tshark over a capture: one line per packet matching the display
+/// `filter`, with `fields` (`-e …` options), empty lines dropped.
+pub fn tshark(file: &Path, filter: &str, fields: &str) -> Vec<String> {
+    sh(&format!(
+        "tshark -r {} -Y '{filter}' -T fields {fields} 2>/dev/null",
+        file.display()
+    ))
+    .lines()
+    .filter(|l| !l.is_empty())
+    .map(str::to_owned)
+    .collect()
+}
+
+/// Whether `ping {args}` succeeds in `ns`.
+pub fn ping_ok(ns: &Netns, args: &str) -> bool {
+    ns.try_sh(&format!("ping {args}")).status.success()
+}
+
+/// No TCP/UDP checksum errors counted by the stack in `ns`.
+pub fn no_csum_errors(ns: &Netns, who: &str) {
+    for l in ns.sh("nstat -az | grep -i csum || true").lines() {
+        let n: u64 = l
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{who}: {l}");
+    }
 }
