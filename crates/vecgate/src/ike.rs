@@ -637,7 +637,9 @@ impl ControlPlane {
                 let what = if child { "child SA" } else { "IKE SA" };
                 warn!(tunnel = %t.name, %reason, "IKE: {what} negotiation failed");
                 t.last_error = Some(format!("{what}: {reason}"));
-                if !child && t.ike_sas.is_empty() {
+                // A tunnel without a child SA carries nothing: an IKE SA
+                // whose first child was refused is as failed as no IKE SA.
+                if (!child && t.ike_sas.is_empty()) || (child && t.children.is_empty()) {
                     t.state = "failed";
                 }
             }

@@ -34,6 +34,12 @@ pub struct Charon {
 impl Charon {
     /// Starts charon in `ns` and loads the connection `vg` (child `net`).
     pub fn start(ns: &Netns, c: &CharonCfg<'_>) -> Charon {
+        Charon::start_ext(ns, c, "", "")
+    }
+
+    /// As [`Charon::start`], with extra settings in the connection block
+    /// (`conn_extra`, e.g. `dpd_delay = 2s`) and in the child block.
+    pub fn start_ext(ns: &Netns, c: &CharonCfg<'_>, conn_extra: &str, child_extra: &str) -> Charon {
         assert!(
             std::path::Path::new("/usr/lib/ipsec/charon").exists(),
             "strongSwan charon is not installed (strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins)"
@@ -81,6 +87,7 @@ impl Charon {
     proposals = {ike}
     rekey_time = 0
     dpd_delay = 0
+    {conn_extra}
     local {{
       auth = psk
       id = {local_id}
@@ -96,6 +103,7 @@ impl Charon {
         esp_proposals = {esp}
         rekey_time = 0
         start_action = {start}
+        {child_extra}
       }}
     }}
   }}
@@ -118,6 +126,8 @@ secrets {{
                 remote_ts = c.remote_ts,
                 psk = c.psk,
                 start = if c.initiate { "start" } else { "none" },
+                conn_extra = conn_extra,
+                child_extra = child_extra,
             ),
         )
         .unwrap();
