@@ -111,6 +111,37 @@ impl EspOutbound for TunnelTx {
 pub struct InboundEntry {
     pub sa: Arc<InboundSa>,
     pub tunnel: u32,
+    /// Packets this SA refused, by [`EspError`] (index in
+    /// [`EspError::ALL`]); shared by every worker, touched only on a
+    /// refusal, never on the good path.
+    pub drops: Arc<SaDrops>,
+}
+
+/// Per-SA refusal counters, by reason.
+#[derive(Debug, Default)]
+pub struct SaDrops([std::sync::atomic::AtomicU64; EspError::ALL.len()]);
+
+impl SaDrops {
+    #[inline]
+    fn add(&self, e: EspError, n: u64) {
+        if let Some(c) = EspError::ALL
+            .iter()
+            .position(|x| *x == e)
+            .and_then(|i| self.0.get(i))
+        {
+            c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The non-zero counters as (reason, count).
+    pub fn list(&self) -> Vec<(&'static str, u64)> {
+        EspError::ALL
+            .iter()
+            .zip(self.0.iter())
+            .map(|(e, c)| (e.as_str(), c.load(std::sync::atomic::Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
 }
 
 /// The inbound SAD: SPI → SA, read-copy-update (workers load one snapshot
@@ -152,7 +183,10 @@ impl EspInbound for InboundSad {
                 s.clear();
                 s.resize(j - i, Err(EspError::Crypto));
                 match e.sa.decrypt_batch(&mut pkts[i..j], &mut s) {
-                    Err(err) => out[i..j].fill(Err(reason(err))),
+                    Err(err) => {
+                        e.drops.add(err, (j - i) as u64);
+                        out[i..j].fill(Err(reason(err)));
+                    }
                     Ok(_) => {
                         for (o, r) in out[i..j].iter_mut().zip(s.iter()) {
                             *o = match r {
@@ -160,7 +194,10 @@ impl EspInbound for InboundSad {
                                     tunnel: e.tunnel,
                                     inner_v6: d.inner_v6,
                                 }),
-                                Err(err) => Err(reason(*err)),
+                                Err(err) => {
+                                    e.drops.add(*err, 1);
+                                    Err(reason(*err))
+                                }
                             };
                         }
                     }
@@ -198,6 +235,9 @@ pub struct SaInfo {
     pub nat_t: bool,
     pub packets: u64,
     pub bytes: u64,
+    /// Refusals by reason (inbound SAs: replay, integrity, …); outbound
+    /// refusals are counted by esp-encrypt's node counters.
+    pub drops: Vec<(&'static str, u64)>,
 }
 
 /// A lifetime event collected by [`EspRegistry::poll_events`].
@@ -319,6 +359,7 @@ impl EspRegistry {
         let entry = InboundEntry {
             sa: Arc::new(sa),
             tunnel,
+            drops: Arc::default(),
         };
         let mut result = Ok(());
         self.sad.map.rcu(|cur| {
@@ -379,6 +420,7 @@ impl EspRegistry {
                 nat_t: sa.encap().is_some(),
                 packets: sa.lifetime().packets(),
                 bytes: sa.lifetime().bytes(),
+                drops: Vec::new(),
             });
         }
         for (spi, e) in self.sad.map.load().iter() {
@@ -392,6 +434,7 @@ impl EspRegistry {
                 nat_t: e.sa.encap().is_some(),
                 packets: e.sa.lifetime().packets(),
                 bytes: e.sa.lifetime().bytes(),
+                drops: e.drops.list(),
             });
         }
         v.sort_by_key(|s| (s.tunnel, !s.outbound, s.spi));
@@ -459,6 +502,48 @@ mod tests {
             reg.set_outbound(9, None).err(),
             Some(RegistryError::NoTunnel(9))
         );
+    }
+
+    #[test]
+    fn inbound_refusals_are_counted_per_sa() {
+        use crate::{Lifetime, SaConfig, TunnelEndpoints};
+        let cfg = |spi| SaConfig {
+            spi,
+            algorithm: Algorithm::AesGcm128,
+            key: zeroize::Zeroizing::new(vec![7; 20]),
+            esn: false,
+            replay_window: 64,
+            lifetime: Lifetime::default(),
+            tunnel: TunnelEndpoints {
+                local: std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
+                remote: std::net::Ipv4Addr::new(10, 0, 0, 2).into(),
+            },
+            encap: None,
+            df: false,
+        };
+        let reg = EspRegistry::new();
+        reg.add_tunnel(1, "t", OutboundSa::new(cfg(0x2000)).unwrap())
+            .unwrap();
+        reg.install_inbound(1, InboundSa::new(cfg(0x1000)).unwrap())
+            .unwrap();
+        let mut pool = dataplane::Pool::new(4);
+        let mut pkts = Vec::new();
+        for _ in 0..3 {
+            let mut p = pool.alloc().unwrap();
+            // SPI 0x1000, sequence 1, then bytes that fail the ICV.
+            let mut b = vec![0, 0, 0x10, 0, 0, 0, 0, 1];
+            b.extend_from_slice(&[0x33; 64]);
+            assert!(p.set_data(&b));
+            pkts.push(p);
+        }
+        let mut out = vec![Err(0); 3];
+        reg.sad().decrypt(&mut pkts, &mut out);
+        assert!(out.iter().all(|r| r.is_err()));
+        let inb = reg.list().into_iter().find(|i| !i.outbound).unwrap();
+        let total: u64 = inb.drops.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, 3, "{:?}", inb.drops);
+        let out_sa = reg.list().into_iter().find(|i| i.outbound).unwrap();
+        assert!(out_sa.drops.is_empty());
     }
 
     #[test]

@@ -330,8 +330,15 @@ pub fn sa_infos(reg: &EspRegistry) -> Vec<vecgate_control::model::SaInfo> {
             .into(),
             packets: i.packets,
             bytes: i.bytes,
-            drops: 0,
-            drop_reasons: Vec::new(),
+            drops: i.drops.iter().map(|(_, n)| n).sum(),
+            drop_reasons: i
+                .drops
+                .iter()
+                .map(|(r, n)| vecgate_control::model::DropCount {
+                    reason: (*r).to_owned(),
+                    count: *n,
+                })
+                .collect(),
         })
         .collect()
 }
