@@ -73,7 +73,7 @@ fn config(side: usize, k: Kind) -> String {
         r#"[gateway]
 name = "ov{me}"
 workers = 1
-api = "unix:/tmp/vecgate-ov-{pid}-{me}.sock"
+api = "unix:/tmp/{api}.sock"
 
 [[interface]]
 name = "lan"
@@ -107,7 +107,8 @@ vrf = "blue"
 prefix = "fd0{peer}::/64"
 via = "{via6}"
 "#,
-        pid = std::process::id(),
+        // Tests run in parallel in one process: one socket per gateway.
+        api = common::unique("api"),
         keys = k.keys,
     )
 }
@@ -201,9 +202,10 @@ fn capture(ns: &Netns) -> (std::process::Child, std::path::PathBuf) {
     (c, f)
 }
 
-fn stop_capture(ns: &Netns, mut c: std::process::Child) {
+fn stop_capture(mut c: std::process::Child) {
     std::thread::sleep(std::time::Duration::from_millis(300));
-    ns.sh("pkill -INT -x tcpdump || true");
+    // By pid (`sh -c "exec tcpdump"`): other tests capture at the same time.
+    common::sh(&format!("kill -INT {} 2>/dev/null || true", c.id()));
     let _ = c.wait();
 }
 
@@ -246,7 +248,7 @@ fn scenario(k: Kind, tshark_proto: &str, field: &str, ok: fn(&str) -> bool) {
     let (cap, file) = capture(&t.a);
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 8 << 20);
     tcp_transfer(&t.h2, &t.h1, "fd01::2", 2 << 20);
-    stop_capture(&t.a, cap);
+    stop_capture(cap);
 
     // tshark: every tunnel packet carries the right identifier; nothing
     // malformed; every underlay frame fits the 1500-byte MTU.
@@ -368,13 +370,16 @@ fn vxlan() {
 
 // ---- RSC switched at runtime; tenant isolation proven by captures ----
 
-/// `config(side, k)` with an API socket of its own (the tests of this file
-/// run in parallel in one process) and that socket's `unix:` address.
+/// `config(side, k)` and its API socket's `unix:` address.
 fn config_with_api(side: usize, k: Kind) -> (String, String) {
-    let me = side + 1;
-    let old = format!("unix:/tmp/vecgate-ov-{}-{me}.sock", std::process::id());
-    let api = format!("unix:/tmp/{}.sock", common::unique("api"));
-    (config(side, k).replace(&old, &api), api)
+    let c = config(side, k);
+    let api = c
+        .lines()
+        .find_map(|l| l.strip_prefix("api = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("api line")
+        .to_string();
+    (c, api)
 }
 
 /// Runs `vecgate ARGS --api API` and asserts it succeeds.
