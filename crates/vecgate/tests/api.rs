@@ -486,6 +486,16 @@ fn gw_api(t: &Two, side: usize) -> impl Fn(&str, &str, Option<&str>) -> (u16, St
     move |m, p, b| curl(&ns, &base, m, p, b, None)
 }
 
+/// `vecgate ARGS --api <gateway side's socket>`.
+fn vg_cli(t: &Two, side: usize, args: &str) -> std::process::Output {
+    std::process::Command::new(common::vecgate_bin())
+        .args(args.split_whitespace())
+        .arg("--api")
+        .arg(format!("unix:{}/g{side}.sock", t.dir.display()))
+        .output()
+        .expect("vecgate CLI")
+}
+
 /// The value of the first metric line starting with `prefix`.
 fn metric(text: &str, prefix: &str) -> u64 {
     text.lines()
@@ -530,8 +540,20 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         let body = format!(
             r#"{{"name":"tg","kind":"gre","local":"192.0.2.{local}","remote":"192.0.2.{remote}","key":119}}"#
         );
-        let (st, r) = api("POST", "/tunnels", Some(&body));
-        assert_eq!(st, 201, "{r}");
+        // gb's through the CLI verb, ga's through the API.
+        let r = if side == 1 {
+            let out = vg_cli(
+                &t,
+                1,
+                &format!("tunnel add --json tg gre 192.0.2.{local} 192.0.2.{remote} --key 119"),
+            );
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        } else {
+            let (st, r) = api("POST", "/tunnels", Some(&body));
+            assert_eq!(st, 201, "{r}");
+            r
+        };
         let v: Value = serde_json::from_str(&r).unwrap();
         assert_eq!(
             (v["name"].as_str(), v["key"].as_u64()),
@@ -572,18 +594,11 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
     let out = t.h1.sh("ping -c 3 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
     assert!(out.contains(" 0% packet loss"), "{out}");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    for ((mut child, pcap), from) in caps.into_iter().zip(["192.0.2.1", "192.0.2.2"]) {
+    let mut pcaps = Vec::new();
+    for (mut child, pcap) in caps {
         common::sh(&format!("kill -INT {}", child.id()));
         let _ = child.wait();
-        let keys = common::sh(&format!(
-            "tshark -n -r {} -T fields -E occurrence=f -e ip.src -e gre.key -Y 'gre && icmp'",
-            pcap.display()
-        ));
-        let n = keys
-            .lines()
-            .filter(|l| *l == format!("{from}\t0x00000077"))
-            .count();
-        assert!(n >= 3, "3 pings in GRE key 119 from {from}: {keys}");
+        pcaps.push(pcap);
     }
     // Per-tunnel counters: API, metrics.
     let (_, tl) = a("GET", "/tunnels/tg", None);
@@ -607,6 +622,12 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
             .any(|x| x["tunnel"] == "tg" && x["tx_packets"].as_u64() >= Some(3)),
         "{c}"
     );
+    let out = vg_cli(&t, 1, "show tunnels");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("RxPkts") && table.lines().any(|l| l.starts_with("tg ")),
+        "{table}"
+    );
     // And it goes again: route first, then the tunnel.
     for api in [&a, &b] {
         let (_, cfg) = api("GET", "/config", None);
@@ -628,14 +649,40 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         .map(|i| i["sum"]["bytes"].as_f64().unwrap_or(0.0))
         .collect();
     assert!(intervals.len() >= 7, "{flow}");
+    let drops = |api: &dyn Fn(&str, &str, Option<&str>) -> (u16, String)| -> String {
+        let v: Value = serde_json::from_str(&api("GET", "/counters", None).1).unwrap();
+        let mut out = String::new();
+        for n in v["nodes"].as_array().into_iter().flatten() {
+            for d in n["drops"].as_array().into_iter().flatten() {
+                if d["count"].as_u64() > Some(0) {
+                    out += &format!("{} {} {}\n", n["node"], d["reason"], d["count"]);
+                }
+            }
+        }
+        out + &v["interfaces"].to_string()
+    };
     assert!(
         intervals.iter().all(|b| *b > 0.0),
-        "a 1-s interval moved 0 bytes: {intervals:?}"
+        "a 1-s interval moved 0 bytes: {intervals:?}\nga: {}\ngb: {}",
+        drops(&a),
+        drops(&b)
     );
     assert!(
         live_bps > base_bps * 0.4,
         "flow slowed down: {live_bps} vs {base_bps} bit/s"
     );
+    // The captures are judged after the flow (tshark is CPU-hungry).
+    for (pcap, from) in pcaps.iter().zip(["192.0.2.1", "192.0.2.2"]) {
+        let keys = common::sh(&format!(
+            "tshark -n -r {} -T fields -E occurrence=f -e ip.src -e gre.key -Y 'gre && icmp'",
+            pcap.display()
+        ));
+        let n = keys
+            .lines()
+            .filter(|l| *l == format!("{from}\t0x00000077"))
+            .count();
+        assert!(n >= 3, "3 pings in GRE key 119 from {from}: {keys}");
+    }
     // The tunnel's address is plain routed again.
     assert!(t
         .h1
@@ -863,7 +910,14 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
     let (_, tl) = a("GET", "/tunnels/esp0", None);
     let tv: Value = serde_json::from_str(&tl).unwrap();
     assert!(tv["tx_packets"].as_u64() > Some(100), "{tl}");
-    assert_eq!(b("DELETE", "/sas/0x1001", None).0, 204);
+    let out = vg_cli(&t, 1, "show sa");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("Drops") && table.contains("0x00001002"),
+        "{table}"
+    );
+    let out = vg_cli(&t, 1, "sa del 0x1001");
+    assert!(out.status.success(), "{out:?}");
     assert_eq!(b("DELETE", "/sas/0x1001", None).0, 404);
     let out = t.h1.sh("ping -c 2 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
     assert!(out.contains(" 0% packet loss"), "{out}");
