@@ -486,6 +486,9 @@ fn gw_api(t: &Two, side: usize) -> impl Fn(&str, &str, Option<&str>) -> (u16, St
     move |m, p, b| curl(&ns, &base, m, p, b, None)
 }
 
+/// A gateway's API as a function: (method, path, body) -> (status, body).
+type Api<'a> = dyn Fn(&str, &str, Option<&str>) -> (u16, String) + 'a;
+
 /// `vecgate ARGS --api <gateway side's socket>`.
 fn vg_cli(t: &Two, side: usize, args: &str) -> std::process::Output {
     std::process::Command::new(common::vecgate_bin())
@@ -649,7 +652,7 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         .map(|i| i["sum"]["bytes"].as_f64().unwrap_or(0.0))
         .collect();
     assert!(intervals.len() >= 7, "{flow}");
-    let drops = |api: &dyn Fn(&str, &str, Option<&str>) -> (u16, String)| -> String {
+    let drops = |api: &Api<'_>| -> String {
         let v: Value = serde_json::from_str(&api("GET", "/counters", None).1).unwrap();
         let mut out = String::new();
         for n in v["nodes"].as_array().into_iter().flatten() {
