@@ -133,35 +133,47 @@ fn show_set_trace_capture() {
         "{t}"
     );
 
-    // Capture: 4 frames on site-a while h1 pings: 2 requests, 2 replies.
+    // Capture: 8 frames on site-a while h1 pings. Other frames (ND, ARP)
+    // may be among them; the echo requests and replies must be, in order.
     let pcap = dir.join("c.pcap");
-    let pinger = h1.spawn("sh -c 'sleep 0.5; ping -c 4 -i 0.3 -W 2 10.2.0.2'");
+    let pinger = h1.spawn("sh -c 'sleep 0.5; ping -c 8 -i 0.3 -W 2 10.2.0.2'");
     ok(
         &gw,
         &sock,
-        &format!("capture site-a --count 4 -w {}", pcap.display()),
+        &format!("capture site-a --count 8 -w {}", pcap.display()),
     );
     drop(pinger);
-    let out = Command::new("tshark")
-        .args(["-r"])
-        .arg(&pcap)
-        .args([
-            "-T",
-            "fields",
-            "-e",
-            "ip.src",
-            "-e",
-            "ip.dst",
-            "-e",
-            "icmp.type",
-        ])
-        .output()
-        .expect("tshark");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
-    assert_eq!(lines[0], "10.1.0.2\t10.2.0.2\t8", "{text}");
-    assert_eq!(lines[1], "10.2.0.2\t10.1.0.2\t0", "{text}");
+    let fields = |filter: &str| {
+        let out = Command::new("tshark")
+            .args(["-r"])
+            .arg(&pcap)
+            .args([
+                "-Y",
+                filter,
+                "-T",
+                "fields",
+                "-e",
+                "ip.src",
+                "-e",
+                "ip.dst",
+                "-e",
+                "icmp.type",
+            ])
+            .output()
+            .expect("tshark");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let all = fields("frame");
+    assert_eq!(all.lines().count(), 8, "exactly the requested count: {all}");
+    let icmp = fields("icmp");
+    let lines: Vec<&str> = icmp.lines().collect();
+    let req = lines.iter().position(|l| *l == "10.1.0.2\t10.2.0.2\t8");
+    assert!(req.is_some(), "an echo request was captured: {all}");
+    assert_eq!(
+        lines.get(req.unwrap() + 1).copied(),
+        Some("10.2.0.2\t10.1.0.2\t0"),
+        "its reply follows: {all}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
