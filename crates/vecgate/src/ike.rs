@@ -43,6 +43,9 @@ pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
 const MAX_WAIT: Duration = Duration::from_millis(100);
 /// Delay before an initiator starts over after a failure or deletion.
 const RECONNECT_DELAY: Duration = Duration::from_secs(3);
+/// Initial exchanges in flight at once towards one peer address (below
+/// strongSwan's default per-IP half-open limit of 5).
+const MAX_HALF_OPEN_PER_PEER: usize = 4;
 /// Longest the thread waits at shutdown for the peer to acknowledge our
 /// IKE deletes (the workers wait for it, so this bounds the stop).
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
@@ -357,16 +360,15 @@ struct ControlPlane {
 
 impl ControlPlane {
     fn run(&mut self, stop: &AtomicBool) {
-        let now = Instant::now();
-        for t in &mut self.tunnels {
-            if t.ike.config().initiate {
-                if let Err(e) = t.ike.initiate(now) {
-                    error!(tunnel = %t.name, "IKE: cannot initiate: {e}");
-                }
-            }
-        }
-        self.drain_all();
+        let mut to_start: Vec<usize> = (0..self.tunnels.len())
+            .filter(|&i| self.tunnels[i].ike.config().initiate)
+            .rev()
+            .collect();
         while !stop.load(Ordering::Relaxed) {
+            if !to_start.is_empty() {
+                self.start_some(&mut to_start, Instant::now());
+                self.drain_all();
+            }
             let now = Instant::now();
             let next = self
                 .tunnels
@@ -393,6 +395,34 @@ impl ControlPlane {
             self.publish(now);
         }
         self.shutdown();
+    }
+
+    /// Starts initiating tunnels (popped from the back of `to_start`) while
+    /// fewer than [`MAX_HALF_OPEN_PER_PEER`] of ours towards the same peer
+    /// address are half-open: peers cap half-open SAs per source address
+    /// (strongSwan's `block_threshold`, 5) and silently drop the rest, which
+    /// would cost the excess a retransmission schedule each.
+    fn start_some(&mut self, to_start: &mut Vec<usize>, now: Instant) {
+        let mut skipped = Vec::new();
+        while let Some(i) = to_start.pop() {
+            let peer = self.tunnels[i].ike.config().remote_addr.ip();
+            let half_open = self
+                .tunnels
+                .iter()
+                .filter(|t| t.ike.config().remote_addr.ip() == peer)
+                .filter(|t| t.ike.has_sa() && !t.ike.is_established())
+                .count();
+            if half_open >= MAX_HALF_OPEN_PER_PEER {
+                skipped.push(i);
+                continue;
+            }
+            let t = &mut self.tunnels[i];
+            if let Err(e) = t.ike.initiate(now) {
+                error!(tunnel = %t.name, "IKE: cannot initiate: {e}");
+            }
+        }
+        skipped.reverse();
+        *to_start = skipped;
     }
 
     /// Leaves politely: the peer learns the SAs are gone (RFC 7296 §1.4.1)
