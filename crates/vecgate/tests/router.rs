@@ -34,7 +34,7 @@ fn config(workers: usize, extra: &str) -> String {
         r#"[gateway]
 name = "rt"
 workers = {workers}
-api = "unix:/tmp/vecgate-test-{pid}.sock"
+api = "unix:/tmp/{api}.sock"
 
 [[interface]]
 name = "site-a"
@@ -48,7 +48,7 @@ host = "gw-h2"
 driver = "af_packet"
 addresses = ["10.2.0.1/24", "fd02::1/64"]
 {extra}"#,
-        pid = std::process::id()
+        api = common::unique("api")
     )
 }
 
@@ -211,8 +211,8 @@ fn overlapping_vrfs_stay_isolated() {
         (Netns::new("b2"), "b-h2", "blue", "10.2.0.2"),
     ];
     let mut cfg = format!(
-        "[gateway]\nname = \"vrf\"\nworkers = 1\napi = \"unix:/tmp/vecgate-vrf-{}.sock\"\n",
-        std::process::id()
+        "[gateway]\nname = \"vrf\"\nworkers = 1\napi = \"unix:/tmp/{}.sock\"\n",
+        common::unique("api")
     );
     for (ns, gif, vrf, addr) in &hosts {
         veth(ns, "eth0", &gw, gif);
