@@ -18,12 +18,12 @@ use common::{
     no_csum_errors, ping_ok, tcp_transfer, tshark, veth, wait_until, Capture, Gateway, Netns,
 };
 
-fn config() -> String {
+fn config(api: &str) -> String {
     format!(
         r#"[gateway]
 name = "kvx"
 workers = 1
-api = "unix:/tmp/vecgate-kvx-{pid}.sock"
+api = "{api}"
 
 [[interface]]
 name = "lan"
@@ -47,7 +47,6 @@ remote = "192.168.101.2"
 vrf = "blue"
 addresses = ["10.9.0.1/24", "fd09::1/64"]
 "#,
-        pid = std::process::id()
     )
 }
 
@@ -75,7 +74,8 @@ fn vecgate_vxlan_with_kernel_vxlan() {
     );
     let mtu = peer.sh("cat /sys/class/net/vxlan0/mtu");
     assert_eq!(mtu.trim(), "1450");
-    let _g = Gateway::start(&gw, &config());
+    let api = format!("unix:/tmp/{}.sock", common::unique("api"));
+    let _g = Gateway::start(&gw, &config(&api));
     // Captured on the peer's side of the underlay veth: vecgate transmits
     // with PACKET_QDISC_BYPASS, which taps on its own side do not see.
     let mut cap = Capture::start(&peer, "ul");
@@ -145,4 +145,13 @@ fn vecgate_vxlan_with_kernel_vxlan() {
     );
     no_csum_errors(&h1, "h1");
     no_csum_errors(&peer, "peer");
+    // h1's TSO super-packets were encapsulated once and segmented after
+    // (this also proves the counters were read).
+    assert!(common::counter(&api, "tunnel-encap", "segmented-super-packets") > 0);
+    // Nothing the peer sent was dropped by the decapsulation node.
+    let drops: Vec<_> = common::show_errors(&api)
+        .into_iter()
+        .filter(|(node, _, _)| node == "vxlan-input")
+        .collect();
+    assert!(drops.is_empty(), "vxlan-input drops: {drops:?}");
 }

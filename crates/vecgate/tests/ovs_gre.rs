@@ -21,12 +21,12 @@ use common::{
 };
 use std::path::{Path, PathBuf};
 
-fn config() -> String {
+fn config(api: &str) -> String {
     format!(
         r#"[gateway]
 name = "ovsgre"
 workers = 1
-api = "unix:/tmp/vecgate-ovsgre-{pid}.sock"
+api = "{api}"
 
 [[interface]]
 name = "lan"
@@ -51,7 +51,6 @@ remote = "192.168.102.2"
 vrf = "blue"
 addresses = ["10.9.0.1/24", "fd09::1/64"]
 "#,
-        pid = std::process::id()
     )
 }
 
@@ -177,7 +176,8 @@ fn vecgate_gre_teb_with_ovs_userspace_gre() {
         );
     }
 
-    let _g = Gateway::start(&gw, &config());
+    let api = format!("unix:/tmp/{}.sock", common::unique("api"));
+    let _g = Gateway::start(&gw, &config(&api));
     // vecgate transmits with PACKET_QDISC_BYPASS (invisible to taps on its
     // own side): capture the underlay on the OVS side.
     let mut cap = Capture::start(&ovsns, "ul");
@@ -248,4 +248,13 @@ fn vecgate_gre_teb_with_ovs_userspace_gre() {
     assert!(!inner6.is_empty(), "no IPv6 TCP inside GRE");
     no_csum_errors(&h1, "h1");
     no_csum_errors(&h2, "h2");
+    // h1's TSO super-packets were encapsulated once and segmented after
+    // (this also proves the counters were read).
+    assert!(common::counter(&api, "tunnel-encap", "segmented-super-packets") > 0);
+    // Nothing the peer sent was dropped by the decapsulation node.
+    let drops: Vec<_> = common::show_errors(&api)
+        .into_iter()
+        .filter(|(node, _, _)| node == "gre-input")
+        .collect();
+    assert!(drops.is_empty(), "gre-input drops: {drops:?}");
 }

@@ -348,7 +348,7 @@ pub struct Capture {
 
 impl Capture {
     pub fn start(ns: &Netns, ifname: &str) -> Capture {
-        let file = std::env::temp_dir().join(format!("{}.pcap", unique("kvx")));
+        let file = std::env::temp_dir().join(format!("{}.pcap", unique("cap")));
         let child = ns.spawn(&format!(
             "tcpdump -i {ifname} --immediate-mode -s 256 -w {} 2>/dev/null",
             file.display()
