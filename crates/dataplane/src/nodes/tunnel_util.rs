@@ -109,6 +109,14 @@ fn inner_offload(d: &[u8], o: Offload, inner: Option<(usize, bool)>) -> Offload 
         k.gso = o.gso;
         k.gso_size = o.gso_size;
         k.hdr_len = (start + thl) as u16;
+    } else if o.gso == Gso::UdpL4 {
+        // UDP segmentation: the UDP checksum (offset 6) at the inner L4.
+        if o.csum_offset != 6 || start + 8 > d.len() || o.gso_size == 0 {
+            return Offload::default();
+        }
+        k.gso = Gso::UdpL4;
+        k.gso_size = o.gso_size;
+        k.hdr_len = (start + 8) as u16;
     }
     k
 }
@@ -159,5 +167,71 @@ pub(crate) fn outer_addrs(d: &[u8]) -> Option<(std::net::IpAddr, std::net::IpAdd
         4 if d.len() >= 20 => Some((super::ip4_at(d, 12).into(), super::ip4_at(d, 16).into())),
         6 if d.len() >= 40 => Some((super::ip6_at(d, 8).into(), super::ip6_at(d, 24).into())),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ethernet + IPv4 + an L4 header of 20 bytes (TCP, data offset 5).
+    fn frame() -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 20 + 100];
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        f[14] = 0x45;
+        f[34 + 12] = 5 << 4;
+        f
+    }
+
+    fn partial(start: u16, offset: u16, gso: Gso, size: u16) -> Offload {
+        Offload {
+            needs_csum: true,
+            csum_start: start,
+            csum_offset: offset,
+            gso,
+            gso_size: size,
+            hdr_len: 999,
+            ..Offload::default()
+        }
+    }
+
+    #[test]
+    fn inner_partial_checksum_and_gso_kept_outer_or_odd_dropped() {
+        let f = frame();
+        let ip = inner_ip(&f, true);
+        assert_eq!(ip, Some((14, false)));
+        // Inner TCP super-packet: kept, hdr_len recomputed.
+        let k = inner_offload(&f, partial(34, 16, Gso::TcpV4, 1400), ip);
+        assert!(k.needs_csum && k.gso == Gso::TcpV4);
+        assert_eq!((k.csum_start, k.gso_size, k.hdr_len), (34, 1400, 54));
+        // Inner UDP (USO) super-packet: kept with the 8-byte header.
+        let k = inner_offload(&f, partial(34, 6, Gso::UdpL4, 1000), ip);
+        assert_eq!((k.gso, k.hdr_len), (Gso::UdpL4, 42));
+        // Plain inner partial checksum.
+        let k = inner_offload(&f, partial(34, 6, Gso::None, 0), ip);
+        assert!(k.needs_csum && k.gso == Gso::None);
+        // A partial checksum that was the outer one (pull saturated it to
+        // the inner headers' start), a family mismatch, a field past the
+        // end, no partial checksum at all, non-IP: nothing kept.
+        for (o, ip) in [
+            (partial(0, 6, Gso::None, 0), ip),
+            (partial(20, 6, Gso::None, 0), ip),
+            (partial(34, 16, Gso::TcpV6, 1400), ip),
+            (partial(34, 16, Gso::TcpV4, 0), ip),
+            (partial(34, 6, Gso::TcpV4, 1400), ip),
+            (partial(34, 200, Gso::None, 0), ip),
+            (
+                Offload {
+                    gso: Gso::TcpV4,
+                    gso_size: 1400,
+                    ..Offload::default()
+                },
+                ip,
+            ),
+            (partial(34, 16, Gso::TcpV4, 1400), None),
+        ] {
+            let k = inner_offload(&f, o, ip);
+            assert!(!k.needs_csum && k.gso == Gso::None, "{o:?} -> {k:?}");
+        }
     }
 }
