@@ -69,9 +69,7 @@ pub(super) fn check(v: &mut V<'_>) {
             v.err(
                 p.key("sa"),
                 &label,
-                format!(
-                    "needs exactly one [[tunnel.sa]] with direction = \"out\" (found {outs})"
-                ),
+                format!("needs exactly one [[tunnel.sa]] with direction = \"out\" (found {outs})"),
             );
         }
         if !x.sas.is_empty() && x.inbound().next().is_none() {

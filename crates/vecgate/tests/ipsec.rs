@@ -692,15 +692,27 @@ fn scapy_packets_forwarded_and_bad_ones_dropped_by_reason() {
     }
     // `show sa`: SPIs and algorithms, never key material.
     let out = Command::new(common::vecgate_bin())
-        .args(["show", "sa", "--json", "--api", &format!("unix:{}", p.sock_b)])
+        .args([
+            "show",
+            "sa",
+            "--json",
+            "--api",
+            &format!("unix:{}", p.sock_b),
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("0x00001001") && text.contains("0x00002001"), "{text}");
+    assert!(
+        text.contains("0x00001001") && text.contains("0x00002001"),
+        "{text}"
+    );
     assert!(text.contains("aes-gcm-128"), "{text}");
     for k in [&ab.key, &ba.key] {
-        assert!(!text.contains(&hex(&k[..8])), "key material in show sa: {text}");
+        assert!(
+            !text.contains(&hex(&k[..8])),
+            "key material in show sa: {text}"
+        );
     }
 }
 
