@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{veth, wait_until, Gateway, Netns};
+use common::{tcp_transfer, veth, wait_until, Gateway, Netns};
 
 struct Topo {
     h1: Netns,
@@ -111,64 +111,6 @@ via = "{via6}"
         api = common::unique("api"),
         keys = k.keys,
     )
-}
-
-const TCP_RX: &str = r#"
-import socket, hashlib, sys
-addr = sys.argv[1]
-fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-s = socket.socket(fam)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", 7000))
-s.listen(1)
-s.settimeout(60)
-c, _ = s.accept()
-h = hashlib.sha256()
-n = 0
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    h.update(b)
-    n += len(b)
-print(h.hexdigest(), n)
-"#;
-
-const TCP_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, n = sys.argv[1], int(sys.argv[2])
-d = os.urandom(n)
-for i in range(100):
-    try:
-        s = socket.create_connection((addr, 7000), timeout=60)
-        break
-    except ConnectionRefusedError:
-        time.sleep(0.1)
-s.sendall(d)
-s.close()
-print(hashlib.sha256(d).hexdigest(), len(d))
-"#;
-
-/// `bytes` of random data from `from` to `to_addr`:7000; the SHA-256 seen
-/// by the receiver must equal the sender's.
-fn tcp_transfer(from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
-    let dir = std::env::temp_dir();
-    let rxs = dir.join(format!("{}.py", common::unique("orx")));
-    let txs = dir.join(format!("{}.py", common::unique("otx")));
-    std::fs::write(&rxs, TCP_RX).unwrap();
-    std::fs::write(&txs, TCP_TX).unwrap();
-    let rx = to.spawn(&format!("python3 {} {to_addr}", rxs.display()));
-    let sent = from.sh(&format!("python3 {} {to_addr} {bytes}", txs.display()));
-    let out = rx.wait_with_output().unwrap();
-    let _ = std::fs::remove_file(&rxs);
-    let _ = std::fs::remove_file(&txs);
-    let got = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        got.trim(),
-        sent.trim(),
-        "receiver saw different bytes: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Counter `node`/`reason` from the counter dump a stopped gateway logs
@@ -444,9 +386,10 @@ fn rsc_toggled_during_a_running_transfer() {
     let dir = std::env::temp_dir();
     let rxs = dir.join(format!("{}.py", common::unique("prx")));
     let txs = dir.join(format!("{}.py", common::unique("ptx")));
-    std::fs::write(&rxs, TCP_RX).unwrap();
+    std::fs::write(&rxs, common::TCP_RX).unwrap();
     std::fs::write(&txs, TCP_TX_PACED).unwrap();
-    let rx = t.h2.spawn(&format!("python3 {} 10.2.0.2", rxs.display()));
+    let rx =
+        t.h2.spawn(&format!("python3 {} 10.2.0.2 7000", rxs.display()));
     // 60 MB at <= 5 MB/s: >= 12 s.
     let mut tx =
         t.h1.spawn(&format!("python3 {} 10.2.0.2 {}", txs.display(), 60 << 20));

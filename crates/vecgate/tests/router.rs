@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{veth, wait_until, Gateway, Netns};
+use common::{tcp_transfer, veth, wait_until, Gateway, Netns};
 use std::process::Command;
 
 struct Topo {
@@ -58,64 +58,6 @@ fn ping(ns: &Netns, args: &str) -> (bool, String) {
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
-}
-
-const TCP_RX: &str = r#"
-import socket, hashlib, sys
-addr = sys.argv[1]
-fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-s = socket.socket(fam)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", 7000))
-s.listen(1)
-s.settimeout(30)
-c, _ = s.accept()
-h = hashlib.sha256()
-n = 0
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    h.update(b)
-    n += len(b)
-print(h.hexdigest(), n)
-"#;
-
-const TCP_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, n = sys.argv[1], int(sys.argv[2])
-d = os.urandom(n)
-for i in range(100):
-    try:
-        s = socket.create_connection((addr, 7000), timeout=30)
-        break
-    except ConnectionRefusedError:
-        time.sleep(0.1)
-s.sendall(d)
-s.close()
-print(hashlib.sha256(d).hexdigest(), len(d))
-"#;
-
-/// Sends `bytes` of random data from `from` to `to_addr`:7000 and checks the
-/// SHA-256 on the receiving side equals the sender's.
-fn tcp_transfer(from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
-    let dir = std::env::temp_dir();
-    let rxs = dir.join(format!("{}.py", common::unique("rx")));
-    let txs = dir.join(format!("{}.py", common::unique("tx")));
-    std::fs::write(&rxs, TCP_RX).unwrap();
-    std::fs::write(&txs, TCP_TX).unwrap();
-    let rx = to.spawn(&format!("python3 {} {to_addr}", rxs.display()));
-    let sent = from.sh(&format!("python3 {} {to_addr} {bytes}", txs.display()));
-    let out = rx.wait_with_output().unwrap();
-    let _ = std::fs::remove_file(&rxs);
-    let _ = std::fs::remove_file(&txs);
-    let got = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        got.trim(),
-        sent.trim(),
-        "receiver saw different bytes: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

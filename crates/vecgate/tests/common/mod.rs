@@ -242,7 +242,8 @@ pub fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-const TCP_RX: &str = r#"
+/// Receiver script: `python3 SCRIPT ADDR PORT` prints "sha256 bytes".
+pub const TCP_RX: &str = r#"
 import socket, hashlib, sys
 addr, port = sys.argv[1], int(sys.argv[2])
 fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
