@@ -602,8 +602,49 @@ def table_rsc(rows):
     return "\n".join(lines)
 
 
+def scenario_ike(args):
+    """Issue 8: time to establish 1 and 100 IKEv2 tunnels (IKE SA + child SA)
+    between vecgate and strongSwan, and ESP throughput with IKE-derived keys
+    next to static keys (bench/ike_bench.py)."""
+    import ike_bench
+    rows = []
+    for n in (1, 100):
+        log(f"[ike] establishing {n} tunnel(s) with charon")
+        try:
+            r = ike_bench.measure(n)
+            rows.append({"scenario": "ike", "kind": "establish", "tunnels": n,
+                         "establish_s": r.get("establish_s"), "per_tunnel_ms": r.get("per_tunnel_ms"),
+                         "charon_installed": r.get("charon_installed")})
+        except Exception as e:
+            rows.append({"scenario": "ike", "kind": "establish", "tunnels": n,
+                         "skipped": str(e).strip().splitlines()[0][:200]})
+    log("[ike] throughput: static keys vs IKE keys")
+    try:
+        t = ike_bench.throughput(runs=args.runs, duration=args.duration)
+        rows.append({"scenario": "ike", "kind": "throughput", **t})
+    except Exception as e:
+        rows.append({"scenario": "ike", "kind": "throughput", "skipped": str(e).strip().splitlines()[0][:200]})
+    return rows
+
+
+def table_ike(rows):
+    lines = ["| measurement | result |", "|---|---|"]
+    for r in rows:
+        if r["kind"] == "establish":
+            what = f"establish {r['tunnels']} tunnel(s) vecgate → strongSwan (IKE SA + child SA each)"
+            res = f"skipped: {r['skipped']}" if r.get("skipped") else \
+                f"{fmt(r['establish_s'])} s ({fmt(r['per_tunnel_ms'], 1)} ms per tunnel)"
+        else:
+            what = "ESP aes128gcm16 throughput, vecgate ↔ vecgate, 1 stream: IKE keys vs static keys"
+            res = f"skipped: {r['skipped']}" if r.get("skipped") else \
+                f"{fmt(r['ike_gbps'])} vs {fmt(r['static_gbps'])} Gbit/s (ratio {fmt(r['ratio'], 3)})"
+        lines.append(f"| {what} | {res} |")
+    return "\n".join(lines)
+
+
 SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize,
-             "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels}
+             "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels,
+             "ike": scenario_ike}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)"}
 
@@ -701,6 +742,10 @@ def write_doc(mach, args, all_rows, doc):
                   "Eight tunnels between the same two gateways (GRE keys 100–107, or eight ESP SA pairs), one TCP "
                   "stream per tunnel (h2 has one address per tunnel, routed into its own tunnel), 2 workers per "
                   "gateway; 1500-byte and 64K-MTU underlays.", "", table_ntunnels(all_rows["ntunnels"]), ""]
+    if "ike" in all_rows:
+        parts += ["## IKEv2", "", "Set-up time from `vecgate run` to every tunnel established (polled through the API, "
+                  "confirmed by `swanctl --list-sas`), and the throughput of a tunnel keyed by IKE next to the same "
+                  "tunnel keyed statically.", "", table_ike(all_rows["ike"]), ""]
     if "rsc" in all_rows:
         parts += ["## Receive segment coalescing on vs off (vecgate GRE, receiving gateway)", "",
                   "One TCP stream h1 → h2 through a vecgate GRE pair; `rsc` switched on gwB's host-facing interface. "
@@ -743,7 +788,8 @@ def main():
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
-                        ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels)):
+                        ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels),
+                        ("ike", table_ike)):
         if name in all_rows:
             print(table(all_rows[name]))
             print()
