@@ -598,6 +598,17 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
+    // The first packet into a just-added tunnel was seen lost once in CI
+    // (not yet explained: see the closing note); wait until the path
+    // answers, then require every ping to cross.
+    assert!(
+        wait_until(5, || t
+            .h1
+            .try_sh("ping -c 1 -W 1 -I 10.1.0.200 10.2.0.200")
+            .status
+            .success()),
+        "the new tunnel carries traffic"
+    );
     let out = t.h1.sh("ping -c 3 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
     assert!(out.contains(" 0% packet loss"), "{out}");
     std::thread::sleep(std::time::Duration::from_millis(300));
