@@ -174,6 +174,6 @@ for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 PIDS=()
 
-step "results: the same site-to-site path, side by side (vecgate perf, 1 TCP stream, 1 run of 3 s each)"
+step "results: the same site-to-site path, side by side (vecgate perf, 1 TCP stream, 1 run of 3 s each; 64K = large-MTU underlay)"
 /usr/bin/python3 bench/bench.py --scenarios tunnels --runs 1 --duration 3 --streams 1 \
-  --only kernel-plain,vecgate-gre,vecgate-vxlan,vecgate-nvgre,kernel-vxlan,ovs-gre --summary
+  --only kernel-plain,vecgate-gre,vecgate-gre-64k,vecgate-vxlan-64k,vecgate-esp-aes128gcm16-64k,kernel-vxlan,ovs-gre,strongswan-aes128gcm16 --summary
