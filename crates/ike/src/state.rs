@@ -1485,16 +1485,18 @@ impl Ike {
         }
     }
 
-    fn auth_request(&mut self, idx: usize, m: &Message, now: Instant) -> Result<Vec<Payload>> {
+    /// Verifies the peer's PSK AUTH payload (RFC 7296 §2.15) in an IKE_AUTH
+    /// request (`from_initiator`: IDi, signed over our view of its
+    /// IKE_SA_INIT request, Nr and SK_pi) or response (IDr, IKE_SA_INIT
+    /// response, Ni, SK_pr), and that the ID is the configured remote ID.
+    fn peer_auth_ok(&self, idx: usize, m: &Message, from_initiator: bool) -> Result<bool> {
         let sa = &self.sas[idx];
         let keys = sa.keys.as_ref().ok_or(Error::Malformed("no keys"))?;
         let prf = sa.prf()?;
-        let idi = find(m, |p| {
-            if let Payload::IdI(i) = p {
-                Some(i)
-            } else {
-                None
-            }
+        let id = find(m, |p| match p {
+            Payload::IdI(i) if from_initiator => Some(i),
+            Payload::IdR(i) if !from_initiator => Some(i),
+            _ => None,
         });
         let auth = find(m, |p| {
             if let Payload::Auth { method, data } = p {
@@ -1503,20 +1505,25 @@ impl Ike {
                 None
             }
         });
-        let ok = match (idi, auth) {
+        let (signed, nonce, sk_p) = if from_initiator {
+            (&sa.init_req, &sa.nr, &keys.sk_pi)
+        } else {
+            (&sa.init_resp, &sa.ni, &keys.sk_pr)
+        };
+        Ok(match (id, auth) {
             (Some(id), Some((2, data))) if *id == self.cfg.remote_id => {
-                let want = crypto::psk_auth(
-                    prf,
-                    &self.cfg.psk,
-                    &sa.init_req,
-                    &sa.nr,
-                    &keys.sk_pi,
-                    &id.to_body(),
-                );
+                let want = crypto::psk_auth(prf, &self.cfg.psk, signed, nonce, sk_p, &id.to_body());
                 crypto::ct_eq(&want, data)
             }
             _ => false,
-        };
+        })
+    }
+
+    fn auth_request(&mut self, idx: usize, m: &Message, now: Instant) -> Result<Vec<Payload>> {
+        let ok = self.peer_auth_ok(idx, m, true)?;
+        let sa = &self.sas[idx];
+        let keys = sa.keys.as_ref().ok_or(Error::Malformed("no keys"))?;
+        let prf = sa.prf()?;
         if !ok {
             self.sas[idx].dead = true;
             self.fail(FailReason::AuthenticationFailed, false);
@@ -2105,37 +2112,7 @@ impl Ike {
     }
 
     fn auth_response(&mut self, idx: usize, m: &Message, spi_in: u32, now: Instant) -> Result<()> {
-        let sa = &self.sas[idx];
-        let keys = sa.keys.as_ref().ok_or(Error::Malformed("no keys"))?;
-        let prf = sa.prf()?;
-        let idr = find(m, |p| {
-            if let Payload::IdR(i) = p {
-                Some(i)
-            } else {
-                None
-            }
-        });
-        let auth = find(m, |p| {
-            if let Payload::Auth { method, data } = p {
-                Some((*method, data))
-            } else {
-                None
-            }
-        });
-        let ok = match (idr, auth) {
-            (Some(id), Some((2, data))) if *id == self.cfg.remote_id => {
-                let want = crypto::psk_auth(
-                    prf,
-                    &self.cfg.psk,
-                    &sa.init_resp,
-                    &sa.ni,
-                    &keys.sk_pr,
-                    &id.to_body(),
-                );
-                crypto::ct_eq(&want, data)
-            }
-            _ => false,
-        };
+        let ok = self.peer_auth_ok(idx, m, false)?;
         if !ok {
             let peer_said = m.error_notify();
             self.sas[idx].dead = true;
@@ -2163,6 +2140,7 @@ impl Ike {
             }
             return Ok(());
         }
+        let sa = &self.sas[idx];
         let (ni, nr) = (sa.ni.clone(), sa.nr.clone());
         self.established(idx, now);
         let ts = self.config_ts();
