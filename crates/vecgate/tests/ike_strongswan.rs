@@ -13,7 +13,7 @@
 mod charon;
 mod common;
 
-use charon::{Charon, CharonCfg};
+use charon::{cli_json, ike_state, wait_established, Charon, CharonCfg};
 use common::{tcp_transfer, unique, veth, wait_until, Gateway, Netns};
 use serde_json::Value;
 use std::process::Command;
@@ -131,44 +131,6 @@ traffic = ["{traffic}"]
         wan_addr = wan.1,
     );
     (text, format!("unix:{}", sock.display()))
-}
-
-fn cli_json(api: &str, what: &str) -> Value {
-    let out = Command::new(common::vecgate_bin())
-        .args(["show", what, "--json", "--api", api])
-        .output()
-        .expect("vecgate show");
-    assert!(
-        out.status.success(),
-        "vecgate show {what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "show {what} --json: {e}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-fn ike_state(api: &str) -> Value {
-    cli_json(api, "ike")[0].clone()
-}
-
-/// Waits until `show ike` says established with a child SA.
-fn wait_established(api: &str, gw: &Gateway, secs: u64) -> Value {
-    let mut last = Value::Null;
-    let ok = wait_until(secs, || {
-        last = ike_state(api);
-        last["state"] == "established"
-            && last["child_sas"].as_array().is_some_and(|c| !c.is_empty())
-    });
-    assert!(
-        ok,
-        "vecgate did not establish: {last:#}\n---- log ----\n{}",
-        gw.log_text()
-    );
-    last
 }
 
 fn ping(from: &Netns, to: &str) {

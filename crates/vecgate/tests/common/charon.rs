@@ -209,3 +209,43 @@ impl Drop for Charon {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+// vecgate's side of an IKE test: its `show ike` through the CLI.
+
+pub fn cli_json(api: &str, what: &str) -> serde_json::Value {
+    let out = Command::new(super::common::vecgate_bin())
+        .args(["show", what, "--json", "--api", api])
+        .output()
+        .expect("vecgate show");
+    assert!(
+        out.status.success(),
+        "vecgate show {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "show {what} --json: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+pub fn ike_state(api: &str) -> serde_json::Value {
+    cli_json(api, "ike")[0].clone()
+}
+
+/// Waits until `show ike` says established with a child SA.
+pub fn wait_established(api: &str, gw: &super::Gateway, secs: u64) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    let ok = super::wait_until(secs, || {
+        last = ike_state(api);
+        last["state"] == "established"
+            && last["child_sas"].as_array().is_some_and(|c| !c.is_empty())
+    });
+    assert!(
+        ok,
+        "vecgate did not establish: {last:#}\n---- log ----\n{}",
+        gw.log_text()
+    );
+    last
+}
