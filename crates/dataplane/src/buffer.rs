@@ -35,7 +35,10 @@ pub struct Offload {
     pub gso: Gso,
     /// Payload bytes per segment once segmented (the MSS for TCP).
     pub gso_size: u16,
-    /// Length of all headers up to and including the L4 header.
+    /// Length of all headers up to and including the L4 header, as far as
+    /// vecgate sets it. On receive it is the kernel's `hdr_len`, only a hint
+    /// (`skb_headlen()`, may cover payload): read the headers from the packet
+    /// (`offload::tso::segment_hdr_len`) when their length matters.
     pub hdr_len: u16,
 }
 

@@ -1150,6 +1150,32 @@ fn gso_super_packet_is_judged_by_segment_size() {
     assert_eq!(r.h[1].take_tx().len(), 3);
 }
 
+/// The kernel reports `skb_headlen()` as the vnet header's `hdr_len`, which
+/// covers payload when TCP put data in the linear area (small
+/// retransmissions). A 2-segment super-packet with such a hint must still be
+/// judged by its real headers: it was refused as "too big" once, which
+/// stalled every flow through two gateways in series.
+#[test]
+fn gso_hdr_len_hint_covering_payload_is_not_taken_for_headers() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    let (f, mut o) = tcp_super_packet(2896, 1448);
+    o.hdr_len = f.len() as u16;
+    r.h[0].inject_with(f, o);
+    r.step();
+    assert!(r.tx(0).is_empty(), "no ICMP error back to the sender");
+    let payload: usize = r.h[1]
+        .take_tx()
+        .iter()
+        .map(|f| match dissect(f) {
+            Seen::Ip4(_, ip) => ip.payload_len - 20,
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert_eq!(payload, 2896, "every byte forwarded");
+}
+
 #[test]
 fn run_blocks_when_idle_and_stops() {
     use std::sync::atomic::{AtomicBool, Ordering};

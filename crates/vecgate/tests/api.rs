@@ -456,15 +456,11 @@ host = "{lan}"
 driver = "af_packet"
 addresses = ["{lan4}"]
 
-# Known defect (router.rs, two_vecgates_in_series_with_super_packets): TCP
-# super-packets passed from one vecgate straight to another over AF_PACKET
-# stall a flow after a few seconds; the underlay segments in software here.
 [[interface]]
 name = "wan"
 host = "{wan}"
 driver = "af_packet"
 addresses = ["192.0.2.{}/24"]
-offloads = false
 
 [[route]]
 prefix = "{other}"

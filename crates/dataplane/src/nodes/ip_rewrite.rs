@@ -100,11 +100,11 @@ impl Node for IpRewrite {
                 let mtu = ifc.mtu as usize;
                 let o = p.meta.offload;
                 let too_big = if o.gso != Gso::None {
-                    let hdr = if o.hdr_len > 0 {
-                        usize::from(o.hdr_len)
-                    } else {
-                        60
-                    };
+                    // Headers as the packet has them, not the vnet
+                    // header's hdr_len (a linear-size hint, see
+                    // tso::segment_hdr_len); malformed → judged as the
+                    // largest IPv4 + TCP headers.
+                    let hdr = tso::segment_hdr_len(&p, 0).unwrap_or(120);
                     hdr + usize::from(o.gso_size) > mtu
                 } else {
                     p.len() > mtu

@@ -36,6 +36,24 @@ pub fn mss_for(pkt: &Packet, l3: usize, mtu: usize) -> Result<usize, OffloadErro
     Ok(mtu - hdrs)
 }
 
+/// Length of the IP + L4 headers of the super-packet at `l3`, read from the
+/// packet itself. The virtio-net header's `hdr_len` cannot be used for this:
+/// the kernel fills it with `skb_headlen()` (include/linux/virtio_net.h
+/// `virtio_net_hdr_from_skb`: "a hint as to how much should be linear"),
+/// which includes payload whenever TCP put data in the skb's linear area —
+/// small retransmissions do — so a 2-segment super-packet can claim 2948
+/// bytes of headers.
+pub fn segment_hdr_len(pkt: &Packet, l3: usize) -> Result<usize, OffloadError> {
+    let d = pkt.data();
+    let ip = hdr::parse_ip(d, l3, true)?;
+    let l4 = match ip.proto {
+        PROTO_TCP => hdr::tcp_hdr_len(d, &ip)?,
+        hdr::PROTO_UDP => hdr::UDP_LEN,
+        _ => return Err(OffloadError::Unsupported),
+    };
+    Ok(ip.l4 - l3 + l4)
+}
+
 /// Turns the TCP packet at `l3` into a super-packet of `mtu`-sized segments.
 /// `Ok(false)` if it already fits (nothing changed).
 pub fn mark(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadError> {
