@@ -1,5 +1,5 @@
 //! Per-worker counters: per node (vectors, packets, drops per reason) and
-//! per port (rx/tx packets and bytes, drops).
+//! per port (rx/tx packets and bytes, drops by where they happened).
 //!
 //! Each counter is an `AtomicU64` written only by its worker, with a plain
 //! Relaxed load + store (no read-modify-write, so no locked instruction on
@@ -52,14 +52,28 @@ impl NodeCounters {
 }
 
 /// Counters of one port.
+///
+/// `drops` is every packet lost at the port itself, in either direction:
+/// transmit shortfall (the kernel took fewer than it was handed, or the port
+/// was down) plus `rx_missed` plus `rx_errors`. The other three break part
+/// of it down, like `ip -s link`'s columns; `tx_errors` is a subset of the
+/// transmit shortfall already in `drops`, never added to it a second time.
+/// Receive-side losses come from [`crate::Port::take_drops`], polled every
+/// timer tick (~100 ms), so they lag the packet counters by up to that much.
 #[derive(Debug, Default)]
 pub struct PortCounters {
     pub rx_packets: Counter,
     pub rx_bytes: Counter,
     pub tx_packets: Counter,
     pub tx_bytes: Counter,
-    /// Transmit refused by the kernel, or receive errors.
+    /// All losses at the port (see the type's documentation).
     pub drops: Counter,
+    /// Frames the kernel dropped because the receive ring was full.
+    pub rx_missed: Counter,
+    /// Frames received but unusable (bad descriptor or virtio-net header).
+    pub rx_errors: Counter,
+    /// Packets the kernel refused to transmit as malformed.
+    pub tx_errors: Counter,
 }
 
 /// All counters of one worker (shared read-only with the management side).
@@ -96,6 +110,9 @@ impl WorkerCounters {
                     tx_packets: p.tx_packets.get(),
                     tx_bytes: p.tx_bytes.get(),
                     drops: p.drops.get(),
+                    rx_missed: p.rx_missed.get(),
+                    rx_errors: p.rx_errors.get(),
+                    tx_errors: p.tx_errors.get(),
                 })
                 .collect(),
         }
@@ -110,13 +127,19 @@ pub struct NodeSnapshot {
     pub errors: Vec<(String, u64)>,
 }
 
+/// [`PortCounters`] at one instant (same meanings).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortSnapshot {
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
+    /// All losses at the port: transmit shortfall + `rx_missed` + `rx_errors`.
     pub drops: u64,
+    pub rx_missed: u64,
+    pub rx_errors: u64,
+    /// Part of the transmit shortfall in `drops`.
+    pub tx_errors: u64,
 }
 
 /// Counters at one instant, of one worker or summed over several.
@@ -162,6 +185,9 @@ impl CounterSnapshot {
                 o.tx_packets += p.tx_packets;
                 o.tx_bytes += p.tx_bytes;
                 o.drops += p.drops;
+                o.rx_missed += p.rx_missed;
+                o.rx_errors += p.rx_errors;
+                o.tx_errors += p.tx_errors;
             }
         }
         out
@@ -217,8 +243,16 @@ impl CounterSnapshot {
         for (i, p) in self.ports.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "port {i}: rx {} pkts {} bytes, tx {} pkts {} bytes, drops {}",
-                p.rx_packets, p.rx_bytes, p.tx_packets, p.tx_bytes, p.drops
+                "port {i}: rx {} pkts {} bytes, tx {} pkts {} bytes, drops {} \
+                 (rx missed {} errors {}, tx errors {})",
+                p.rx_packets,
+                p.rx_bytes,
+                p.tx_packets,
+                p.tx_bytes,
+                p.drops,
+                p.rx_missed,
+                p.rx_errors,
+                p.tx_errors
             );
         }
         s
@@ -239,12 +273,21 @@ mod tests {
         w.nodes[0].vectors.add(2);
         w.nodes[0].errors[0].add(3);
         w.ports[0].rx_packets.add(10);
+        w.ports[0].rx_missed.add(4);
+        w.ports[0].drops.add(4);
         let a = w.snapshot();
         let s = CounterSnapshot::sum(&[a.clone(), a]);
         assert_eq!(s.packets("ip4-input"), 20);
         assert_eq!(s.error("ip4-input", "bad-checksum"), 6);
         assert_eq!(s.error("ip4-input", "ttl"), 0);
         assert_eq!(s.ports[0].rx_packets, 20);
+        assert_eq!(s.ports[0].rx_missed, 8);
+        assert_eq!(s.ports[0].drops, 8);
+        assert!(
+            s.show_runtime().contains("rx missed 8"),
+            "{}",
+            s.show_runtime()
+        );
         assert!(s.show_errors().contains("bad-checksum"));
         assert!(!s.show_errors().contains("ttl"));
         assert!(s.show_runtime().contains("5.00"));

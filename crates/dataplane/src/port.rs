@@ -9,6 +9,25 @@ use crate::buffer::{Packet, Pool};
 use std::io;
 use std::os::fd::BorrowedFd;
 
+/// Packets a backend or the kernel lost at a port since the previous
+/// [`Port::take_drops`], by reason. They never reached the graph (receive)
+/// or never left (transmit), so no node counted them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortDrops {
+    /// Frames the kernel dropped because the receive ring (or socket queue)
+    /// was full: the worker did not keep up (AF_PACKET `tp_drops`).
+    pub rx_ring_full: u64,
+    /// Frames received but unusable: truncated, inconsistent ring
+    /// descriptor, or a virtio-net header vecgate cannot represent.
+    pub rx_bad: u64,
+    /// Packets the kernel refused to send as malformed (EINVAL, EMSGSIZE).
+    /// Already part of the shortfall of [`Port::tx_burst`]'s return value.
+    pub tx_rejected: u64,
+    /// Packets not sent because the kernel had no room (EAGAIN, ENOBUFS).
+    /// Already part of the shortfall of [`Port::tx_burst`]'s return value.
+    pub tx_full: u64,
+}
+
 /// One worker's queue on one network interface.
 pub trait Port: Send {
     /// Linux netdev name this port is attached to.
@@ -46,5 +65,13 @@ pub trait Port: Send {
     /// when false drops the port and re-opens it later.
     fn is_alive(&self) -> bool {
         true
+    }
+
+    /// Drops since the previous call (see [`PortDrops`]). May be a syscall
+    /// (AF_PACKET reads and resets the kernel's PACKET_STATISTICS): the
+    /// worker polls it from its timers, never per burst. The default is for
+    /// backends that know of no drops of their own.
+    fn take_drops(&mut self) -> PortDrops {
+        PortDrops::default()
     }
 }

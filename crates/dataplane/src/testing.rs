@@ -4,7 +4,7 @@
 //! feature.
 
 use crate::buffer::{Offload, Packet, Pool};
-use crate::port::Port;
+use crate::port::{Port, PortDrops};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -21,6 +21,10 @@ use wire::ipv6::Ipv6Repr;
 struct Queues {
     rx: VecDeque<(Vec<u8>, Offload)>,
     tx: Vec<(Vec<u8>, Offload)>,
+    /// Reported (and reset) by the next `take_drops`.
+    drops: PortDrops,
+    /// Packets one `tx_burst` takes at most; the rest count as `tx_full`.
+    tx_room: Option<usize>,
 }
 
 /// The test side of a [`MockPort`]: inject frames, collect transmitted ones.
@@ -50,6 +54,22 @@ impl MockHandle {
 
     pub fn take_tx_with(&self) -> Vec<(Vec<u8>, Offload)> {
         std::mem::take(&mut self.q.lock().unwrap_or_else(|e| e.into_inner()).tx)
+    }
+
+    /// Adds to the drops the port reports at its next `take_drops`, as a
+    /// backend would after the kernel lost frames.
+    pub fn add_drops(&self, d: PortDrops) {
+        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.drops.rx_ring_full += d.rx_ring_full;
+        q.drops.rx_bad += d.rx_bad;
+        q.drops.tx_rejected += d.tx_rejected;
+        q.drops.tx_full += d.tx_full;
+    }
+
+    /// Limits how many packets one `tx_burst` accepts (a full ring); the
+    /// rest are refused and reported as `tx_full`. `None`: unlimited.
+    pub fn set_tx_room(&self, room: Option<usize>) {
+        self.q.lock().unwrap_or_else(|e| e.into_inner()).tx_room = room;
     }
 
     /// Makes every burst fail (netdev gone) until reset.
@@ -133,11 +153,13 @@ impl Port for MockPort {
             ));
         }
         let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
-        let n = pkts.len();
-        for p in pkts.drain(..) {
+        let n = pkts.len().min(q.tx_room.unwrap_or(usize::MAX));
+        q.drops.tx_full += (pkts.len() - n) as u64;
+        for p in pkts.drain(..n) {
             q.tx.push((p.data().to_vec(), p.meta.offload));
             pool.free(p);
         }
+        pool.free_all(pkts);
         Ok(n)
     }
 
@@ -155,6 +177,10 @@ impl Port for MockPort {
 
     fn offloads(&self) -> bool {
         self.offloads
+    }
+
+    fn take_drops(&mut self) -> PortDrops {
+        std::mem::take(&mut self.h.q.lock().unwrap_or_else(|e| e.into_inner()).drops)
     }
 }
 

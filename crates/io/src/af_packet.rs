@@ -27,6 +27,7 @@ use crate::error::IoError;
 use crate::netdev;
 use crate::sys;
 use crate::vnet::{self, VNET_HDR_LEN};
+use dataplane::port::PortDrops;
 use dataplane::{Offload, Packet, Pool, Port};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -107,6 +108,8 @@ pub struct AfPacketPort {
     vnet_hdr: bool,
     dead: bool,
     stats: PortStats,
+    /// `stats` as of the last [`Port::take_drops`].
+    reported: PortStats,
 }
 
 impl std::fmt::Debug for AfPacketPort {
@@ -200,6 +203,7 @@ impl AfPacketPort {
             vnet_hdr: opts.vnet_hdr,
             dead: false,
             stats: PortStats::default(),
+            reported: PortStats::default(),
         })
     }
 
@@ -215,6 +219,8 @@ impl AfPacketPort {
 
     /// Kernel-side counters since the last call (PACKET_STATISTICS):
     /// (packets, drops) — drops are frames lost because the ring was full.
+    /// The kernel resets them on every read, and [`Port::take_drops`] reads
+    /// them too: call one or the other on a port, not both.
     pub fn kernel_stats(&self) -> io::Result<(u32, u32)> {
         let s: sys::TpacketStats =
             sys::getsockopt(self.fd.as_raw_fd(), sys::SOL_PACKET, sys::PACKET_STATISTICS)?;
@@ -434,6 +440,22 @@ impl Port for AfPacketPort {
     fn offloads(&self) -> bool {
         self.vnet_hdr
     }
+
+    /// One getsockopt(PACKET_STATISTICS), which also resets the kernel's
+    /// counters, plus the backend's own since the previous call. A failed
+    /// read (socket gone) reports no ring drops rather than an error.
+    fn take_drops(&mut self) -> PortDrops {
+        let ring_full = self.kernel_stats().map_or(0, |(_, drops)| u64::from(drops));
+        let (s, r) = (self.stats, self.reported);
+        self.reported = s;
+        PortDrops {
+            rx_ring_full: ring_full,
+            rx_bad: (s.rx_bad + s.rx_bad_vnet).wrapping_sub(r.rx_bad + r.rx_bad_vnet),
+            tx_rejected: s.tx_rejected.wrapping_sub(r.tx_rejected),
+            tx_full: s.tx_dropped.wrapping_sub(r.tx_dropped),
+        }
+    }
+
     fn is_alive(&self) -> bool {
         Self::is_alive(self)
     }

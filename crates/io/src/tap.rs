@@ -10,6 +10,7 @@ use crate::error::IoError;
 use crate::netdev;
 use crate::sys;
 use crate::vnet::{self, VNET_HDR_LEN};
+use dataplane::port::PortDrops;
 use dataplane::{Offload, Packet, Pool, Port};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -54,6 +55,9 @@ pub struct TapStats {
     pub tx_bytes: u64,
     /// Packets not written (EAGAIN, rejected by the kernel).
     pub tx_dropped: u64,
+    /// The part of `tx_dropped` the kernel rejected as malformed (EINVAL,
+    /// EMSGSIZE...), not for lack of room (EAGAIN, ENOBUFS).
+    pub tx_rejected: u64,
 }
 
 /// One queue of a TAP device.
@@ -69,6 +73,8 @@ pub struct TapPort {
     offload_flags: u32,
     mac: [u8; 6],
     stats: TapStats,
+    /// `stats` as of the last [`Port::take_drops`].
+    reported: TapStats,
 }
 
 impl TapPort {
@@ -132,6 +138,7 @@ impl TapPort {
             offload_flags,
             mac,
             stats: TapStats::default(),
+            reported: TapStats::default(),
         })
     }
 
@@ -230,7 +237,10 @@ impl Port for TapPort {
                     {
                         result = Err(e);
                     }
-                    Err(_) => {}
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            || e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                    Err(_) => self.stats.tx_rejected += 1,
                 }
                 break;
             }
@@ -258,6 +268,23 @@ impl Port for TapPort {
 
     fn offloads(&self) -> bool {
         self.vnet_hdr && self.offload_flags != 0
+    }
+
+    /// What this queue saw itself since the previous call. Frames the
+    /// kernel drops on the way in (its queue to this descriptor full) are
+    /// counted by the tap netdev for all queues together, not per
+    /// descriptor, so `rx_ring_full` stays 0 here.
+    fn take_drops(&mut self) -> PortDrops {
+        let (s, r) = (self.stats, self.reported);
+        self.reported = s;
+        let tx_dropped = s.tx_dropped.wrapping_sub(r.tx_dropped);
+        let tx_rejected = s.tx_rejected.wrapping_sub(r.tx_rejected);
+        PortDrops {
+            rx_ring_full: 0,
+            rx_bad: s.rx_bad.wrapping_sub(r.rx_bad),
+            tx_rejected,
+            tx_full: tx_dropped.saturating_sub(tx_rejected),
+        }
     }
     fn is_alive(&self) -> bool {
         Self::is_alive(self)
