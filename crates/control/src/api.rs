@@ -353,6 +353,9 @@ async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
                 tx_packets: p.tx_packets,
                 tx_bytes: p.tx_bytes,
                 drops: p.drops,
+                rx_missed: p.rx_missed,
+                rx_errors: p.rx_errors,
+                tx_errors: p.tx_errors,
             })
             .collect(),
         tunnels: s.ctl.tunnel_counters(),

@@ -46,7 +46,22 @@ pub fn render(ctl: &Control) -> String {
     let drp = counter_family(
         &mut reg,
         "vecgate_interface_drops",
-        "Packets the kernel refused on transmit, or receive errors",
+        "Packets lost at an interface: transmit shortfall plus rx_missed plus rx_errors",
+    );
+    let rxm = counter_family(
+        &mut reg,
+        "vecgate_interface_rx_missed",
+        "Frames the kernel dropped because the gateway's receive ring was full",
+    );
+    let rxe = counter_family(
+        &mut reg,
+        "vecgate_interface_rx_errors",
+        "Frames received on an interface but unusable (bad descriptor or virtio-net header)",
+    );
+    let txe = counter_family(
+        &mut reg,
+        "vecgate_interface_tx_errors",
+        "Packets the kernel rejected as malformed on transmit",
     );
     for (i, ifc) in cfg.interfaces.iter().enumerate() {
         let p = sum.ports.get(i).copied().unwrap_or_default();
@@ -56,6 +71,9 @@ pub fn render(ctl: &Control) -> String {
         txp.get_or_create(&l).inc_by(p.tx_packets);
         txb.get_or_create(&l).inc_by(p.tx_bytes);
         drp.get_or_create(&l).inc_by(p.drops);
+        rxm.get_or_create(&l).inc_by(p.rx_missed);
+        rxe.get_or_create(&l).inc_by(p.rx_errors);
+        txe.get_or_create(&l).inc_by(p.tx_errors);
     }
 
     // Tunnels: their virtual ports, since creation.

@@ -47,7 +47,22 @@ pub struct InterfaceInfo {
     pub rx_bytes: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
+    /// Every packet lost at the interface itself: transmit shortfall
+    /// (kernel refused or had no room, or the port was down) plus
+    /// `rx_missed` plus `rx_errors`. Graph drops are per node, not here.
     pub drops: u64,
+    /// Frames the kernel dropped because vecgate's receive ring was full
+    /// (the gateway did not keep up). Polled every ~100 ms.
+    #[serde(default)]
+    pub rx_missed: u64,
+    /// Frames received but unusable (bad ring descriptor or virtio-net
+    /// header).
+    #[serde(default)]
+    pub rx_errors: u64,
+    /// Packets the kernel rejected as malformed on transmit (part of
+    /// `drops`).
+    #[serde(default)]
+    pub tx_errors: u64,
 }
 
 /// PATCH /interfaces/{name}: the runtime switches; absent fields keep
@@ -400,7 +415,22 @@ pub struct InterfaceCounters {
     pub rx_bytes: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
+    /// Every packet lost at the interface itself: transmit shortfall
+    /// (kernel refused or had no room, or the port was down) plus
+    /// `rx_missed` plus `rx_errors`. Graph drops are per node, not here.
     pub drops: u64,
+    /// Frames the kernel dropped because vecgate's receive ring was full
+    /// (the gateway did not keep up). Polled every ~100 ms.
+    #[serde(default)]
+    pub rx_missed: u64,
+    /// Frames received but unusable (bad ring descriptor or virtio-net
+    /// header).
+    #[serde(default)]
+    pub rx_errors: u64,
+    /// Packets the kernel rejected as malformed on transmit (part of
+    /// `drops`).
+    #[serde(default)]
+    pub tx_errors: u64,
 }
 
 /// Drops of one node for one reason.

@@ -273,6 +273,9 @@ impl Control {
                     tx_packets: c.tx_packets,
                     tx_bytes: c.tx_bytes,
                     drops: c.drops,
+                    rx_missed: c.rx_missed,
+                    rx_errors: c.rx_errors,
+                    tx_errors: c.tx_errors,
                 }
             })
             .collect()

@@ -41,6 +41,16 @@ fn build(cfg: &vecgate_config::Config) -> Result<dataplane::tables::Tables, Stri
 }
 
 fn control() -> (Arc<Control>, Arc<SharedTables>) {
+    let (ctl, tables, _) = control_with_counters();
+    (ctl, tables)
+}
+
+/// As [`control`], with the worker's counters for the test to move.
+fn control_with_counters() -> (
+    Arc<Control>,
+    Arc<SharedTables>,
+    Arc<dataplane::counters::WorkerCounters>,
+) {
     let cfg = vecgate_config::parse(CFG).unwrap();
     let tables = SharedTables::new(build(&cfg).unwrap());
     let w = dataplane::worker::Worker::new(0, Vec::new(), tables.clone(), Default::default());
@@ -57,9 +67,14 @@ fn control() -> (Arc<Control>, Arc<SharedTables>) {
         sas: None,
         sa_ops: None,
     };
+    let counters = w.counters();
     // Keep the worker alive (its mailbox) for the test's duration.
     std::mem::forget(w);
-    (Control::new(cfg, dp, Capabilities::default()), tables)
+    (
+        Control::new(cfg, dp, Capabilities::default()),
+        tables,
+        counters,
+    )
 }
 
 async fn call(
@@ -217,6 +232,60 @@ async fn interfaces_patch_and_misc() {
     assert_eq!(st, 400, "{b}");
     assert!(b.contains("\"field\":\"remote\""), "{b}");
     let _ = tables;
+}
+
+/// Port losses reach /counters, /interfaces, /metrics and the OpenAPI
+/// schema under their own names, beside the existing fields.
+#[tokio::test]
+async fn port_drop_counters_are_exported() {
+    let (ctl, _tables, c) = control_with_counters();
+    let app = router(ctl, Auth::None);
+    let p = &c.ports[0];
+    p.rx_packets.add(100);
+    p.rx_missed.add(7);
+    p.rx_errors.add(2);
+    p.tx_errors.add(1);
+    p.drops.add(7 + 2 + 3);
+    let (st, b) = call(&app, "GET", "/counters", None, None).await;
+    assert_eq!(st, 200);
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+    let i = &v["interfaces"][0];
+    assert_eq!(i["interface"], "lan0", "{b}");
+    assert_eq!(
+        (
+            &i["rx_packets"],
+            &i["drops"],
+            &i["rx_missed"],
+            &i["rx_errors"],
+            &i["tx_errors"]
+        ),
+        (&100.into(), &12.into(), &7.into(), &2.into(), &1.into()),
+        "{b}"
+    );
+    let (_, b) = call(&app, "GET", "/interfaces", None, None).await;
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(
+        (&v[0]["rx_missed"], &v[0]["drops"]),
+        (&7.into(), &12.into()),
+        "{b}"
+    );
+    let (_, b) = call(&app, "GET", "/metrics", None, None).await;
+    for line in [
+        "vecgate_interface_rx_missed_total{interface=\"lan0\"} 7",
+        "vecgate_interface_rx_errors_total{interface=\"lan0\"} 2",
+        "vecgate_interface_tx_errors_total{interface=\"lan0\"} 1",
+        "vecgate_interface_drops_total{interface=\"lan0\"} 12",
+    ] {
+        assert!(b.lines().any(|l| l == line), "{line} missing in:\n{b}");
+    }
+    let (_, b) = call(&app, "GET", "/openapi.json", None, None).await;
+    let doc: serde_json::Value = serde_json::from_str(&b).unwrap();
+    for schema in ["InterfaceCounters", "InterfaceInfo"] {
+        let props = &doc["components"]["schemas"][schema]["properties"];
+        for f in ["drops", "rx_missed", "rx_errors", "tx_errors"] {
+            assert_eq!(props[f]["type"], "integer", "{schema}.{f}: {props}");
+        }
+    }
 }
 
 #[tokio::test]
