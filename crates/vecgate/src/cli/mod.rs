@@ -41,7 +41,8 @@ pub enum Show {
     Sa,
     /// IKEv2 tunnels: IKE and child SAs, state, algorithms, SPIs, rekeys.
     Ike,
-    /// Per-interface packet and byte counters.
+    /// Per-interface packet and byte counters, and losses at the interface
+    /// (receive ring full, bad frames, transmit rejects).
     Stats,
     /// Per-node vectors, packets and drops.
     NodeCounters,
@@ -420,14 +421,20 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
         }
         Show::Stats => {
             let v = json(&c.get("/counters")?)?;
+            // As `ip -s link`: receive losses (ring full = missed, unusable
+            // frames = errors), transmit rejects; Drops is their total plus
+            // packets the kernel had no room for on transmit.
             print_or_json(t, &v["interfaces"], |v| {
                 table(
                     &[
                         "Interface",
                         "RX-packets",
                         "RX-bytes",
+                        "RX-missed",
+                        "RX-errors",
                         "TX-packets",
                         "TX-bytes",
+                        "TX-errors",
                         "Drops",
                     ],
                     &rows(
@@ -436,8 +443,11 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
                             "interface",
                             "rx_packets",
                             "rx_bytes",
+                            "rx_missed",
+                            "rx_errors",
                             "tx_packets",
                             "tx_bytes",
+                            "tx_errors",
                             "drops",
                         ],
                     ),
