@@ -108,7 +108,6 @@ fn full_rx_ring_while_stopped_is_counted_as_rx_missed() {
 
     // The table shows the same, in its own column.
     let t = stats(&gw, &sock, false);
-    eprintln!("{t}");
     let head: Vec<&str> = t.lines().next().unwrap_or("").split_whitespace().collect();
     let row: Vec<&str> = t
         .lines()
