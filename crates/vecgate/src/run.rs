@@ -242,12 +242,20 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
         let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
         let mut ports = String::from(
-            "Port                 rx-packets     rx-bytes   tx-packets     tx-bytes     drops\n",
+            "Port                 rx-packets     rx-bytes  rx-missed  rx-errors   tx-packets     tx-bytes  tx-errors     drops\n",
         );
         for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
             ports.push_str(&format!(
-                "{:<16} {:>14} {:>12} {:>12} {:>12} {:>9}\n",
-                ifc.name, p.rx_packets, p.rx_bytes, p.tx_packets, p.tx_bytes, p.drops
+                "{:<16} {:>14} {:>12} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9}\n",
+                ifc.name,
+                p.rx_packets,
+                p.rx_bytes,
+                p.rx_missed,
+                p.rx_errors,
+                p.tx_packets,
+                p.tx_bytes,
+                p.tx_errors,
+                p.drops
             ));
         }
         info!(
