@@ -23,6 +23,16 @@ pub enum IoError {
     /// The netdev went away or down underneath an open port; re-open it later.
     #[error("network interface '{0}' is gone or down")]
     DeviceGone(String),
+    /// AF_XDP needs one receive queue per worker on the netdev.
+    #[error("network interface '{ifname}' has {queues} receive queue(s) but the af_xdp driver needs {needed} (one per worker): recreate a veth with `ip link add NAME numrxqueues {needed} numtxqueues {needed} type veth peer ...`, give a NIC more channels with `ethtool -L {ifname} combined {needed}`, or lower `workers`")]
+    TooFewQueues {
+        ifname: String,
+        queues: u32,
+        needed: u32,
+    },
+    /// AF_XDP cannot be set up on this netdev, and why (for the operator).
+    #[error("af_xdp on '{ifname}': {why}")]
+    Xdp { ifname: String, why: String },
     /// The `nft` command failed (ingress guard).
     #[error("nft failed: {0}")]
     Nft(String),

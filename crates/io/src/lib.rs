@@ -2,20 +2,25 @@
 //!
 //! - [`af_packet`]: an existing netdev (veth, NIC) through an AF_PACKET
 //!   socket with a TPACKET_V2 receive ring and virtio-net headers.
+//! - [`af_xdp`]: an existing netdev through AF_XDP sockets (one per worker
+//!   and queue) fed by a small XDP redirect program: the small-packet path.
 //! - [`tap`]: a TAP device vecgate creates (or attaches to).
 //! - [`netdev`]: ioctl helpers and the nftables ingress guard — the one thing
 //!   vecgate changes on the host, see its module docs.
 //!
-//! `unsafe` lives only in the private `sys` module.
+//! `unsafe` lives only in the private `sys` and `xdp_sys` modules.
 
 pub mod af_packet;
+pub mod af_xdp;
 pub mod error;
 pub mod netdev;
 mod sys;
 pub mod tap;
 pub mod vnet;
+mod xdp_sys;
 
 pub use af_packet::{AfPacketOpts, AfPacketPort, PortStats};
+pub use af_xdp::{AfXdpOpts, AfXdpPort, XdpMode};
 pub use error::{is_device_gone, IoError};
 pub use netdev::IngressGuard;
 pub use tap::{TapOpts, TapPort};
@@ -25,7 +30,10 @@ use dataplane::Port;
 /// Opens worker `worker_index`'s (of `nworkers`) queue on `ifname` with
 /// `driver` ("af_packet" | "tap" | "af_xdp"). With several workers,
 /// AF_PACKET sockets join the fanout group `fanout_id` and TAP queues use
-/// IFF_MULTI_QUEUE.
+/// IFF_MULTI_QUEUE. AF_XDP binds worker `i` to receive queue `i` (the
+/// netdev needs `nworkers` queues) and attaches its XDP program with the
+/// first worker's port; it needs no ingress guard (frames redirected to the
+/// sockets never reach the host stack).
 pub fn open_port(
     driver: &str,
     ifname: &str,
@@ -33,7 +41,6 @@ pub fn open_port(
     nworkers: usize,
     fanout_id: u16,
 ) -> Result<Box<dyn Port>, IoError> {
-    let _ = worker_index;
     match driver {
         "af_packet" => {
             let opts = AfPacketOpts {
@@ -49,7 +56,14 @@ pub fn open_port(
             };
             Ok(Box::new(TapPort::create(ifname, opts)?))
         }
-        "af_xdp" => Err(IoError::NotImplemented("the af_xdp driver")),
+        "af_xdp" => {
+            let opts = AfXdpOpts {
+                queue: u32::try_from(worker_index).unwrap_or(u32::MAX),
+                workers: u32::try_from(nworkers).unwrap_or(u32::MAX),
+                ..AfXdpOpts::default()
+            };
+            Ok(Box::new(AfXdpPort::open(ifname, opts)?))
+        }
         other => Err(IoError::UnknownDriver(other.to_string())),
     }
 }
@@ -61,7 +75,12 @@ mod tests {
     #[test]
     fn driver_errors_are_clear() {
         let e = open_port("af_xdp", "lo", 0, 1, 1).err().unwrap();
-        assert_eq!(e.to_string(), "the af_xdp driver: not implemented yet");
+        assert_eq!(
+            e.to_string(),
+            "af_xdp on 'lo': loopback devices are not supported"
+        );
+        let e = open_port("af_xdp", "nosuch0", 0, 1, 1).err().unwrap();
+        assert_eq!(e.to_string(), "no such network interface 'nosuch0'");
         let e = open_port("dpdk", "lo", 0, 1, 1).err().unwrap();
         assert!(e.to_string().contains("unknown I/O driver 'dpdk'"));
         let e = open_port("af_packet", "nosuch0", 0, 1, 1).err().unwrap();

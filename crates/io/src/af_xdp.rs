@@ -1,0 +1,921 @@
+//! AF_XDP backend: an XSK socket per worker, its own UMEM, and a tiny XDP
+//! program that redirects every received frame to the socket of the queue
+//! it arrived on. For small packets: the kernel skips the skb and the
+//! AF_PACKET tap on receive, which is where AF_PACKET spends its time.
+//!
+//! # The XDP program and what vecgate leaves on the host
+//!
+//! Six hand-assembled eBPF instructions ([`crate::xdp_sys::redirect_program`]):
+//! `bpf_redirect_map(xskmap, ctx->rx_queue_index, XDP_DROP)`. It is loaded
+//! with `bpf(BPF_PROG_LOAD)` and attached through a BPF *link*
+//! (`BPF_LINK_CREATE`), native mode first, generic (SKB) mode when the
+//! driver has no native XDP. A link is detached when its last descriptor
+//! closes — when the last port of the netdev is dropped, or the process
+//! exits or crashes — so nothing stays behind on the host, unlike a
+//! netlink-attached program or the AF_PACKET backend's nftables guard.
+//!
+//! Frames on a queue without a socket are dropped, not passed: vecgate owns
+//! the netdev, the host stack must not answer ARP/ping or send RSTs there
+//! (what [`crate::IngressGuard`] does for AF_PACKET). Redirected frames never
+//! reach the stack, so no ingress guard is needed for `af_xdp`.
+//!
+//! # Several workers
+//!
+//! Worker `i` binds its socket to queue `i`; the netdev needs at least as
+//! many receive queues as there are workers ([`IoError::TooFewQueues`]
+//! otherwise, with the fix). All sockets of one netdev share one XSKMAP,
+//! program and link: an [`Attachment`] created by the first port opened on
+//! the netdev (per network namespace and ifindex) and held in an `Arc` by
+//! every port; a process-wide registry of weak references lets later opens
+//! (other workers, or a worker re-opening after the netdev came back) find
+//! it. The last port dropped closes the link. A socket leaves the XSKMAP by
+//! itself when it is closed (the kernel removes map entries pointing at a
+//! released socket, and only those).
+//!
+//! # Memory and rings
+//!
+//! One UMEM per socket of `frames` 4 KiB frames: the first half circulates
+//! between the fill ring, the kernel and the rx ring; the second half is
+//! the transmit pool (free list → tx ring → completion ring → free list).
+//! Every ring has as many slots as the frames that can be in it, so the
+//! fill and completion rings never overflow. Ring indexes are read and
+//! published once per burst (see [`crate::xdp_sys::Ring`]).
+//!
+//! Receive copies each frame into a pool packet (descriptors are checked
+//! against the UMEM and the frame size first) and gives the frame straight
+//! back to the fill ring. Transmit copies packets into free frames,
+//! produces descriptors and kicks the kernel with `send(MSG_DONTWAIT)` when
+//! the tx ring asks for a wakeup. In copy mode the kernel sends at most 32
+//! frames per kick (`__xsk_generic_xmit`) and answers EAGAIN while some
+//! remain, so the kick repeats; what is still queued after that is kicked
+//! again at the next burst.
+//!
+//! # Offloads and checksums
+//!
+//! AF_XDP carries no GSO or checksum metadata: [`Port::offloads`] is false,
+//! the graph segments super-packets and completes checksums before
+//! transmit. On receive, attaching an XDP program to a veth turns GSO off
+//! on its peer (`veth_fix_features`), so frames arrive at most one MTU
+//! long. The peer's TCP may still leave the L4 checksum to "hardware"
+//! (CHECKSUM_PARTIAL): measured on kernel 6.18, such frames are redirected
+//! with the checksum field holding only the pseudo-header sum, and the
+//! information that it is partial is gone. `veth_xdp_rcv_skb` turns the
+//! skb into an `xdp_buff` without resolving the checksum (it never calls
+//! `skb_checksum_help`), and XDP has no way to see `ip_summed`/`csum_start`
+//! (the XDP rx metadata kfuncs give hash, timestamp and VLAN only;
+//! BPF_F_XDP_HAS_FRAGS changes the MTU limit, not checksums). Turning the
+//! peer's tx checksumming off would fix it only for hosts vecgate does not
+//! own. So receive completes them: [`complete_partial_csum`] recognises a
+//! TCP/UDP checksum field equal to the folded pseudo-header sum that does
+//! not verify, and writes the real checksum (a frame from the wire never
+//! looks like that unless it is corrupt *and* matches one 16-bit value).
+
+use crate::error::IoError;
+use crate::netdev;
+use crate::xdp_sys::{self, Ring, Side, Umem};
+use dataplane::port::PortDrops;
+use dataplane::{Packet, Pool, Port};
+use rustix::net::sockopt;
+use rustix::net::xdp::{
+    SocketAddrXdp, SocketAddrXdpFlags, XdpDesc, XdpDescOptions, XdpOptionsFlags, XdpUmemReg,
+    XdpUmemRegFlags, XDP_PGOFF_RX_RING, XDP_PGOFF_TX_RING, XDP_UMEM_PGOFF_COMPLETION_RING,
+    XDP_UMEM_PGOFF_FILL_RING,
+};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, Weak};
+
+/// Bytes per UMEM frame (one page; the kernel's copy mode leaves
+/// XDP_PACKET_HEADROOM of it unused, so frames up to 3840 bytes fit).
+pub const FRAME_SIZE: usize = 4096;
+/// Most frames copied per ring pass (bounds the work between index stores).
+const CHUNK: u32 = 64;
+/// Frames the kernel's copy-mode transmit takes per kick.
+const KERNEL_TX_BATCH: u32 = 32;
+
+/// How the XDP program is attached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XdpMode {
+    /// Native (driver) mode, generic when the driver has none.
+    #[default]
+    Auto,
+    /// Native mode only.
+    Native,
+    /// Generic (SKB) mode only: works on every netdev, slower.
+    Generic,
+}
+
+/// Options of an AF_XDP port.
+#[derive(Clone, Debug)]
+pub struct AfXdpOpts {
+    /// Receive queue to bind (the worker's index).
+    pub queue: u32,
+    /// Workers sharing the netdev: it needs that many receive queues.
+    pub workers: u32,
+    /// UMEM frames (4 KiB each), half for receive, half for transmit;
+    /// rounded to a power of two in 64..=32768.
+    pub frames: u32,
+    /// Attach mode of the XDP program (shared by the netdev's ports: the
+    /// first port opened decides).
+    pub mode: XdpMode,
+    /// Refuse zero-copy even where the driver offers it. By default the
+    /// kernel picks zero-copy when it can and copy mode otherwise (veth).
+    pub force_copy: bool,
+}
+
+impl Default for AfXdpOpts {
+    fn default() -> Self {
+        AfXdpOpts {
+            queue: 0,
+            workers: 1,
+            frames: 4096,
+            mode: XdpMode::Auto,
+            force_copy: false,
+        }
+    }
+}
+
+/// Counters of one AF_XDP port (plain integers: one worker owns the port).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpPortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Descriptors outside the UMEM, across frames, or longer than a pool
+    /// buffer: dropped.
+    pub rx_bad: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Packets not sent: tx ring or transmit frames exhausted.
+    pub tx_full: u64,
+    /// Packets not sent: empty or larger than a UMEM frame.
+    pub tx_too_big: u64,
+    /// Kicks the kernel refused with a non-transient error.
+    pub tx_kick_errors: u64,
+    /// Received TCP/UDP frames whose checksum was left partial by the
+    /// sender's kernel and completed here (see the module docs).
+    pub rx_csum_completed: u64,
+}
+
+/// Kernel counters (XDP_STATISTICS, cumulative) as of the last read.
+#[derive(Clone, Copy, Debug, Default)]
+struct KernelStats {
+    rx_dropped: u64,
+    rx_ring_full: u64,
+    rx_invalid: u64,
+    tx_invalid: u64,
+}
+
+/// The XDP program, its XSKMAP and the link attaching it to one netdev,
+/// shared by every port on that netdev (see the module docs).
+pub struct Attachment {
+    ifname: String,
+    ifindex: i32,
+    map: OwnedFd,
+    _prog: OwnedFd,
+    /// Taken (closed) in `Drop` under the registry lock, so a concurrent
+    /// open never sees a half-detached netdev.
+    link: Option<OwnedFd>,
+    native: bool,
+    key: AttachKey,
+}
+
+impl std::fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attachment")
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("native", &self.native)
+            .finish()
+    }
+}
+
+/// (netns device, netns inode, ifindex): ifindexes are per namespace.
+type AttachKey = (u64, u64, i32);
+
+static REGISTRY: Mutex<Vec<(AttachKey, Weak<Attachment>)>> = Mutex::new(Vec::new());
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<(AttachKey, Weak<Attachment>)>> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn netns_id() -> Result<(u64, u64), IoError> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/proc/thread-self/ns/net").map_err(|e| IoError::Sys {
+        op: "stat /proc/thread-self/ns/net",
+        source: e,
+    })?;
+    Ok((m.dev(), m.ino()))
+}
+
+impl Attachment {
+    /// The netdev's attachment, created (program loaded and attached) if
+    /// this is the first port on it in this process.
+    fn get_or_create(
+        ifname: &str,
+        ifindex: i32,
+        max_entries: u32,
+        mode: XdpMode,
+    ) -> Result<Arc<Attachment>, IoError> {
+        let (dev, ino) = netns_id()?;
+        let key = (dev, ino, ifindex);
+        let mut reg = registry();
+        reg.retain(|(_, w)| w.strong_count() > 0);
+        if let Some(a) = reg
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Ok(a);
+        }
+        let xdp_err = |why: String| IoError::Xdp {
+            ifname: ifname.to_string(),
+            why,
+        };
+        let map = xdp_sys::xskmap_create(max_entries).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) => IoError::PermissionDenied {
+                what: format!("creating an XSKMAP for '{ifname}'"),
+            },
+            _ => xdp_err(format!("creating the XSKMAP: {e}")),
+        })?;
+        let prog = xdp_sys::load_redirect_program(&map, xdp_sys::XDP_DROP)
+            .map_err(|e| xdp_err(format!("loading the XDP program: {e}")))?;
+        let busy =
+            |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST));
+        let busy_err = || {
+            xdp_err(format!(
+                "the netdev already has an XDP program attached (another vecgate, or \
+                 `ip link set dev {ifname} xdp off` if it is stale)"
+            ))
+        };
+        let (link, native) = match mode {
+            XdpMode::Generic => (
+                xdp_sys::link_xdp(&prog, ifindex, xdp_sys::XDP_FLAGS_SKB_MODE).map_err(|e| {
+                    if busy(&e) {
+                        busy_err()
+                    } else {
+                        xdp_err(format!("attaching XDP (generic): {e}"))
+                    }
+                })?,
+                false,
+            ),
+            XdpMode::Native | XdpMode::Auto => {
+                match xdp_sys::link_xdp(&prog, ifindex, xdp_sys::XDP_FLAGS_DRV_MODE) {
+                    Ok(l) => (l, true),
+                    Err(e) if busy(&e) => return Err(busy_err()),
+                    Err(e) if mode == XdpMode::Native => {
+                        return Err(xdp_err(format!("attaching XDP in native mode: {e}")))
+                    }
+                    Err(e) => {
+                        tracing::info!(netdev = ifname, reason = %e, "no native XDP, attaching in generic (SKB) mode");
+                        let l = xdp_sys::link_xdp(&prog, ifindex, xdp_sys::XDP_FLAGS_SKB_MODE)
+                            .map_err(|e| {
+                                if busy(&e) {
+                                    busy_err()
+                                } else {
+                                    xdp_err(format!("attaching XDP (generic mode): {e}"))
+                                }
+                            })?;
+                        (l, false)
+                    }
+                }
+            }
+        };
+        tracing::debug!(netdev = ifname, native, "XDP redirect program attached");
+        let a = Arc::new(Attachment {
+            ifname: ifname.to_string(),
+            ifindex,
+            map,
+            _prog: prog,
+            link: Some(link),
+            native,
+            key,
+        });
+        reg.push((key, Arc::downgrade(&a)));
+        Ok(a)
+    }
+
+    /// Whether the program runs in native (driver) mode.
+    pub fn native(&self) -> bool {
+        self.native
+    }
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        // Detaches the program (last reference to the link).
+        drop(self.link.take());
+        let key = self.key;
+        reg.retain(|(k, w)| *k != key || w.strong_count() > 0);
+    }
+}
+
+/// One worker's AF_XDP socket on one queue of one netdev.
+pub struct AfXdpPort {
+    name: String,
+    ifindex: i32,
+    queue: u32,
+    // Field order is drop order: rings and socket before the UMEM, the
+    // shared attachment last.
+    rx: Ring,
+    tx: Ring,
+    fill: Ring,
+    comp: Ring,
+    fd: OwnedFd,
+    /// An AF_INET socket of the same namespace, for netdev ioctls (an XSK
+    /// socket answers none).
+    ctl: OwnedFd,
+    umem: Umem,
+    /// Free transmit frames (UMEM offsets); capacity fixed at open.
+    tx_free: Vec<u64>,
+    /// First UMEM offset of the transmit half.
+    tx_base: u64,
+    mac: [u8; 6],
+    mtu: u32,
+    zero_copy: bool,
+    /// Descriptors were left in the tx ring after the last kick.
+    tx_pending: bool,
+    dead: bool,
+    stats: XdpPortStats,
+    reported: XdpPortStats,
+    kernel: KernelStats,
+    attach: Arc<Attachment>,
+}
+
+impl std::fmt::Debug for AfXdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfXdpPort")
+            .field("name", &self.name)
+            .field("ifindex", &self.ifindex)
+            .field("queue", &self.queue)
+            .field("zero_copy", &self.zero_copy)
+            .field("native", &self.attach.native)
+            .finish()
+    }
+}
+
+impl AfXdpPort {
+    /// Opens queue `opts.queue` of `ifname` (in the calling thread's network
+    /// namespace), attaching the XDP program if this is the netdev's first
+    /// port in the process.
+    pub fn open(ifname: &str, opts: AfXdpOpts) -> Result<Self, IoError> {
+        let ifindex = netdev::ifindex(ifname)?;
+        let ctl = netdev::ctl_socket()?;
+        let xdp_err = |why: String| IoError::Xdp {
+            ifname: ifname.to_string(),
+            why,
+        };
+        let flags = xdp_sys::if_flags(ctl.as_raw_fd(), ifname)
+            .map_err(|e| IoError::sys("SIOCGIFFLAGS", ifname, e))?;
+        if flags & libc::IFF_LOOPBACK != 0 {
+            // Every local connection of the namespace crosses lo: redirecting
+            // it to vecgate would cut them all.
+            return Err(xdp_err("loopback devices are not supported".into()));
+        }
+        let mac = netdev::mac(ifname)?;
+        let mtu = netdev::mtu(ifname)?;
+        let workers = opts.workers.max(1).max(opts.queue + 1);
+        let queues = xdp_sys::rx_queues(ctl.as_raw_fd(), ifname);
+        if let Some(q) = queues {
+            if q < workers {
+                return Err(IoError::TooFewQueues {
+                    ifname: ifname.to_string(),
+                    queues: q,
+                    needed: workers,
+                });
+            }
+            if q > workers && opts.queue == 0 {
+                tracing::warn!(netdev = ifname, queues = q, workers,
+                    "more receive queues than workers: frames arriving on queues without a worker are dropped");
+            }
+        }
+        let frames = opts.frames.clamp(64, 32768).next_power_of_two();
+        let half = frames / 2;
+        let sys = |op: &'static str| move |e: rustix::io::Errno| IoError::sys(op, ifname, e.into());
+
+        let fd = rustix::net::socket_with(
+            rustix::net::AddressFamily::XDP,
+            rustix::net::SocketType::RAW,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::AFNOSUPPORT => xdp_err("the kernel has no AF_XDP".into()),
+            rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => IoError::PermissionDenied {
+                what: format!("AF_XDP socket for '{ifname}'"),
+            },
+            e => IoError::Sys {
+                op: "socket(AF_XDP)",
+                source: e.into(),
+            },
+        })?;
+        let umem = Umem::new(frames as usize * FRAME_SIZE)
+            .map_err(|e| IoError::sys("mmap UMEM", ifname, e))?;
+        sockopt::set_xdp_umem_reg(
+            &fd,
+            XdpUmemReg {
+                addr: umem.addr(),
+                len: umem.len() as u64,
+                chunk_size: FRAME_SIZE as u32,
+                headroom: 0,
+                flags: XdpUmemRegFlags::empty(),
+                tx_metadata_len: 0,
+            },
+        )
+        .map_err(sys("XDP_UMEM_REG"))?;
+        sockopt::set_xdp_umem_fill_ring_size(&fd, half).map_err(sys("XDP_UMEM_FILL_RING"))?;
+        sockopt::set_xdp_umem_completion_ring_size(&fd, half)
+            .map_err(sys("XDP_UMEM_COMPLETION_RING"))?;
+        sockopt::set_xdp_rx_ring_size(&fd, half).map_err(sys("XDP_RX_RING"))?;
+        sockopt::set_xdp_tx_ring_size(&fd, half).map_err(sys("XDP_TX_RING"))?;
+        let off = sockopt::xdp_mmap_offsets(&fd).map_err(sys("XDP_MMAP_OFFSETS"))?;
+        let desc = std::mem::size_of::<XdpDesc>();
+        let map = |pg, o, elem, side| {
+            Ring::map(&fd, pg, o, half, elem, side)
+                .map_err(|e| IoError::sys("mmap XSK ring", ifname, e))
+        };
+        let rx = map(XDP_PGOFF_RX_RING, &off.rx, desc, Side::Consumer)?;
+        let tx = map(XDP_PGOFF_TX_RING, &off.tx, desc, Side::Producer)?;
+        let mut fill = map(XDP_UMEM_PGOFF_FILL_RING, &off.fr, 8, Side::Producer)?;
+        let comp = map(XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, 8, Side::Consumer)?;
+
+        // Every receive frame starts in the fill ring.
+        let n = fill.free(half);
+        for i in 0..n {
+            fill.write_addr(i, u64::from(i) * FRAME_SIZE as u64);
+        }
+        fill.submit(n);
+        let tx_base = u64::from(half) * FRAME_SIZE as u64;
+        let tx_free: Vec<u64> = (0..u64::from(half))
+            .rev()
+            .map(|i| tx_base + i * FRAME_SIZE as u64)
+            .collect();
+
+        let mut bind_flags = SocketAddrXdpFlags::XDP_USE_NEED_WAKEUP;
+        if opts.force_copy {
+            bind_flags |= SocketAddrXdpFlags::XDP_COPY;
+        }
+        rustix::net::bind(
+            &fd,
+            &SocketAddrXdp::new(bind_flags, ifindex as u32, opts.queue),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::BUSY => xdp_err(format!(
+                "queue {} is already used by another AF_XDP socket",
+                opts.queue
+            )),
+            rustix::io::Errno::INVAL if queues.is_none() => IoError::TooFewQueues {
+                ifname: ifname.to_string(),
+                queues: opts.queue,
+                needed: workers,
+            },
+            e => IoError::sys("bind(AF_XDP)", ifname, e.into()),
+        })?;
+        let zero_copy = sockopt::xdp_options(&fd)
+            .map(|o| o.contains(XdpOptionsFlags::XDP_OPTIONS_ZEROCOPY))
+            .unwrap_or(false);
+
+        let max_entries = queues.unwrap_or(256).max(workers);
+        let attach = Attachment::get_or_create(ifname, ifindex, max_entries, opts.mode)?;
+        xdp_sys::xskmap_set(&attach.map, opts.queue, &fd).map_err(|e| {
+            xdp_err(format!(
+                "registering queue {} in the XSKMAP: {e}",
+                opts.queue
+            ))
+        })?;
+        tracing::debug!(
+            netdev = ifname,
+            queue = opts.queue,
+            zero_copy,
+            native = attach.native,
+            "AF_XDP socket bound"
+        );
+        Ok(AfXdpPort {
+            name: ifname.to_string(),
+            ifindex,
+            queue: opts.queue,
+            rx,
+            tx,
+            fill,
+            comp,
+            fd,
+            ctl,
+            umem,
+            tx_free,
+            tx_base,
+            mac,
+            mtu,
+            zero_copy,
+            tx_pending: false,
+            dead: false,
+            stats: XdpPortStats::default(),
+            reported: XdpPortStats::default(),
+            kernel: KernelStats::default(),
+            attach,
+        })
+    }
+
+    /// Port counters.
+    pub fn stats(&self) -> XdpPortStats {
+        self.stats
+    }
+
+    /// Whether the socket runs in zero-copy mode (never on veth).
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Whether the XDP program runs in native (driver) mode.
+    pub fn native(&self) -> bool {
+        self.attach.native
+    }
+
+    /// The queue this socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Moves completed transmit frames back to the free list.
+    fn reap(&mut self) {
+        let n = self.comp.peek(self.comp.size());
+        let end = self.tx_base + self.tx_free.capacity() as u64 * FRAME_SIZE as u64;
+        for i in 0..n {
+            let a = self.comp.read_addr(i) & !(FRAME_SIZE as u64 - 1);
+            // Only our own transmit frames go back, never more than exist.
+            if a >= self.tx_base && a < end && self.tx_free.len() < self.tx_free.capacity() {
+                self.tx_free.push(a);
+            }
+        }
+        self.comp.release(n);
+    }
+
+    /// Wakes the kernel's transmit when the ring asks for it. Copy mode
+    /// sends 32 frames per call and says EAGAIN while more remain.
+    fn kick(&mut self) -> io::Result<()> {
+        if !self.tx.needs_wakeup() {
+            self.tx_pending = false;
+            return Ok(());
+        }
+        let tries = self.tx.outstanding() / KERNEL_TX_BATCH + 2;
+        for _ in 0..tries {
+            match rustix::net::send(&self.fd, &[], rustix::net::SendFlags::DONTWAIT) {
+                Ok(_) => {
+                    self.tx_pending = false;
+                    return Ok(());
+                }
+                Err(rustix::io::Errno::AGAIN)
+                | Err(rustix::io::Errno::BUSY)
+                | Err(rustix::io::Errno::NOBUFS)
+                | Err(rustix::io::Errno::INTR) => self.reap(),
+                Err(e @ (rustix::io::Errno::NETDOWN | rustix::io::Errno::NXIO)) => {
+                    if e == rustix::io::Errno::NXIO {
+                        self.dead = true;
+                    }
+                    return Err(e.into());
+                }
+                Err(_) => {
+                    self.stats.tx_kick_errors += 1;
+                    return Ok(());
+                }
+            }
+        }
+        self.tx_pending = self.tx.outstanding() > 0;
+        Ok(())
+    }
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize> {
+        if self.tx_pending {
+            self.reap();
+            self.kick()?;
+        }
+        let max = u32::try_from(max).unwrap_or(u32::MAX);
+        let mut n = 0u32;
+        let frame_mask = !(FRAME_SIZE as u64 - 1);
+        while n < max {
+            let k = self.rx.peek((max - n).min(CHUNK));
+            if k == 0 {
+                break;
+            }
+            // The fill ring has a slot for every receive frame: room for
+            // each one consumed here.
+            let k = k.min(self.fill.free(k));
+            let (mut used, mut filled) = (0, 0);
+            while used < k {
+                let Some(mut pkt) = pool.alloc() else {
+                    break;
+                };
+                let d = self.rx.read_desc(used);
+                used += 1;
+                let len = d.len as usize;
+                let in_frame = (d.addr % FRAME_SIZE as u64) as usize + len <= FRAME_SIZE;
+                let ok = match self.umem.bytes(d.addr, len) {
+                    Some(src)
+                        if in_frame
+                            && d.options == XdpDescOptions::empty()
+                            && len <= pkt.rx_area().len() =>
+                    {
+                        pkt.rx_area()[..len].copy_from_slice(src);
+                        pkt.set_len(len);
+                        if complete_partial_csum(pkt.data_mut()) {
+                            self.stats.rx_csum_completed += 1;
+                        }
+                        true
+                    }
+                    _ => false,
+                };
+                if (d.addr as usize) < self.umem.len() / 2 {
+                    self.fill.write_addr(filled, d.addr & frame_mask);
+                    filled += 1;
+                }
+                if ok {
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += len as u64;
+                    out.push(pkt);
+                    n += 1;
+                } else {
+                    self.stats.rx_bad += 1;
+                    pool.free(pkt);
+                }
+            }
+            // Frames copied: hand the descriptors and frames back at once.
+            self.rx.release(used);
+            self.fill.submit(filled);
+            if used < k {
+                break; // out of pool buffers
+            }
+        }
+        if n > 0 && self.fill.needs_wakeup() && self.zero_copy {
+            let _ = rustix::net::recv(
+                &self.fd,
+                &mut [0u8; 0][..],
+                rustix::net::RecvFlags::DONTWAIT,
+            );
+        }
+        Ok(n as usize)
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
+        self.reap();
+        let total = pkts.len();
+        let room = self
+            .tx
+            .free(u32::try_from(total).unwrap_or(u32::MAX))
+            .min(self.tx_free.len() as u32);
+        let mut slot = 0u32;
+        for p in pkts.iter() {
+            let data = p.data();
+            if data.is_empty() || data.len() > FRAME_SIZE {
+                self.stats.tx_too_big += 1;
+                continue;
+            }
+            if slot >= room {
+                self.stats.tx_full += 1;
+                continue;
+            }
+            let Some(addr) = self.tx_free.pop() else {
+                self.stats.tx_full += 1;
+                continue;
+            };
+            match self.umem.bytes_mut(addr, data.len()) {
+                Some(dst) => dst.copy_from_slice(data),
+                None => {
+                    // Not reachable: free frames are all inside the UMEM.
+                    self.stats.tx_full += 1;
+                    continue;
+                }
+            }
+            self.tx.write_desc(
+                slot,
+                &XdpDesc {
+                    addr,
+                    len: data.len() as u32,
+                    options: XdpDescOptions::empty(),
+                },
+            );
+            self.stats.tx_bytes += data.len() as u64;
+            slot += 1;
+        }
+        self.tx.submit(slot);
+        self.stats.tx_packets += u64::from(slot);
+        pool.free_all(pkts);
+        if slot > 0 || self.tx_pending {
+            self.kick()?;
+        }
+        Ok(slot as usize)
+    }
+
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    fn offloads(&self) -> bool {
+        false
+    }
+
+    fn is_alive(&self) -> bool {
+        !self.dead
+            && netdev::ifindex_on(self.ctl.as_raw_fd(), &self.name).ok() == Some(self.ifindex)
+    }
+
+    /// XDP_STATISTICS (cumulative in the kernel: reported as differences)
+    /// plus the port's own counters. The kernel's `rx_dropped` (fill ring
+    /// empty, or a frame larger than a UMEM frame) counts as ring-full: the
+    /// worker did not hand frames back fast enough.
+    fn take_drops(&mut self) -> PortDrops {
+        let k = match sockopt::xdp_statistics(&self.fd) {
+            Ok(s) => KernelStats {
+                rx_dropped: s.rx_dropped,
+                rx_ring_full: s.rx_ring_full.unwrap_or(0),
+                rx_invalid: s.rx_invalid_descs,
+                tx_invalid: s.tx_invalid_descs,
+            },
+            Err(_) => self.kernel,
+        };
+        let p = self.kernel;
+        self.kernel = k;
+        let (s, r) = (self.stats, self.reported);
+        self.reported = s;
+        PortDrops {
+            rx_ring_full: k.rx_dropped.wrapping_sub(p.rx_dropped)
+                + k.rx_ring_full.wrapping_sub(p.rx_ring_full),
+            rx_bad: k.rx_invalid.wrapping_sub(p.rx_invalid) + s.rx_bad.wrapping_sub(r.rx_bad),
+            tx_rejected: k.tx_invalid.wrapping_sub(p.tx_invalid)
+                + s.tx_too_big.wrapping_sub(r.tx_too_big),
+            tx_full: s.tx_full.wrapping_sub(r.tx_full),
+        }
+    }
+}
+
+/// One's-complement sum of `data` added to `sum` (RFC 1071), not folded.
+fn csum_add(mut sum: u64, data: &[u8]) -> u64 {
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        sum += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    let mut rest = chunks.remainder();
+    if rest.len() >= 2 {
+        sum += u64::from(u16::from_be_bytes([rest[0], rest[1]])) << 16;
+        rest = &rest[2..];
+    }
+    if let [b] = rest {
+        sum += u64::from(*b) << if data.len() % 4 == 3 { 8 } else { 24 };
+    }
+    sum
+}
+
+/// Folds a sum to 16 bits with end-around carries (not complemented).
+fn csum_fold(mut sum: u64) -> u16 {
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Completes a TCP or UDP checksum (IPv4 or IPv6, optionally behind one
+/// VLAN tag) that the sending kernel left partial (CHECKSUM_PARTIAL: the
+/// field holds the folded pseudo-header sum, RFC 793 §3.1 / RFC 768 /
+/// RFC 8200 §8.1). A field that verifies, or that is not the pseudo-header
+/// sum, is left alone. Returns whether the frame was changed. Only reads
+/// within the lengths the headers give, after checking them against the
+/// frame.
+pub fn complete_partial_csum(f: &mut [u8]) -> bool {
+    let Some(mut l3) = f
+        .get(12..14)
+        .map(|b| (u16::from_be_bytes([b[0], b[1]]), 14))
+    else {
+        return false;
+    };
+    if matches!(l3.0, 0x8100 | 0x88a8) {
+        match f.get(16..18) {
+            Some(b) => l3 = (u16::from_be_bytes([b[0], b[1]]), 18),
+            None => return false,
+        }
+    }
+    let (ethertype, o) = l3;
+    // (pseudo-header sum, L4 protocol, L4 range)
+    let (pseudo, proto, l4) = match ethertype {
+        0x0800 => {
+            let Some(h) = f.get(o..o + 20) else {
+                return false;
+            };
+            let ihl = usize::from(h[0] & 0xf) * 4;
+            let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
+            let frag = u16::from_be_bytes([h[6], h[7]]) & 0x3fff;
+            if h[0] >> 4 != 4 || ihl < 20 || tot < ihl || o + tot > f.len() || frag != 0 {
+                return false;
+            }
+            let l4_len = tot - ihl;
+            let sum = csum_add(0, &h[12..20]) + u64::from(h[9]) + l4_len as u64;
+            (sum, h[9], o + ihl..o + tot)
+        }
+        0x86dd => {
+            let Some(h) = f.get(o..o + 40) else {
+                return false;
+            };
+            let plen = usize::from(u16::from_be_bytes([h[4], h[5]]));
+            if h[0] >> 4 != 6 || o + 40 + plen > f.len() {
+                return false;
+            }
+            let sum = csum_add(0, &h[8..40]) + u64::from(h[6]) + plen as u64;
+            (sum, h[6], o + 40..o + 40 + plen)
+        }
+        _ => return false,
+    };
+    let field = match proto {
+        6 if l4.len() >= 20 => l4.start + 16,
+        17 if l4.len() >= 8 => l4.start + 6,
+        _ => return false,
+    };
+    let cur = u16::from_be_bytes([f[field], f[field + 1]]);
+    if cur != csum_fold(pseudo) {
+        return false;
+    }
+    if csum_fold(csum_add(pseudo, &f[l4.clone()])) == 0xffff {
+        return false; // complete and right already
+    }
+    f[field..field + 2].copy_from_slice(&[0, 0]);
+    let mut c = !csum_fold(csum_add(pseudo, &f[l4]));
+    if proto == 17 && c == 0 {
+        c = 0xffff; // RFC 768: zero means "no checksum"
+    }
+    f[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The SYN the test `rx_tcp_from_peer_has_complete_checksum` captured
+    /// from a veth peer before the fix: checksum field 0x8300 is the
+    /// pseudo-header sum.
+    const PARTIAL_SYN: [u8; 74] = [
+        0x86, 0x59, 0xd6, 0xf7, 0xca, 0x3b, 0x0e, 0xa7, 0xad, 0x72, 0xbb, 0x69, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x3c, 0x97, 0x39, 0x40, 0x00, 0x40, 0x06, 0x20, 0xb1, 0x0a, 0x63, 0xb7, 0x02,
+        0x0a, 0x63, 0xb7, 0x09, 0x9b, 0xc0, 0x15, 0xb3, 0xc7, 0xa5, 0x9a, 0xb5, 0x00, 0x00, 0x00,
+        0x00, 0xa0, 0x02, 0xfa, 0xf0, 0x83, 0x00, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02,
+        0x08, 0x0a, 0x44, 0xbc, 0x91, 0xe2, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x0a,
+    ];
+
+    fn verifies_v4(f: &[u8]) -> bool {
+        let mut ph = Vec::new();
+        ph.extend_from_slice(&f[26..34]);
+        ph.extend_from_slice(&[0, f[23]]);
+        ph.extend_from_slice(&((f.len() - 34) as u16).to_be_bytes());
+        csum_fold(csum_add(csum_add(0, &ph), &f[34..])) == 0xffff
+    }
+
+    #[test]
+    fn completes_a_partial_tcp_checksum_once() {
+        let mut f = PARTIAL_SYN;
+        assert!(!verifies_v4(&f));
+        assert!(complete_partial_csum(&mut f));
+        assert!(verifies_v4(&f));
+        assert_eq!(f[..50], PARTIAL_SYN[..50]);
+        assert_eq!(f[52..], PARTIAL_SYN[52..]);
+        // Complete now: left alone.
+        let g = f;
+        assert!(!complete_partial_csum(&mut f));
+        assert_eq!(f, g);
+    }
+
+    #[test]
+    fn leaves_wrong_but_not_partial_checksums_and_short_frames() {
+        let mut f = PARTIAL_SYN;
+        f[50] ^= 0x01; // corrupt, and not the pseudo-header sum
+        let g = f;
+        assert!(!complete_partial_csum(&mut f));
+        assert_eq!(f, g);
+        for n in 0..PARTIAL_SYN.len() {
+            let mut t = PARTIAL_SYN[..n].to_vec();
+            assert!(!complete_partial_csum(&mut t), "truncated to {n}");
+        }
+    }
+
+    #[test]
+    fn odd_lengths_sum_like_rfc1071() {
+        // 16-bit big-endian words, the odd byte padded with zero.
+        assert_eq!(csum_fold(csum_add(0, &[0x01, 0x02, 0x03])), 0x0402);
+        assert_eq!(csum_fold(csum_add(0, &[1, 2, 3, 4, 5])), 0x0906);
+        assert_eq!(csum_fold(csum_add(0, &[0xff; 7])), 0xff00);
+    }
+}

@@ -1,0 +1,342 @@
+//! AF_XDP port on one end of a veth pair between two namespaces (needs
+//! root). Each test builds its own uniquely named namespaces and veths,
+//! removed on drop.
+
+mod common;
+
+use common::*;
+use dataplane::{Pool, Port};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use vecgate_io::{AfXdpOpts, AfXdpPort, IoError};
+
+fn open_a(t: &VethPair, opts: AfXdpOpts) -> Result<AfXdpPort, IoError> {
+    let va = t.va.clone();
+    t.a.run_in(move || AfXdpPort::open(&va, opts))
+}
+
+/// An address in the subnet that nobody owns; B reaches it via A's MAC.
+fn ghost(t: &VethPair, mac_a: [u8; 6]) -> String {
+    let ghost = format!("10.99.{}.9", t.subnet);
+    t.b.exec(&[
+        "ip",
+        "neigh",
+        "replace",
+        &ghost,
+        "lladdr",
+        &mac_str(mac_a),
+        "dev",
+        &t.vb,
+    ]);
+    ghost
+}
+
+/// `ip -d link show` of `va` in `a`.
+fn link_show(t: &VethPair) -> String {
+    String::from_utf8_lossy(&t.a.exec(&["ip", "-d", "link", "show", "dev", &t.va]).stdout)
+        .into_owned()
+}
+
+/// The one's-complement L4 checksum over the IPv4 pseudo header and the
+/// segment: 0 when the checksum field is complete and right.
+fn l4_csum_v4(f: &[u8]) -> u16 {
+    let ihl = usize::from(f[14] & 0xf) * 4;
+    let tot = usize::from(u16::from_be_bytes([f[16], f[17]]));
+    let l4 = &f[14 + ihl..14 + tot];
+    let mut ph = Vec::new();
+    ph.extend_from_slice(&f[26..34]);
+    ph.extend_from_slice(&[0, f[23]]);
+    ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    let s = u32::from(csum_fold(0, &ph));
+    !csum_fold(s, l4)
+}
+
+#[test]
+fn rx_receives_frames_from_peer() {
+    let t = VethPair::new();
+    let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    let mut pool = Pool::new(64);
+    let mac_a = port.mac();
+    let mac_b = t.mac_b();
+    assert_eq!(port.mtu(), 1500);
+    assert!(!port.offloads());
+    assert!(port.is_alive());
+    assert!(!port.zero_copy(), "veth has no zero-copy");
+    assert!(port.native(), "veth has native XDP");
+    assert!(link_show(&t).contains("xdp"), "{}", link_show(&t));
+    let g = ghost(&t, mac_a);
+    t.b.try_exec(&[
+        "ping", "-c", "2", "-i", "0.2", "-W", "1", "-s", "100", "-p", "a5", &g,
+    ]);
+    let p = recv_until(&mut port, &mut pool, Duration::from_secs(3), |p| {
+        is_icmp(p.data(), 8, None)
+    })
+    .expect("echo request received");
+    let f = p.data();
+    assert_eq!(f.len(), 14 + 20 + 8 + 100);
+    assert_eq!(&f[0..6], &mac_a);
+    assert_eq!(&f[6..12], &mac_b);
+    assert_eq!(&f[26..30], &ip4(&t.ip_b));
+    assert_eq!(&f[30..34], &ip4(&g));
+    assert_eq!(checksum(&f[14..34]), 0, "IPv4 header checksum");
+    assert_eq!(checksum(&f[34..]), 0, "ICMP checksum");
+    assert!(f[34 + 8 + 16..].iter().all(|&b| b == 0xa5), "ping pattern");
+    assert!(port.stats().rx_packets >= 1);
+    assert_eq!(port.stats().rx_bad, 0);
+}
+
+/// The kernel of A never sees redirected frames (nor frames of queues
+/// without a socket): A's address does not answer ping while the port is
+/// open, and answers again once it is dropped — and the program is gone.
+#[test]
+fn host_stack_is_silent_and_drop_detaches() {
+    let t = VethPair::new();
+    assert!(t.b.try_exec(&["ping", "-c", "1", "-W", "1", &t.ip_a]));
+    let port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    assert!(link_show(&t).contains("prog/xdp"), "{}", link_show(&t));
+    assert!(!t
+        .b
+        .try_exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", &t.ip_a]));
+    drop(port);
+    let s = link_show(&t);
+    assert!(!s.contains("xdp"), "program still attached: {s}");
+    assert!(t
+        .b
+        .try_exec(&["ping", "-c", "2", "-i", "0.2", "-W", "2", &t.ip_a]));
+}
+
+#[test]
+fn tx_reaches_peer_and_reply_comes_back() {
+    let t = VethPair::new();
+    let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    let mut pool = Pool::new(64);
+    let mac_a = port.mac();
+    let mac_b = t.mac_b();
+    let g = ghost(&t, mac_a);
+    let mut v = Vec::new();
+    for seq in 0..3 {
+        let mut p = pool.alloc().unwrap();
+        let frame = icmp_echo(
+            mac_b,
+            mac_a,
+            ip4(&g),
+            ip4(&t.ip_b),
+            0x4242,
+            seq,
+            &[0x5a; 64],
+        );
+        assert!(p.set_data(&frame));
+        v.push(p);
+    }
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 3);
+    assert!(v.is_empty());
+    assert_eq!(pool.available(), 64);
+    let mut replies = 0;
+    recv_for(&mut port, &mut pool, Duration::from_millis(1500), |p| {
+        if is_icmp(p.data(), 0, Some(0x4242)) {
+            let f = p.data();
+            assert_eq!(&f[30..34], &ip4(&g));
+            assert_eq!(&f[42..], &[0x5a; 64]);
+            replies += 1;
+        }
+    });
+    assert_eq!(replies, 3, "one reply per echo request sent");
+    assert_eq!(port.stats().tx_packets, 3);
+}
+
+/// Many frames in one burst (more than the kernel's 32 per kick) all leave.
+#[test]
+fn tx_large_burst_is_drained() {
+    let t = VethPair::new();
+    let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    let mut pool = Pool::new(512);
+    let mac_a = port.mac();
+    let mac_b = t.mac_b();
+    let g = ghost(&t, mac_a);
+    let mut v = Vec::new();
+    for seq in 0..200 {
+        let mut p = pool.alloc().unwrap();
+        let frame = icmp_echo(mac_b, mac_a, ip4(&g), ip4(&t.ip_b), 0x77, seq, &[1; 32]);
+        assert!(p.set_data(&frame));
+        v.push(p);
+    }
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 200);
+    let mut replies = std::collections::BTreeSet::new();
+    recv_for(&mut port, &mut pool, Duration::from_millis(1500), |p| {
+        if is_icmp(p.data(), 0, Some(0x77)) {
+            replies.insert(u16::from_be_bytes([p.data()[40], p.data()[41]]));
+        }
+    });
+    assert_eq!(replies.len(), 200, "every request answered");
+    let d = port.take_drops();
+    assert_eq!(d.tx_full + d.tx_rejected + d.rx_bad, 0, "{d:?}");
+}
+
+/// TCP from B's kernel (tx checksum offload on its veth: the segments are
+/// CHECKSUM_PARTIAL) arrives with a complete, correct TCP checksum.
+#[test]
+fn rx_tcp_from_peer_has_complete_checksum() {
+    let t = VethPair::new();
+    let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    let mut pool = Pool::new(64);
+    let g = ghost(&t, port.mac());
+    let b = t.b.name.clone();
+    let g2 = g.clone();
+    let client = std::thread::spawn(move || {
+        let script = format!(
+            "import socket\ns=socket.socket()\ns.settimeout(1.5)\n\
+             try: s.connect(('{g2}',5555))\nexcept Exception: pass\n\
+             u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+             u.sendto(b'x'*300,('{g2}',5556))\n"
+        );
+        Command::new("ip")
+            .args(["netns", "exec", &b, "/usr/bin/python3", "-c", &script])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+    });
+    let (mut tcp, mut udp) = (0, 0);
+    recv_for(&mut port, &mut pool, Duration::from_secs(2), |p| {
+        let f = p.data();
+        if f.len() > 34 && f[12..14] == [8, 0] && f[30..34] == ip4(&g) {
+            match f[23] {
+                6 => {
+                    assert_eq!(l4_csum_v4(f), 0, "TCP checksum of {f:02x?}");
+                    tcp += 1;
+                }
+                17 => {
+                    assert_eq!(l4_csum_v4(f), 0, "UDP checksum of {f:02x?}");
+                    udp += 1;
+                }
+                _ => {}
+            }
+        }
+    });
+    client.join().unwrap();
+    assert!(tcp >= 1, "no SYN seen");
+    assert_eq!(udp, 1);
+}
+
+/// A veth has one receive queue by default: a second worker's port is
+/// refused with the queue count and the fix; a second socket on a queue
+/// already taken is refused too.
+#[test]
+fn too_few_queues_and_busy_queue_fail_clearly() {
+    let t = VethPair::new();
+    let e = open_a(
+        &t,
+        AfXdpOpts {
+            queue: 1,
+            workers: 2,
+            ..AfXdpOpts::default()
+        },
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(
+            e,
+            IoError::TooFewQueues {
+                queues: 1,
+                needed: 2,
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&t.va) && msg.contains("numrxqueues 2"),
+        "{msg}"
+    );
+    // Nothing attached by the failed open.
+    assert!(!link_show(&t).contains("xdp"));
+    let _p = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    let e = open_a(&t, AfXdpOpts::default()).unwrap_err();
+    assert!(e.to_string().contains("queue 0 is already used"), "{e}");
+}
+
+/// Two queues, two sockets, one program: each socket gets the frames of
+/// its queue, and the program stays until the last socket is dropped.
+#[test]
+fn two_queues_share_one_program() {
+    let a = Netns::new("vgA");
+    let b = Netns::new("vgB");
+    let va = unique("va");
+    let vb = unique("vb");
+    a.exec(&[
+        "ip",
+        "link",
+        "add",
+        &va,
+        "numrxqueues",
+        "2",
+        "numtxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &vb,
+        "numrxqueues",
+        "2",
+        "numtxqueues",
+        "2",
+    ]);
+    a.exec(&["ip", "link", "set", &vb, "netns", &b.name]);
+    a.exec(&["ip", "link", "set", &va, "up"]);
+    b.exec(&["ip", "addr", "add", "10.98.0.2/24", "dev", &vb]);
+    b.exec(&["ip", "link", "set", &vb, "up"]);
+    let open = |q: u32| {
+        let va = va.clone();
+        a.run_in(move || {
+            AfXdpPort::open(
+                &va,
+                AfXdpOpts {
+                    queue: q,
+                    workers: 2,
+                    ..AfXdpOpts::default()
+                },
+            )
+        })
+        .expect("open af_xdp")
+    };
+    let mut p0 = open(0);
+    let mut p1 = open(1);
+    let mac = mac_str(p0.mac());
+    b.exec(&[
+        "ip",
+        "neigh",
+        "replace",
+        "10.98.0.9",
+        "lladdr",
+        &mac,
+        "dev",
+        &vb,
+    ]);
+    // Many UDP flows from B: its XPS/hash spreads them over both tx queues,
+    // which land on the matching rx queues of A.
+    let script = "import socket\n\
+        for p in range(64):\n\
+        \x20   u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+        \x20   u.sendto(b'y'*64,('10.98.0.9',6000+p))\n";
+    b.exec(&["/usr/bin/python3", "-c", script]);
+    let mut pool = Pool::new(256);
+    let count = |p: &mut AfXdpPort, pool: &mut Pool| {
+        let mut n = 0;
+        recv_for(p, pool, Duration::from_millis(500), |f| {
+            let d = f.data();
+            n += usize::from(d.len() > 34 && d[23] == 17 && d[30..34] == [10, 98, 0, 9]);
+        });
+        n
+    };
+    let (n0, n1) = (count(&mut p0, &mut pool), count(&mut p1, &mut pool));
+    assert_eq!(n0 + n1, 64, "queue 0: {n0}, queue 1: {n1}");
+    assert!(n0 > 0 && n1 > 0, "queue 0: {n0}, queue 1: {n1}");
+    let show = || {
+        String::from_utf8_lossy(&a.exec(&["ip", "link", "show", "dev", &va]).stdout).into_owned()
+    };
+    drop(p0);
+    assert!(show().contains("xdp"), "detached while queue 1 is open");
+    drop(p1);
+    assert!(!show().contains("xdp"), "{}", show());
+}
