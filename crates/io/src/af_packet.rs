@@ -44,7 +44,11 @@ pub struct AfPacketOpts {
     /// Receive frames for every MAC address (vecgate answers for its own).
     pub promisc: bool,
     /// Receive ring slots (each holds one frame of up to 64 KB: 68 KiB of
-    /// memory per slot).
+    /// memory per slot), rounded up to whole 15-slot blocks. The default,
+    /// 510 slots (34 MiB), absorbs the bursts a peer's segmentation makes
+    /// (a 64 KB super-packet sent over a 1500-byte link is 45 frames at
+    /// once): 255 slots lost 14 % of a GRE flow's frames over a 1500-byte
+    /// underlay, 510 cut that in half (measured with `rx_missed`).
     pub frames: u32,
     /// Socket send buffer (bytes in flight in the kernel before EAGAIN).
     pub sndbuf: usize,
@@ -57,7 +61,7 @@ impl Default for AfPacketOpts {
             vnet_hdr: true,
             qdisc_bypass: true,
             promisc: true,
-            frames: 256,
+            frames: 510,
             sndbuf: 4 << 20,
         }
     }
@@ -93,6 +97,19 @@ const H_SIZE: usize = 32 + 20;
 /// One ring slot: a 64 KB GSO frame, its virtio-net header and the
 /// tpacket2 header, rounded to whole pages (17 pages).
 const FRAME_SIZE: usize = 17 * 4096;
+/// One ring block: the kernel allocates each block as one power-of-two run
+/// of pages (net/packet/af_packet.c `alloc_pg_vec`, order = get_order(block
+/// size)), so a block of one 17-page frame would cost 32 pages. 256 pages
+/// hold 15 frames with one page to spare.
+const BLOCK_SIZE: usize = 256 * 4096;
+const FRAMES_PER_BLOCK: usize = BLOCK_SIZE / FRAME_SIZE;
+
+/// Ring offset of slot `slot` (frames never straddle blocks: kernel
+/// `packet_lookup_frame`).
+#[inline]
+fn frame_offset(slot: usize) -> usize {
+    slot / FRAMES_PER_BLOCK * BLOCK_SIZE + slot % FRAMES_PER_BLOCK * FRAME_SIZE
+}
 
 /// One worker's AF_PACKET socket on one netdev.
 pub struct AfPacketPort {
@@ -156,10 +173,13 @@ impl AfPacketPort {
             sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_VNET_HDR, &1i32)
                 .map_err(err("PACKET_VNET_HDR"))?;
         }
-        let frame_nr = opts.frames.clamp(8, 4096);
+        // Whole blocks only: the kernel wants frame_nr = blocks × frames
+        // per block.
+        let block_nr = (opts.frames.clamp(8, 4096) as usize).div_ceil(FRAMES_PER_BLOCK);
+        let frame_nr = (block_nr * FRAMES_PER_BLOCK) as u32;
         let req = sys::TpacketReq3 {
-            block_size: FRAME_SIZE as u32,
-            block_nr: frame_nr,
+            block_size: BLOCK_SIZE as u32,
+            block_nr: block_nr as u32,
             frame_size: FRAME_SIZE as u32,
             frame_nr,
             retire_blk_tov: 0,
@@ -168,8 +188,7 @@ impl AfPacketPort {
         };
         sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_RX_RING, &req)
             .map_err(err("PACKET_RX_RING"))?;
-        let ring =
-            sys::Mmap::ring(&fd, FRAME_SIZE * frame_nr as usize).map_err(err("mmap rx ring"))?;
+        let ring = sys::Mmap::ring(&fd, BLOCK_SIZE * block_nr).map_err(err("mmap rx ring"))?;
         sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL).map_err(err("bind"))?;
         if opts.promisc {
             sys::add_promisc_membership(&fd, ifindex).map_err(err("PACKET_MR_PROMISC"))?;
@@ -328,7 +347,7 @@ impl Port for AfPacketPort {
     ) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
-            let h = self.slot * FRAME_SIZE;
+            let h = frame_offset(self.slot);
             let status = self.ring.load_status(h + H_STATUS);
             if status & sys::TP_STATUS_USER == 0 {
                 break;
