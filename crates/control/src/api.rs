@@ -243,16 +243,23 @@ async fn tunnel(
         .ok_or_else(|| ApiError::not_found("name", format!("no tunnel \"{name}\"")))
 }
 
+/// Creates a tunnel live. `kind = "ipsec"` takes the file's IPsec keys:
+/// static SAs in `sa` (keys from `key_file` or inline hex `key`, never
+/// echoed) or IKEv2 in `ike` (the tunnel starts negotiating, or waits as
+/// responder, at once).
 #[utoipa::path(post, path = "/tunnels", tag = "tunnels", request_body = TunnelSpec,
-    responses((status = 201, body = TunnelInfo), (status = 400, body = ErrorBody),
-              (status = 409, description = "name in use, kind = ipsec (created at startup only), or a build without live tunnels", body = ErrorBody),
+    responses((status = 201, description = "created (the answer never holds key material)", body = TunnelInfo),
+              (status = 400, description = "invalid; `field` names the offending key, e.g. `sa[1].spi` or `ike.psk_file`", body = ErrorBody),
+              (status = 409, description = "name or inbound SPI in use, or a build without live tunnels", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn add_tunnel(
     State(s): State<AppState>,
     body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<TunnelInfo>)> {
     let spec: TunnelSpec = object(body)?;
-    s.ctl.add_tunnel(&spec)?;
+    let ctl = s.ctl.clone();
+    let sp = spec.clone();
+    blocking(move || ctl.add_tunnel(&sp)).await??;
     s.ctl
         .tunnels()
         .into_iter()
@@ -261,17 +268,22 @@ async fn add_tunnel(
         .ok_or_else(|| ApiError::new(500, "tunnel vanished after creation", None))
 }
 
+/// Deletes a tunnel live. An IKEv2-keyed ipsec tunnel first deletes its
+/// IKE SA with the peer (INFORMATIONAL, RFC 7296 §1.4.1); an ipsec
+/// tunnel's SAs are removed with it.
 #[utoipa::path(delete, path = "/tunnels/{name}", tag = "tunnels",
     params(("name" = String, Path, description = "Tunnel name")),
     responses((status = 204, description = "deleted"), (status = 400, body = ErrorBody),
-              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 404, body = ErrorBody),
+              (status = 409, description = "a route goes through the tunnel: delete it first", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn del_tunnel(
     State(s): State<AppState>,
     name: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
     let Path(name) = name.map_err(path_err)?;
-    s.ctl.del_tunnel(&name)?;
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.del_tunnel(&name)).await??;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -15,11 +15,13 @@
 //! a physical interface) are refused with 409: restart with the new
 //! configuration. Tunnels are virtual ports and come and go live (their
 //! port numbers stay stable; workers count up to
-//! `dataplane::graph::MAX_VIRTUAL_PORTS` of them); ipsec tunnels are
-//! created at startup, but their SAs are installed, switched and removed
-//! live through [`SaOps`]. Key material in requests is accepted (hex, or a
-//! key file path) but never returned, logged or kept in the running
-//! configuration except as the key file's path.
+//! `dataplane::graph::MAX_VIRTUAL_PORTS` of them); ipsec tunnels too: their
+//! SAs (static, or negotiated by IKEv2) are registered, started, stopped
+//! and removed around the table swap through [`SaOps`], which also
+//! installs, switches and removes static SAs of running tunnels. Key
+//! material in requests is accepted (hex, or a key file path) but never
+//! returned, logged or kept in the running configuration except as the
+//! key file's path.
 
 pub mod api;
 pub mod auth;

@@ -176,8 +176,12 @@ pub struct TunnelInfo {
     pub drops: u64,
 }
 
-/// POST /tunnels: the `[[tunnel]]` keys of the configuration file.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+/// POST /tunnels: the `[[tunnel]]` keys of the configuration file. A
+/// `kind = "ipsec"` tunnel also takes the file's IPsec keys: `nat_t`,
+/// `traffic`, and either static SAs (`sa`, as `[[tunnel.sa]]`) or IKEv2
+/// (`ike`, as `[tunnel.ike]`).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TunnelSpec {
     pub name: String,
     /// gre, nvgre, vxlan or ipsec.
@@ -205,6 +209,90 @@ pub struct TunnelSpec {
     /// GRE payload: "ip" (default) or "ethernet" (0x6558).
     #[serde(default)]
     pub inner: Option<String>,
+    /// ipsec: ESP in UDP 4500 (RFC 3948); default false.
+    #[serde(default)]
+    pub nat_t: Option<bool>,
+    /// ipsec: the remote prefixes (SPD selectors): routed into the tunnel,
+    /// and the only sources accepted from it (RFC 4301 §5.2).
+    #[serde(default)]
+    pub traffic: Option<Vec<String>>,
+    /// ipsec, statically keyed: exactly one "out" and at least one "in" SA.
+    #[serde(default)]
+    pub sa: Option<Vec<TunnelSaSpec>>,
+    /// ipsec, keyed by IKEv2 with a pre-shared key (instead of `sa`).
+    #[serde(default)]
+    pub ike: Option<IkeSpec>,
+}
+
+/// One static SA of a new ipsec tunnel (`[[tunnel.sa]]`). The key comes
+/// from `key_file` (a hex file on the gateway) or inline as `key` (hex),
+/// exactly as `POST /sas` takes it; never echoed back.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelSaSpec {
+    /// "in" or "out".
+    pub direction: String,
+    /// SPI, as a number or hex text ("0x1001").
+    #[schema(value_type = String, example = "0x1001")]
+    pub spi: SpiText,
+    /// aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256 or
+    /// chacha20poly1305.
+    pub algorithm: String,
+    /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = Password)]
+    pub key: Option<HexKey>,
+    /// Path of a hex key file on the gateway.
+    #[serde(default)]
+    pub key_file: Option<String>,
+    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1); default true.
+    #[serde(default)]
+    pub esn: Option<bool>,
+    /// Anti-replay window of an inbound SA; default 1024 (0 = off).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 65536)]
+    pub replay_window: Option<u32>,
+    #[serde(default)]
+    pub lifetime_bytes: Option<u64>,
+    #[serde(default)]
+    pub lifetime_packets: Option<u64>,
+    #[serde(default)]
+    pub lifetime_seconds: Option<u64>,
+}
+
+/// IKEv2 of a new ipsec tunnel (`[tunnel.ike]`, RFC 7296 with a PSK).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IkeSpec {
+    /// File on the gateway holding the PSK (never the PSK itself).
+    pub psk_file: String,
+    /// Our identity: an address, an FQDN or "keyid:..."; default: local.
+    #[serde(default)]
+    pub local_id: Option<String>,
+    /// The identity the peer must present; default: remote.
+    #[serde(default)]
+    pub remote_id: Option<String>,
+    /// IKE SA proposals, strongSwan syntax ("aes256-sha256-modp2048").
+    #[serde(default)]
+    pub ike_proposals: Option<Vec<String>>,
+    /// Child SA (ESP) proposals ("aes128gcm16").
+    #[serde(default)]
+    pub esp_proposals: Option<Vec<String>>,
+    /// Start the negotiation (default true); false: wait for the peer.
+    #[serde(default)]
+    pub initiate: Option<bool>,
+    /// Seconds of silence before a liveness check (RFC 7296 §2.4).
+    #[serde(default)]
+    pub dpd_interval: Option<u64>,
+    /// Seconds until the IKE SA is rekeyed.
+    #[serde(default)]
+    pub ike_lifetime: Option<u64>,
+    /// Seconds until each child SA is rekeyed.
+    #[serde(default)]
+    pub child_lifetime: Option<u64>,
+    /// Our traffic selectors; default: the tunnel VRF's networks.
+    #[serde(default)]
+    pub local_traffic: Option<Vec<String>>,
 }
 
 /// One IPsec security association, without key material.

@@ -56,6 +56,7 @@ pub struct Dataplane {
 pub type SaSource = Box<dyn Fn() -> Vec<SaInfo> + Send + Sync>;
 
 /// Where an SA's key comes from: the request's hex text or a key file.
+#[derive(Clone, Copy)]
 pub enum KeySource<'a> {
     Hex(&'a str),
     File(&'a std::path::Path),
@@ -82,6 +83,26 @@ pub trait SaOps: Send + Sync {
     ) -> Result<u32, ApiError>;
     /// Removes the inbound SA `spi`; returns its tunnel's name.
     fn remove_inbound(&self, spi: u32) -> Result<String, ApiError>;
+    /// Registers the new ipsec tunnel `t` of `cfg` before it enters the
+    /// tables: its static SAs keyed from `keys` (one per `t.ipsec.sas`, in
+    /// order), or its IKEv2 state machine (PSK read, proposals parsed; not
+    /// started yet). Errors name the request field (`sa[1].key`,
+    /// `ike.psk_file`) and never hold key material.
+    fn add_tunnel(
+        &self,
+        cfg: &vecgate_config::Config,
+        t: &vecgate_config::Tunnel,
+        keys: &[KeySource<'_>],
+    ) -> Result<(), ApiError>;
+    /// The tunnel is in the published tables: an IKEv2 tunnel starts
+    /// negotiating (or waits for the peer).
+    fn start_tunnel(&self, name: &str);
+    /// The tunnel is about to leave the tables: an IKEv2 tunnel tells the
+    /// peer (INFORMATIONAL DELETE, RFC 7296 §1.4.1) and waits a moment for
+    /// the answer. Blocks (call from a blocking context).
+    fn stop_tunnel(&self, name: &str);
+    /// The tunnel left the tables: its SAs leave the registry.
+    fn remove_tunnel(&self, name: &str) -> Result<(), ApiError>;
 }
 
 /// Lists the IKEv2 tunnels with their IKE and child SAs (`GET /ike`).
@@ -131,6 +152,13 @@ pub struct Control {
     /// ports are reused after a full round of the allocator; reports are
     /// since creation).
     tunnel_base: Mutex<std::collections::HashMap<String, PortSnapshot>>,
+    /// Serializes tunnel creation and deletion (ipsec ones have steps
+    /// outside [`Control::apply`]: registry, IKE).
+    tunnel_ops: Mutex<()>,
+    /// ipsec tunnels created live with an inline (hex) key: their SAs are
+    /// not in the running configuration, so later SA changes are not
+    /// recorded either (a partial set would not validate).
+    inline_keyed: Mutex<std::collections::HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -164,6 +192,68 @@ fn field_in(message: &str, fields: &[&str]) -> Option<String> {
         .or_else(|| fields.first().map(|f| (*f).to_owned()))
 }
 
+/// The request field a validator message about a new tunnel talks about:
+/// IKE and SA keys by their path in the request (`ike.psk_file`,
+/// `sa[1].spi`), the tunnel's own keys by name.
+fn tunnel_field(message: &str) -> String {
+    const IKE: &[&str] = &[
+        "psk_file",
+        "local_id",
+        "remote_id",
+        "ike_proposals",
+        "esp_proposals",
+        "dpd_interval",
+        "ike_lifetime",
+        "child_lifetime",
+        "local_traffic",
+    ];
+    const SA: &[&str] = &[
+        "spi",
+        "replay_window",
+        "lifetime_bytes",
+        "lifetime_packets",
+        "lifetime_seconds",
+        "key_file",
+    ];
+    if message.contains("mutually exclusive") {
+        return "ike".into();
+    }
+    if let Some(i) = message.find("[tunnel.ike]") {
+        return field_in(&message[i..], IKE).map_or_else(|| "ike".into(), |f| format!("ike.{f}"));
+    }
+    if let Some(i) = message.find("[[tunnel.sa]] #") {
+        let rest = &message[i + 15..];
+        let n: usize = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(1);
+        let f = field_in(rest, SA).unwrap_or_else(|| "spi".into());
+        return format!("sa[{}].{f}", n.saturating_sub(1));
+    }
+    if message.contains("[[tunnel.sa]]") {
+        return "sa".into();
+    }
+    field_in(
+        message,
+        &[
+            "name",
+            "local",
+            "remote",
+            "key",
+            "vrf",
+            "underlay_vrf",
+            "mtu",
+            "traffic",
+            "nat_t",
+            "addresses",
+            "inner",
+            "port",
+        ],
+    )
+    .unwrap_or_else(|| "name".into())
+}
+
 impl Control {
     pub fn new(config: Config, dp: Dataplane, caps: Capabilities) -> Arc<Self> {
         Arc::new(Control {
@@ -174,6 +264,8 @@ impl Control {
             started: Instant::now(),
             ike: Mutex::new(None),
             tunnel_base: Mutex::new(Default::default()),
+            tunnel_ops: Mutex::new(()),
+            inline_keyed: Mutex::new(Default::default()),
         })
     }
 
@@ -514,6 +606,9 @@ impl Control {
 
     /// Adds a tunnel: the spec becomes a `[[tunnel]]` table (defaults as in
     /// the file), is validated with the rest, and built into the tables.
+    /// An ipsec tunnel is registered with the SA registry first (static
+    /// keys read, or its IKEv2 state machine built), then published, then
+    /// (IKEv2) started; a refusal on the way undoes the registration.
     pub fn add_tunnel(&self, spec: &TunnelSpec) -> Result<(), ApiError> {
         let kind: vecgate_config::TunnelKind =
             spec.kind.parse().map_err(|e| ApiError::bad("kind", e))?;
@@ -545,57 +640,102 @@ impl Control {
         if let Some(o) = obj.as_object_mut() {
             o.retain(|_, v| !v.is_null());
         }
-        let tunnel: vecgate_config::Tunnel = serde_json::from_value(obj).map_err(|e| {
+        let mut tunnel: vecgate_config::Tunnel = serde_json::from_value(obj).map_err(|e| {
             let m = e.to_string();
             let f = field_in(&m, &["inner", "name"]).unwrap_or_else(|| "name".into());
             ApiError::bad(&f, m)
         })?;
-        // An ipsec tunnel needs its SAs (keys) at creation; the API's SA
-        // operations act on existing tunnels only.
-        let restart_only = kind == vecgate_config::TunnelKind::Ipsec;
-        if !self.caps.tunnels || restart_only {
+        let (ipsec, hex) = Self::ipsec_of(spec)?;
+        tunnel.ipsec = ipsec;
+        let invalid = |cfg: &Config| {
+            vecgate_config::validate(cfg).first().map(|d| ApiError {
+                status: 400,
+                field: Some(tunnel_field(&d.message)),
+                message: d.message.clone(),
+            })
+        };
+        if !self.caps.tunnels {
             // Validate first so bad input is still a 400 naming the field.
             let mut probe = self.config();
             probe.tunnels.push(tunnel);
-            if let Some(d) = vecgate_config::validate(&probe).first() {
-                return Err(ApiError {
-                    status: 400,
-                    field: field_in(&d.message, &["name", "local", "remote", "key", "vrf"]),
-                    message: d.message.clone(),
-                });
+            if let Some(e) = invalid(&probe) {
+                return Err(e);
             }
             return Err(ApiError::new(
                 409,
-                if restart_only {
-                    "ipsec tunnels are created at startup (their SAs come from [[tunnel.sa]] or [tunnel.ike]): add it to the configuration and restart; SAs of existing ipsec tunnels change live through /sas"
-                } else {
-                    "tunnels are not in this build of the dataplane yet"
-                },
+                "tunnels are not in this build of the dataplane yet",
                 Some("kind"),
             ));
         }
-        self.apply(
-            &[
-                "name",
-                "local",
-                "remote",
-                "key",
-                "vrf",
-                "underlay_vrf",
-                "mtu",
-            ],
-            |c| {
-                if c.tunnel(&spec.name).is_some() || c.interface(&spec.name).is_some() {
-                    return Err(ApiError::new(
-                        409,
-                        format!("name \"{}\" is already in use", spec.name),
-                        Some("name"),
-                    ));
+        let _serial = lock(&self.tunnel_ops);
+        let mut probe = self.config();
+        let in_use = || {
+            ApiError::new(
+                409,
+                format!("name \"{}\" is already in use", spec.name),
+                Some("name"),
+            )
+        };
+        if probe.tunnel(&spec.name).is_some() || probe.interface(&spec.name).is_some() {
+            return Err(in_use());
+        }
+        probe.tunnels.push(tunnel.clone());
+        if let Some(e) = invalid(&probe) {
+            return Err(e);
+        }
+        let is_ipsec = kind == vecgate_config::TunnelKind::Ipsec;
+        let mut recorded = tunnel.clone();
+        let ops = if is_ipsec {
+            let ops = self.sa_ops()?;
+            let sas = tunnel.ipsec.as_ref().map_or(&[][..], |x| &x.sas[..]);
+            let keys: Vec<KeySource<'_>> = sas
+                .iter()
+                .zip(&hex)
+                .map(|(sa, h)| match h {
+                    Some(h) => KeySource::Hex(h),
+                    None => KeySource::File(&sa.key_file),
+                })
+                .collect();
+            ops.add_tunnel(&probe, &tunnel, &keys)?;
+            // Inline keys are not written into the configuration (as with
+            // POST /sas): the tunnel is recorded without its SAs.
+            if hex.iter().any(Option::is_some) {
+                if let Some(x) = recorded.ipsec.as_mut() {
+                    x.sas.clear();
                 }
-                c.tunnels.push(tunnel);
-                Ok(())
-            },
-        )?;
+            }
+            Some(ops)
+        } else {
+            None
+        };
+        let fields = [
+            "name",
+            "local",
+            "remote",
+            "key",
+            "vrf",
+            "underlay_vrf",
+            "mtu",
+        ];
+        let applied = self.apply(&fields, |c| {
+            if c.tunnel(&spec.name).is_some() || c.interface(&spec.name).is_some() {
+                return Err(in_use());
+            }
+            c.tunnels.push(recorded);
+            Ok(())
+        });
+        if let Err(e) = applied {
+            if let Some(ops) = ops {
+                let _ = ops.remove_tunnel(&spec.name);
+            }
+            return Err(e);
+        }
+        if let Some(ops) = ops {
+            if hex.iter().any(Option::is_some) {
+                lock(&self.inline_keyed).insert(spec.name.clone());
+            }
+            ops.start_tunnel(&spec.name);
+        }
         // Report counters from now on (the port may have served a tunnel
         // deleted long ago).
         let cfg = self.config();
@@ -611,23 +751,131 @@ impl Control {
         Ok(())
     }
 
+    /// The IPsec part of a tunnel request as the file would hold it, and
+    /// per SA its inline hex key (if it has one instead of a key file).
+    /// Errors name the field by its path (`sa[1].spi`, `ike.psk_file`).
+    #[allow(clippy::type_complexity)]
+    fn ipsec_of(
+        spec: &TunnelSpec,
+    ) -> Result<(Option<vecgate_config::ipsec::Ipsec>, Vec<Option<&str>>), ApiError> {
+        use vecgate_config::ipsec::{IkeSettings, Ipsec};
+        if spec.nat_t.is_none() && spec.traffic.is_none() && spec.sa.is_none() && spec.ike.is_none()
+        {
+            return Ok((None, Vec::new()));
+        }
+        let prefixes = |field: &str, v: Option<&Vec<String>>| {
+            v.into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, x)| {
+                    x.parse::<Prefix>().map_err(|e| {
+                        ApiError::bad(&format!("{field}[{i}]"), format!("{field}: \"{x}\": {e}"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let mut sas = Vec::new();
+        let mut hex = Vec::new();
+        for (i, s) in spec.sa.iter().flatten().enumerate() {
+            let at = |f: &str| format!("sa[{i}].{f}");
+            let direction: vecgate_config::SaDirection = s.direction.parse().map_err(|e| {
+                ApiError::bad(&at("direction"), format!("{}: {e}", at("direction")))
+            })?;
+            for (f, v) in [
+                ("lifetime_bytes", s.lifetime_bytes),
+                ("lifetime_packets", s.lifetime_packets),
+                ("lifetime_seconds", s.lifetime_seconds),
+            ] {
+                if v == Some(0) {
+                    return Err(ApiError::bad(
+                        &at(f),
+                        format!("{}: 0 is no limit: leave it out", at(f)),
+                    ));
+                }
+            }
+            let (sa, h) = Self::static_sa(
+                direction,
+                s.spi.0,
+                &s.algorithm,
+                s.key.as_ref(),
+                s.key_file.as_deref(),
+                s.esn,
+                s.replay_window,
+                [s.lifetime_bytes, s.lifetime_packets, s.lifetime_seconds],
+            )
+            .map_err(|e| {
+                let f = at(e.field.as_deref().unwrap_or("key"));
+                ApiError::bad(&f, format!("{f}: {}", e.message))
+            })?;
+            sas.push(sa);
+            hex.push(h);
+        }
+        let ike = match &spec.ike {
+            None => None,
+            Some(k) => Some(IkeSettings {
+                psk_file: std::path::PathBuf::from(&k.psk_file),
+                local_id: k.local_id.clone(),
+                remote_id: k.remote_id.clone(),
+                ike_proposals: k.ike_proposals.clone().unwrap_or_default(),
+                esp_proposals: k.esp_proposals.clone().unwrap_or_default(),
+                initiate: k.initiate.unwrap_or(true),
+                dpd_interval: k.dpd_interval,
+                ike_lifetime: k.ike_lifetime,
+                child_lifetime: k.child_lifetime,
+                local_traffic: prefixes("ike.local_traffic", k.local_traffic.as_ref())?,
+            }),
+        };
+        Ok((
+            Some(Ipsec {
+                nat_t: spec.nat_t.unwrap_or(false),
+                traffic: prefixes("traffic", spec.traffic.as_ref())?,
+                sas,
+                ike,
+            }),
+            hex,
+        ))
+    }
+
     /// Deletes a tunnel. Refused (409) while a route points at it, so
     /// traffic is never silently re-routed around a vanished tunnel (into
     /// a less specific route, e.g. the underlay): delete or re-point the
     /// routes first. Packets already on their way to its virtual port are
     /// dropped and counted (`interface-down` / `no-interface`): its port
-    /// is not reused at once. ipsec tunnels are deleted with a restart.
+    /// is not reused at once. An IKEv2 tunnel first deletes its IKE SA
+    /// with the peer (RFC 7296 §1.4.1); an ipsec tunnel's SAs leave the
+    /// registry once the tables no longer hold it.
     pub fn del_tunnel(&self, name: &str) -> Result<(), ApiError> {
-        if self
-            .config()
+        let _serial = lock(&self.tunnel_ops);
+        let cfg = self.config();
+        let t = cfg
             .tunnel(name)
-            .is_some_and(|t| t.kind == vecgate_config::TunnelKind::Ipsec)
-        {
-            return Err(ApiError::new(
-                409,
-                format!("tunnel \"{name}\" is an ipsec tunnel: remove it from the configuration and restart"),
-                Some("name"),
-            ));
+            .ok_or_else(|| ApiError::not_found("name", format!("no tunnel \"{name}\"")))?;
+        let routed = |c: &Config| {
+            c.routes
+                .iter()
+                .find(|r| matches!(&r.via, Via::Tunnel(t) if t == name))
+                .map(|r| {
+                    ApiError::new(
+                        409,
+                        format!(
+                            "route {} in vrf \"{}\" goes through tunnel \"{name}\": delete it first",
+                            r.prefix, r.vrf
+                        ),
+                        Some("name"),
+                    )
+                })
+        };
+        // Checked before the peer is told anything.
+        if let Some(e) = routed(&cfg) {
+            return Err(e);
+        }
+        let ops = if t.kind == vecgate_config::TunnelKind::Ipsec {
+            Some(self.sa_ops()?)
+        } else {
+            None
+        };
+        if let Some(ops) = ops {
+            ops.stop_tunnel(name);
         }
         self.apply(&["name"], |c| {
             let before = c.tunnels.len();
@@ -635,23 +883,16 @@ impl Control {
             if before == c.tunnels.len() {
                 return Err(ApiError::not_found("name", format!("no tunnel \"{name}\"")));
             }
-            if let Some(r) = c
-                .routes
-                .iter()
-                .find(|r| matches!(&r.via, Via::Tunnel(t) if t == name))
-            {
-                return Err(ApiError::new(
-                    409,
-                    format!(
-                        "route {} in vrf \"{}\" goes through tunnel \"{name}\": delete it first",
-                        r.prefix, r.vrf
-                    ),
-                    Some("name"),
-                ));
+            match routed(c) {
+                Some(e) => Err(e),
+                None => Ok(()),
             }
-            Ok(())
         })?;
+        if let Some(ops) = ops {
+            ops.remove_tunnel(name)?;
+        }
         lock(&self.tunnel_base).remove(name);
+        lock(&self.inline_keyed).remove(name);
         Ok(())
     }
 
@@ -779,7 +1020,7 @@ impl Control {
             None => KeySource::File(&sa.key_file),
         };
         ops.install_inbound(t, &sa, key)?;
-        if hex.is_none() {
+        if hex.is_none() && !lock(&self.inline_keyed).contains(&spec.tunnel) {
             if let Some(x) = cfg
                 .tunnels
                 .iter_mut()
@@ -823,7 +1064,7 @@ impl Control {
             None => KeySource::File(&sa.key_file),
         };
         let old = ops.switch_outbound(t, &sa, key)?;
-        if hex.is_none() {
+        if hex.is_none() && !lock(&self.inline_keyed).contains(tunnel) {
             if let Some(x) = cfg
                 .tunnels
                 .iter_mut()

@@ -323,6 +323,31 @@ impl EspRegistry {
         Ok(tx)
     }
 
+    /// Removes tunnel `id` and every inbound SA it owns (a tunnel deleted
+    /// live); returns the inbound SPIs removed. Vectors that loaded them
+    /// finish with them; tables still pointing at its outbound object keep
+    /// it alive until they are replaced.
+    pub fn remove_tunnel(&self, id: u32) -> Result<Vec<u32>, RegistryError> {
+        let mut t = self.tunnels();
+        t.remove(&id).ok_or(RegistryError::NoTunnel(id))?;
+        let mut spis = Vec::new();
+        self.sad.map.rcu(|cur| {
+            spis = cur
+                .iter()
+                .filter(|(_, e)| e.tunnel == id)
+                .map(|(s, _)| *s)
+                .collect();
+            if spis.is_empty() {
+                return Arc::clone(cur);
+            }
+            let mut m = HashMap::clone(cur);
+            m.retain(|_, e| e.tunnel != id);
+            Arc::new(m)
+        });
+        spis.sort_unstable();
+        Ok(spis)
+    }
+
     /// Sets (first child SA) or replaces (rekey) the outbound SA of tunnel
     /// `tunnel`; `None` clears it (child SA deleted: traffic stops as
     /// `no-sa`). Returns the previous SA.
@@ -502,6 +527,42 @@ mod tests {
             reg.set_outbound(9, None).err(),
             Some(RegistryError::NoTunnel(9))
         );
+    }
+
+    #[test]
+    fn removing_a_tunnel_takes_its_inbound_sas_only() {
+        use crate::{Lifetime, SaConfig, TunnelEndpoints};
+        let cfg = |spi| SaConfig {
+            spi,
+            algorithm: Algorithm::AesGcm128,
+            key: zeroize::Zeroizing::new(vec![7; 20]),
+            esn: false,
+            replay_window: 64,
+            lifetime: Lifetime::default(),
+            tunnel: TunnelEndpoints {
+                local: std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
+                remote: std::net::Ipv4Addr::new(10, 0, 0, 2).into(),
+            },
+            encap: None,
+            df: false,
+        };
+        let reg = EspRegistry::new();
+        reg.add_tunnel(1, "a", OutboundSa::new(cfg(0x2000)).unwrap())
+            .unwrap();
+        reg.add_tunnel(2, "b", OutboundSa::new(cfg(0x2001)).unwrap())
+            .unwrap();
+        for (t, spi) in [(1, 0x1000), (1, 0x1001), (2, 0x1002)] {
+            reg.install_inbound(t, InboundSa::new(cfg(spi)).unwrap())
+                .unwrap();
+        }
+        assert_eq!(reg.remove_tunnel(1), Ok(vec![0x1000, 0x1001]));
+        assert_eq!(reg.tunnel_id("a"), None);
+        assert_eq!(reg.tunnel_id("b"), Some(2));
+        let left: Vec<(u32, bool)> = reg.list().iter().map(|i| (i.spi, i.outbound)).collect();
+        assert_eq!(left, vec![(0x2001, true), (0x1002, false)]);
+        assert_eq!(reg.remove_tunnel(1), Err(RegistryError::NoTunnel(1)));
+        // The name and id can be used again.
+        reg.add_pending_tunnel(1, "a").unwrap();
     }
 
     #[test]

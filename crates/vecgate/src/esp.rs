@@ -175,7 +175,7 @@ pub fn add_tunnel(
     } = pl;
     let id = reg.tunnel_id(&t.name).ok_or_else(|| {
         format!(
-            "tunnel {}: ipsec tunnels cannot be added while running",
+            "tunnel {}: not in the SA registry (POST /tunnels registers it)",
             t.name
         )
     })?;
@@ -343,10 +343,94 @@ pub fn sa_infos(reg: &EspRegistry) -> Vec<vecgate_control::model::SaInfo> {
         .collect()
 }
 
+/// Registry ids of tunnels created live start here (those of the file
+/// are their order among its ipsec tunnels, far below).
+const LIVE_TUNNEL_IDS: u32 = 1 << 20;
+
 /// The API's SA operations on the running registry (`POST /sas`, `POST
-/// /tunnels/{name}/switch`, `DELETE /sas/{spi}`). Keys from the request are
+/// /tunnels/{name}/switch`, `DELETE /sas/{spi}`) and the ipsec side of
+/// `POST /tunnels` / `DELETE /tunnels/{name}`. Keys from the request are
 /// zeroized after use and never appear in an error message.
-pub struct ApiSaOps(pub Arc<EspRegistry>);
+pub struct ApiSaOps {
+    reg: Arc<EspRegistry>,
+    /// The running IKE thread (always started by `run`, idle without IKE
+    /// tunnels).
+    ike: Option<crate::ike::IkeControl>,
+    /// IKE tunnels registered but not in the published tables yet.
+    starting: std::sync::Mutex<std::collections::HashMap<String, crate::ike::NewTunnel>>,
+    next_id: std::sync::atomic::AtomicU32,
+}
+
+impl ApiSaOps {
+    pub fn new(reg: Arc<EspRegistry>, ike: Option<crate::ike::IkeControl>) -> Self {
+        ApiSaOps {
+            reg,
+            ike,
+            starting: Default::default(),
+            next_id: LIVE_TUNNEL_IDS.into(),
+        }
+    }
+
+    fn starting(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, crate::ike::NewTunnel>> {
+        self.starting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A registry id no tunnel has.
+    fn fresh_id(&self) -> u32 {
+        loop {
+            let id = self
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.reg.tunnel_tx(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// The static SAs of new tunnel `t`, keyed from `keys` (errors name
+    /// `sa[i].key` / `sa[i].key_file`, never the key).
+    fn static_sas(
+        t: &Tunnel,
+        keys: &[vecgate_control::KeySource<'_>],
+    ) -> Result<(OutboundSa, Vec<InboundSa>), vecgate_control::state::ApiError> {
+        let sas = t.ipsec.as_ref().map_or(&[][..], |x| &x.sas[..]);
+        if sas.len() != keys.len() {
+            return Err(api_err(500, "sa", "one key source per SA expected"));
+        }
+        let mut out = None;
+        let mut ins = Vec::new();
+        for (i, (sa, key)) in sas.iter().zip(keys).enumerate() {
+            let cfg = Self::keyed(t, sa, *key).map_err(|e| {
+                let f = format!("sa[{i}].{}", e.field.as_deref().unwrap_or("key"));
+                api_err(e.status, &f, format!("{f}: {}", e.message))
+            })?;
+            let alg = || format!("sa[{i}].algorithm");
+            match sa.direction {
+                SaDirection::Out => {
+                    out = Some(
+                        OutboundSa::new(cfg).map_err(|e| api_err(400, &alg(), e.to_string()))?,
+                    )
+                }
+                SaDirection::In => {
+                    ins.push(InboundSa::new(cfg).map_err(|e| api_err(400, &alg(), e.to_string()))?)
+                }
+            }
+        }
+        let out = out.ok_or_else(|| {
+            api_err(
+                400,
+                "sa",
+                format!(
+                    "tunnel {}: no outbound SA (sa with direction \"out\")",
+                    t.name
+                ),
+            )
+        })?;
+        Ok((out, ins))
+    }
+}
 
 fn api_err(status: u16, field: &str, m: impl Into<String>) -> vecgate_control::state::ApiError {
     vecgate_control::state::ApiError::new(status, m, Some(field))
@@ -374,7 +458,7 @@ impl ApiSaOps {
     }
 
     fn id(&self, t: &Tunnel, field: &str) -> Result<u32, vecgate_control::state::ApiError> {
-        self.0
+        self.reg
             .tunnel_id(&t.name)
             .ok_or_else(|| api_err(409, field, format!("tunnel {} has no SAs yet", t.name)))
     }
@@ -390,7 +474,7 @@ impl vecgate_control::SaOps for ApiSaOps {
         let id = self.id(t, "tunnel")?;
         let cfg = Self::keyed(t, sa, key)?;
         let sa = InboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
-        self.0.install_inbound(id, sa).map_err(|e| match e {
+        self.reg.install_inbound(id, sa).map_err(|e| match e {
             vecgate_ipsec::dp::RegistryError::SpiInUse(_) => api_err(409, "spi", e.to_string()),
             _ => api_err(409, "tunnel", e.to_string()),
         })
@@ -405,7 +489,7 @@ impl vecgate_control::SaOps for ApiSaOps {
         let id = self.id(t, "name")?;
         let cfg = Self::keyed(t, sa, key)?;
         let sa = OutboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
-        self.0
+        self.reg
             .switch_outbound(id, sa)
             .map(|old| old.spi())
             .map_err(|e| api_err(409, "name", e.to_string()))
@@ -413,15 +497,103 @@ impl vecgate_control::SaOps for ApiSaOps {
 
     fn remove_inbound(&self, spi: u32) -> Result<String, vecgate_control::state::ApiError> {
         let tunnel = self
-            .0
+            .reg
             .list()
             .into_iter()
             .find(|i| !i.outbound && i.spi == spi)
             .map(|i| i.tunnel_name)
             .ok_or_else(|| api_err(404, "spi", format!("no inbound SA with spi {spi:#010x}")))?;
-        self.0
+        self.reg
             .remove_inbound(spi)
             .map(|_| tunnel)
             .map_err(|e| api_err(404, "spi", e.to_string()))
+    }
+
+    fn add_tunnel(
+        &self,
+        cfg: &Config,
+        t: &Tunnel,
+        keys: &[vecgate_control::KeySource<'_>],
+    ) -> Result<(), vecgate_control::state::ApiError> {
+        if self.reg.tunnel_id(&t.name).is_some() {
+            return Err(api_err(
+                409,
+                "name",
+                format!("tunnel {} is registered already", t.name),
+            ));
+        }
+        let x = t.ipsec.clone().unwrap_or_default();
+        if let Some(s) = &x.ike {
+            if self.ike.is_none() {
+                return Err(api_err(409, "ike", "this gateway runs no IKE thread"));
+            }
+            let id = self.fresh_id();
+            let built = crate::ike::build_tunnel(cfg, t, s, id)
+                .map_err(|(f, m)| api_err(400, &format!("ike.{f}"), m))?;
+            self.reg
+                .add_pending_tunnel(id, &t.name)
+                .map_err(|e| api_err(409, "name", e.to_string()))?;
+            self.starting().insert(t.name.clone(), built);
+            return Ok(());
+        }
+        if x.sas.is_empty() {
+            return Err(api_err(
+                400,
+                "sa",
+                format!(
+                    "tunnel {}: give its SAs (sa) or IKEv2 (ike): nothing keys it",
+                    t.name
+                ),
+            ));
+        }
+        let (out, ins) = Self::static_sas(t, keys)?;
+        let id = self.fresh_id();
+        self.reg
+            .add_tunnel(id, &t.name, out)
+            .map_err(|e| api_err(409, "name", e.to_string()))?;
+        for sa in ins {
+            let spi = sa.spi();
+            if let Err(e) = self.reg.install_inbound(id, sa) {
+                let _ = self.reg.remove_tunnel(id);
+                let i = x
+                    .sas
+                    .iter()
+                    .position(|s| s.direction == SaDirection::In && s.spi == spi)
+                    .unwrap_or(0);
+                return Err(api_err(409, &format!("sa[{i}].spi"), e.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    fn start_tunnel(&self, name: &str) {
+        let t = self.starting().remove(name);
+        if let (Some(t), Some(ike)) = (t, &self.ike) {
+            ike.add(t);
+        }
+    }
+
+    fn stop_tunnel(&self, name: &str) {
+        if let Some(ike) = &self.ike {
+            ike.remove(name);
+        }
+    }
+
+    fn remove_tunnel(&self, name: &str) -> Result<(), vecgate_control::state::ApiError> {
+        self.starting().remove(name);
+        let id = self
+            .reg
+            .tunnel_id(name)
+            .ok_or_else(|| api_err(404, "name", format!("tunnel {name} has no SAs")))?;
+        let spis = self
+            .reg
+            .remove_tunnel(id)
+            .map_err(|e| api_err(404, "name", e.to_string()))?;
+        tracing::info!(
+            tunnel = name,
+            inbound_sas = spis.len(),
+            "IPsec: tunnel removed with its SAs"
+        );
+        Ok(())
     }
 }

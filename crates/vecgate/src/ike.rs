@@ -103,11 +103,6 @@ impl IkeHandle {
     }
 }
 
-/// Whether any tunnel of `cfg` is keyed by IKEv2.
-pub fn any(cfg: &Config) -> bool {
-    ike_tunnels(cfg).next().is_some()
-}
-
 fn ike_tunnels(cfg: &Config) -> impl Iterator<Item = (&Tunnel, &IkeSettings)> {
     cfg.tunnels
         .iter()
@@ -267,6 +262,8 @@ pub struct Prepared {
     tunnels: Vec<TunnelIke>,
     reg: Arc<EspRegistry>,
     status: IkeStatus,
+    cmds: crossbeam_channel::Receiver<Cmd>,
+    control: IkeControl,
 }
 
 impl Prepared {
@@ -274,9 +271,104 @@ impl Prepared {
     pub fn status(&self) -> IkeStatus {
         self.status.clone()
     }
+
+    /// Adds and removes tunnels of the running thread (the API's).
+    pub fn control(&self) -> IkeControl {
+        self.control.clone()
+    }
+}
+
+/// What the API asks of the running IKE thread.
+enum Cmd {
+    Add(Box<TunnelIke>),
+    Remove {
+        name: String,
+        done: crossbeam_channel::Sender<()>,
+    },
+}
+
+/// Tunnels created and deleted while the IKE thread runs.
+#[derive(Clone)]
+pub struct IkeControl {
+    tx: crossbeam_channel::Sender<Cmd>,
+}
+
+/// An IKEv2 tunnel built for the running thread (PSK read, proposals
+/// parsed), not started yet.
+pub struct NewTunnel(Box<TunnelIke>);
+
+impl IkeControl {
+    /// Starts `t`: an initiator negotiates at once, a responder waits.
+    /// The tunnel must be in the published tables (its datagrams are
+    /// routed in its underlay VRF).
+    pub fn add(&self, t: NewTunnel) {
+        if self.tx.send(Cmd::Add(t.0)).is_err() {
+            warn!("IKE: the IKE thread is gone; tunnel not started");
+        }
+    }
+
+    /// Deletes tunnel `name`'s IKE SA with the peer (INFORMATIONAL DELETE,
+    /// RFC 7296 §1.4.1) and forgets the tunnel; waits for the peer's
+    /// answer for at most [`SHUTDOWN_FLUSH`] (plus one turn of the
+    /// thread's loop). Returns at once for a tunnel the thread does not
+    /// run.
+    pub fn remove(&self, name: &str) {
+        let (done, wait) = crossbeam_channel::bounded(1);
+        let cmd = Cmd::Remove {
+            name: name.to_owned(),
+            done,
+        };
+        if self.tx.send(cmd).is_ok() {
+            let _ = wait.recv_timeout(SHUTDOWN_FLUSH + MAX_WAIT * 3);
+        }
+    }
+}
+
+/// The state machine of IKE tunnel `t` of `cfg`, registered as `id`. The
+/// error names the `[tunnel.ike]` key at fault.
+pub fn build_tunnel(
+    cfg: &Config,
+    t: &Tunnel,
+    s: &IkeSettings,
+    id: u32,
+) -> Result<NewTunnel, (&'static str, String)> {
+    let bad = |e: vecgate_ike::Error| format!("tunnel {}: {e}", t.name);
+    if !s.ike_proposals.is_empty() {
+        let v: Vec<&str> = s.ike_proposals.iter().map(String::as_str).collect();
+        IkeConfig::parse_ike_proposals(&v).map_err(|e| ("ike_proposals", bad(e)))?;
+    }
+    if !s.esp_proposals.is_empty() {
+        let v: Vec<&str> = s.esp_proposals.iter().map(String::as_str).collect();
+        IkeConfig::parse_esp_proposals(&v).map_err(|e| ("esp_proposals", bad(e)))?;
+    }
+    let c = ike_config(cfg, t, s).map_err(|e| ("psk_file", e))?;
+    new_tunnel(t, s, id, c)
+        .map(|x| NewTunnel(Box::new(x)))
+        .map_err(|e| ("ike_proposals", e))
+}
+
+fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<TunnelIke, String> {
+    let (child_rekey, ike_rekey) = (c.child_rekey_time, c.ike_rekey_time);
+    let ike = Ike::new(c).map_err(|e| format!("tunnel {}: {e}", t.name))?;
+    Ok(TunnelIke {
+        id,
+        name: t.name.clone(),
+        ike,
+        state: if s.initiate { "connecting" } else { "waiting" },
+        last_error: None,
+        ike_sas: Vec::new(),
+        children: Vec::new(),
+        ike_rekeys: 0,
+        child_rekeys: 0,
+        reconnect_at: None,
+        child_rekey,
+        ike_rekey,
+    })
 }
 
 /// Builds a state machine per IKE tunnel (PSKs read, proposals parsed).
+/// Without any, the thread still runs (idle: it sleeps on the punt queue)
+/// so that IKE tunnels can be added live.
 pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> {
     let mut tunnels = Vec::new();
     for (t, s) in ike_tunnels(cfg) {
@@ -284,27 +376,16 @@ pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> 
             .tunnel_id(&t.name)
             .ok_or_else(|| format!("tunnel {}: not registered", t.name))?;
         let c = ike_config(cfg, t, s)?;
-        let (child_rekey, ike_rekey) = (c.child_rekey_time, c.ike_rekey_time);
-        let ike = Ike::new(c).map_err(|e| format!("tunnel {}: {e}", t.name))?;
-        tunnels.push(TunnelIke {
-            id,
-            name: t.name.clone(),
-            ike,
-            state: if s.initiate { "connecting" } else { "waiting" },
-            last_error: None,
-            ike_sas: Vec::new(),
-            children: Vec::new(),
-            ike_rekeys: 0,
-            child_rekeys: 0,
-            reconnect_at: None,
-            child_rekey,
-            ike_rekey,
-        });
+        tunnels.push(new_tunnel(t, s, id, c)?);
     }
+    // Few commands, each awaited by an API request.
+    let (tx, cmds) = crossbeam_channel::bounded(64);
     Ok(Prepared {
         tunnels,
         reg,
         status: Arc::new(Mutex::new(Vec::new())),
+        cmds,
+        control: IkeControl { tx },
     })
 }
 
@@ -330,6 +411,8 @@ fn spawn(
         tunnels,
         reg,
         status,
+        cmds,
+        control: _,
     } = p;
     let mut cp = ControlPlane {
         tunnels,
@@ -338,6 +421,8 @@ fn spawn(
         punt,
         removals: Vec::new(),
         status: status.clone(),
+        cmds,
+        deleting: Vec::new(),
     };
     let thread = std::thread::Builder::new()
         .name("vg-ike".into())
@@ -356,15 +441,25 @@ struct ControlPlane {
     /// Inbound SAs to remove at the given time (make-before-break).
     removals: Vec<(Instant, u32)>,
     status: IkeStatus,
+    /// Tunnels added and removed live ([`IkeControl`]).
+    cmds: crossbeam_channel::Receiver<Cmd>,
+    /// Tunnels being deleted live (by id): forgotten once the peer has
+    /// acknowledged the IKE DELETE or at the deadline; then `done`.
+    deleting: Vec<(u32, Instant, crossbeam_channel::Sender<()>)>,
 }
 
 impl ControlPlane {
     fn run(&mut self, stop: &AtomicBool) {
-        let mut to_start: Vec<usize> = (0..self.tunnels.len())
-            .filter(|&i| self.tunnels[i].ike.config().initiate)
+        // Tunnel ids, started from the back.
+        let mut to_start: Vec<u32> = self
+            .tunnels
+            .iter()
+            .filter(|t| t.ike.config().initiate)
+            .map(|t| t.id)
             .rev()
             .collect();
         while !stop.load(Ordering::Relaxed) {
+            self.commands(&mut to_start, Instant::now());
             if !to_start.is_empty() {
                 self.start_some(&mut to_start, Instant::now());
                 self.drain_all();
@@ -392,9 +487,67 @@ impl ControlPlane {
             }
             self.drain_all();
             self.expire_removals(now);
+            self.finish_deletes(now);
             self.publish(now);
         }
         self.shutdown();
+    }
+
+    /// Takes the API's requests: a new tunnel joins (an initiator is
+    /// queued to start), a deleted one sends its IKE DELETE (RFC 7296
+    /// §1.4.1) and is forgotten by [`ControlPlane::finish_deletes`].
+    fn commands(&mut self, to_start: &mut Vec<u32>, now: Instant) {
+        while let Ok(c) = self.cmds.try_recv() {
+            match c {
+                Cmd::Add(t) => {
+                    info!(tunnel = %t.name, initiator = t.ike.config().initiate, "IKE: tunnel added");
+                    if t.ike.config().initiate {
+                        to_start.insert(0, t.id);
+                    }
+                    self.tunnels.push(*t);
+                }
+                Cmd::Remove { name, done } => {
+                    let Some(t) = self.tunnels.iter_mut().find(|t| t.name == name) else {
+                        let _ = done.send(());
+                        continue;
+                    };
+                    to_start.retain(|id| *id != t.id);
+                    // No reconnection while it goes.
+                    t.reconnect_at = None;
+                    if t.ike.is_established() {
+                        info!(tunnel = %name, "IKE: deleting the IKE SA (tunnel deleted)");
+                        t.ike.delete_ike(now);
+                    }
+                    self.deleting.push((t.id, now + SHUTDOWN_FLUSH, done));
+                    self.drain_all();
+                }
+            }
+        }
+        self.finish_deletes(now);
+    }
+
+    /// Forgets deleted tunnels whose IKE SA is gone (the peer answered)
+    /// or whose deadline passed.
+    fn finish_deletes(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.deleting.len() {
+            let (id, deadline, _) = &self.deleting[i];
+            let pos = self.tunnels.iter().position(|t| t.id == *id);
+            let gone = pos.is_none_or(|p| !self.tunnels[p].ike.is_established());
+            if gone || now >= *deadline {
+                let (_, _, done) = self.deleting.swap_remove(i);
+                if let Some(p) = pos {
+                    let t = self.tunnels.remove(p);
+                    if !gone {
+                        warn!(tunnel = %t.name, "IKE: tunnel deleted without the peer's delete acknowledgement");
+                    }
+                    info!(tunnel = %t.name, "IKE: tunnel removed");
+                }
+                let _ = done.send(());
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Starts initiating tunnels (popped from the back of `to_start`) while
@@ -402,9 +555,12 @@ impl ControlPlane {
     /// address are half-open: peers cap half-open SAs per source address
     /// (strongSwan's `block_threshold`, 5) and silently drop the rest, which
     /// would cost the excess a retransmission schedule each.
-    fn start_some(&mut self, to_start: &mut Vec<usize>, now: Instant) {
+    fn start_some(&mut self, to_start: &mut Vec<u32>, now: Instant) {
         let mut skipped = Vec::new();
-        while let Some(i) = to_start.pop() {
+        while let Some(id) = to_start.pop() {
+            let Some(i) = self.tunnels.iter().position(|t| t.id == id) else {
+                continue;
+            };
             let peer = self.tunnels[i].ike.config().remote_addr.ip();
             let half_open = self
                 .tunnels
@@ -413,7 +569,7 @@ impl ControlPlane {
                 .filter(|t| t.ike.has_sa() && !t.ike.is_established())
                 .count();
             if half_open >= MAX_HALF_OPEN_PER_PEER {
-                skipped.push(i);
+                skipped.push(id);
                 continue;
             }
             let t = &mut self.tunnels[i];

@@ -56,7 +56,7 @@ enum Cmd {
         #[command(subcommand)]
         cmd: cli::RouteCmd,
     },
-    /// Add or delete an overlay tunnel live (gre, nvgre, vxlan).
+    /// Add or delete a tunnel live (gre, nvgre, vxlan, ipsec).
     Tunnel {
         #[command(flatten)]
         target: cli::Target,

@@ -84,14 +84,22 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
-    let esp = crate::esp::load(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
+    // Always present (an empty registry costs nothing: the tables get an
+    // ESP part only with ipsec tunnels), so ipsec tunnels can be added live.
+    let esp = Some(
+        crate::esp::load(&cfg)
+            .map_err(|e| anyhow!("IPsec: {e}"))?
+            .unwrap_or_default(),
+    );
     // IKEv2: state machines built now (PSK files read); the punt path
-    // carries IKE between the workers and the control thread.
-    let ike = match (&esp, crate::ike::any(&cfg)) {
-        (Some(reg), true) => {
+    // carries IKE between the workers and the control thread. Both always
+    // run (idle, the thread sleeps on the punt queue) so IKE tunnels can
+    // be added live.
+    let ike = match &esp {
+        Some(reg) => {
             Some(crate::ike::prepare(&cfg, reg.clone()).map_err(|e| anyhow!("IKEv2: {e}"))?)
         }
-        _ => None,
+        None => None,
     };
     let punt = ike
         .as_ref()
@@ -203,7 +211,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         mailboxes,
         &netdevs,
         esp.clone(),
-        ike.as_ref().map(|i| i.status()),
+        ike.as_ref().map(|i| (i.status(), i.control())),
         tports,
     )?;
     info!(api = %api.endpoint, "management API listening");
@@ -270,7 +278,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handlers")?;
-    if let Some(reg) = &esp {
+    if let Some(reg) = esp.as_ref().filter(|r| !r.list().is_empty()) {
         info!("IPsec SAs:\n{}", crate::esp::show(reg));
     }
     while !stop.load(Ordering::Relaxed) {
@@ -332,7 +340,7 @@ fn start_api(
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
     netdevs: &[NetdevInfo],
     esp: Option<Arc<vecgate_ipsec::dp::EspRegistry>>,
-    ike: Option<crate::ike::IkeStatus>,
+    ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<TunnelPorts>>,
 ) -> Result<vecgate_control::ServerHandle> {
     use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
@@ -353,9 +361,10 @@ fn start_api(
     let sas = esp
         .clone()
         .map(|reg| -> vecgate_control::SaSource { Box::new(move || crate::esp::sa_infos(&reg)) });
-    let sa_ops = esp
-        .clone()
-        .map(|reg| -> Box<dyn vecgate_control::SaOps> { Box::new(crate::esp::ApiSaOps(reg)) });
+    let ike_control = ike.as_ref().map(|(_, c)| c.clone());
+    let sa_ops = esp.clone().map(|reg| -> Box<dyn vecgate_control::SaOps> {
+        Box::new(crate::esp::ApiSaOps::new(reg, ike_control))
+    });
     let dp = Dataplane {
         tables: shared.clone(),
         build: Box::new(move |c: &Config| {
@@ -383,7 +392,7 @@ fn start_api(
     // Tunnels are added and deleted live (stable virtual ports, workers
     // count up to MAX_VIRTUAL_PORTS of them).
     let ctl = Control::new(cfg.clone(), dp, Capabilities { tunnels: true });
-    if let Some(st) = ike {
+    if let Some((st, _)) = ike {
         ctl.set_ike_source(Box::new(move || {
             st.lock().unwrap_or_else(|e| e.into_inner()).clone()
         }));

@@ -54,13 +54,19 @@ pub enum Show {
     Config,
 }
 
-/// `vecgate tunnel add|del`: overlay tunnels (gre, nvgre, vxlan) live.
+/// `vecgate tunnel add|del`: overlay tunnels (gre, nvgre, vxlan) and
+/// IPsec tunnels live.
 #[derive(clap::Subcommand, Debug)]
 pub enum TunnelCmd {
     /// vecgate tunnel add NAME KIND LOCAL REMOTE [--key N] [--vrf V] ...
+    ///
+    /// ipsec, static keys: --sa-out SPI:ALG:KEYFILE --sa-in SPI:ALG:KEYFILE
+    /// [--traffic PREFIX]... [--nat-t]; keyed by IKEv2: --ike-psk-file F
+    /// [--ike-remote-id ID] [--ike-responder] ... (key files are read by
+    /// the gateway; keys never go on the command line).
     Add {
         name: String,
-        /// gre, nvgre or vxlan (ipsec tunnels are created at startup).
+        /// gre, nvgre, vxlan or ipsec.
         kind: String,
         local: String,
         remote: String,
@@ -86,9 +92,109 @@ pub enum TunnelCmd {
         /// VXLAN UDP port.
         #[arg(long)]
         port: Option<u16>,
+        #[command(flatten)]
+        ipsec: IpsecArgs,
     },
-    /// vecgate tunnel del NAME
+    /// vecgate tunnel del NAME (an IKEv2 tunnel deletes its IKE SA with
+    /// the peer first)
     Del { name: String },
+}
+
+/// The `[[tunnel]]` IPsec keys of `vecgate tunnel add NAME ipsec ...`.
+#[derive(clap::Args, Debug, Default)]
+pub struct IpsecArgs {
+    /// Remote prefix of the SPD (routed into the tunnel, accepted from
+    /// it); repeatable.
+    #[arg(long)]
+    pub traffic: Vec<String>,
+    /// ESP in UDP 4500 (RFC 3948).
+    #[arg(long)]
+    pub nat_t: bool,
+    /// The outbound SA: SPI:ALGORITHM:KEY_FILE (e.g.
+    /// 0x1001:aes128gcm16:/etc/vecgate/out.hex).
+    #[arg(long, value_name = "SPI:ALG:KEYFILE")]
+    pub sa_out: Option<String>,
+    /// An inbound SA: SPI:ALGORITHM:KEY_FILE; repeatable.
+    #[arg(long, value_name = "SPI:ALG:KEYFILE")]
+    pub sa_in: Vec<String>,
+    /// IKEv2 with the pre-shared key in this file (on the gateway).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sa_out", "sa_in"])]
+    pub ike_psk_file: Option<String>,
+    #[arg(long, requires = "ike_psk_file")]
+    pub ike_local_id: Option<String>,
+    #[arg(long, requires = "ike_psk_file")]
+    pub ike_remote_id: Option<String>,
+    /// IKE proposal, strongSwan syntax; repeatable.
+    #[arg(long, requires = "ike_psk_file")]
+    pub ike_proposal: Vec<String>,
+    /// ESP proposal, strongSwan syntax; repeatable.
+    #[arg(long, requires = "ike_psk_file")]
+    pub esp_proposal: Vec<String>,
+    /// Wait for the peer instead of initiating.
+    #[arg(long, requires = "ike_psk_file")]
+    pub ike_responder: bool,
+    /// Seconds between liveness checks.
+    #[arg(long, requires = "ike_psk_file")]
+    pub dpd: Option<u64>,
+    #[arg(long, requires = "ike_psk_file")]
+    pub ike_lifetime: Option<u64>,
+    #[arg(long, requires = "ike_psk_file")]
+    pub child_lifetime: Option<u64>,
+    /// Our traffic selector; repeatable (default: the VRF's networks).
+    #[arg(long, requires = "ike_psk_file")]
+    pub local_traffic: Vec<String>,
+}
+
+impl IpsecArgs {
+    /// Adds the IPsec keys given to a `POST /tunnels` body.
+    fn fill(&self, body: &mut serde_json::Map<String, Value>) -> Result<(), String> {
+        if !self.traffic.is_empty() {
+            body.insert("traffic".into(), self.traffic.clone().into());
+        }
+        if self.nat_t {
+            body.insert("nat_t".into(), true.into());
+        }
+        let sa = |direction: &str, text: &str| -> Result<Value, String> {
+            let mut it = text.splitn(3, ':');
+            match (it.next(), it.next(), it.next()) {
+                (Some(spi), Some(alg), Some(file)) if !file.is_empty() => Ok(serde_json::json!({
+                    "direction": direction, "spi": spi, "algorithm": alg, "key_file": file,
+                })),
+                _ => Err(format!(
+                    "--sa-{direction} {text}: expected SPI:ALGORITHM:KEY_FILE"
+                )),
+            }
+        };
+        let mut sas = Vec::new();
+        if let Some(o) = &self.sa_out {
+            sas.push(sa("out", o)?);
+        }
+        for i in &self.sa_in {
+            sas.push(sa("in", i)?);
+        }
+        if !sas.is_empty() {
+            body.insert("sa".into(), Value::Array(sas));
+        }
+        if let Some(psk) = &self.ike_psk_file {
+            let mut ike = serde_json::json!({
+                "psk_file": psk,
+                "local_id": self.ike_local_id,
+                "remote_id": self.ike_remote_id,
+                "ike_proposals": self.ike_proposal,
+                "esp_proposals": self.esp_proposal,
+                "initiate": !self.ike_responder,
+                "dpd_interval": self.dpd,
+                "ike_lifetime": self.ike_lifetime,
+                "child_lifetime": self.child_lifetime,
+                "local_traffic": self.local_traffic,
+            });
+            if let Some(o) = ike.as_object_mut() {
+                o.retain(|_, v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()));
+            }
+            body.insert("ike".into(), ike);
+        }
+        Ok(())
+    }
 }
 
 /// How an SA command gets its key: never on the command line (it would
@@ -581,6 +687,7 @@ pub fn tunnel(t: &Target, cmd: &TunnelCmd) -> ExitCode {
                 checksum,
                 sequence,
                 port,
+                ipsec,
             } => {
                 let mut body = serde_json::json!({
                     "name": name, "kind": kind, "local": local, "remote": remote,
@@ -590,6 +697,7 @@ pub fn tunnel(t: &Target, cmd: &TunnelCmd) -> ExitCode {
                 });
                 if let Some(o) = body.as_object_mut() {
                     o.retain(|_, v| !v.is_null());
+                    ipsec.fill(o)?;
                 }
                 let r = c.ok(c.request("POST", "/tunnels", Some(&body.to_string()))?)?;
                 if t.json {
