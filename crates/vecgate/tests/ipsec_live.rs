@@ -1,0 +1,501 @@
+//! ipsec tunnels created and deleted live on gateways that started with
+//! none (the ESP registry, the punt path and the IKE thread are always
+//! there):
+//!
+//!   h1 10.1.0.2 / 10.11.0.2 ── a-lan [gwA] a-wan 192.0.2.1 ══ 192.0.2.2 b-wan [gwB] b-lan ── h2 10.2.0.2 / 10.22.0.2
+//!
+//! 10.11/16 ↔ 10.22/16 is a plain routed flow over the same underlay that
+//! must never be interrupted; 10.1 ↔ 10.2 crosses only through the ESP
+//! tunnel while it exists. Judged by ping, a byte-exact TCP transfer and
+//! tshark's ESP dissector on the underlay; the IKE case by strongSwan.
+//! Needs root, tcpdump, tshark, curl and (IKE) strongSwan; fails, never
+//! skips, when one is missing.
+
+#[path = "common/charon.rs"]
+mod charon;
+mod common;
+
+use charon::{ike_state, wait_established, Charon, CharonCfg};
+use common::{tcp_transfer, tshark, unique, veth, wait_until, Capture, Gateway, Netns};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Two cores for everyone: one topology at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Inline test keys (fixtures, not secrets): A→B and B→A, AES-128-GCM
+/// key ‖ salt. They must never come back from the API or reach the log.
+const KEY_AB: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2c3d4";
+const KEY_BA: &str = "112233445566778899aabbccddeeff0001020304";
+const SPI_AB: u32 = 0x1001;
+const SPI_BA: u32 = 0x2001;
+
+/// Files removed on drop.
+struct Files(Vec<std::path::PathBuf>);
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+impl Files {
+    fn write(&mut self, tag: &str, text: &str) -> String {
+        let p = std::env::temp_dir().join(unique(tag));
+        std::fs::write(&p, text).unwrap();
+        self.0.push(p.clone());
+        p.display().to_string()
+    }
+}
+
+struct Topo {
+    h1: Netns,
+    h2: Netns,
+    ga: Netns,
+    gb: Netns,
+}
+
+fn topo() -> Topo {
+    let t = Topo {
+        h1: Netns::new("h1"),
+        h2: Netns::new("h2"),
+        ga: Netns::new("ga"),
+        gb: Netns::new("gb"),
+    };
+    veth(&t.h1, "eth0", &t.ga, "a-lan");
+    veth(&t.ga, "a-wan", &t.gb, "b-wan");
+    veth(&t.h2, "eth0", &t.gb, "b-lan");
+    t.h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip addr add 10.11.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
+    t.h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip addr add 10.22.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
+    t
+}
+
+/// A gateway with no tunnel: its LAN's two subnets, the WAN, and a plain
+/// route to the far side's second subnet.
+fn gw_cfg(files: &mut Files, side: usize) -> (String, String) {
+    let sock = std::env::temp_dir().join(format!("{}.sock", unique("live")));
+    files.0.push(sock.clone());
+    let (lan, lan4, lan4b, wan, me, peer, far) = if side == 0 {
+        (
+            "a-lan",
+            "10.1.0.1/24",
+            "10.11.0.1/24",
+            "a-wan",
+            "192.0.2.1",
+            "192.0.2.2",
+            "10.22.0.0/24",
+        )
+    } else {
+        (
+            "b-lan",
+            "10.2.0.1/24",
+            "10.22.0.1/24",
+            "b-wan",
+            "192.0.2.2",
+            "192.0.2.1",
+            "10.11.0.0/24",
+        )
+    };
+    let text = format!(
+        r#"[gateway]
+name = "live{side}"
+workers = 2
+api = "unix:{sock}"
+
+[[interface]]
+name = "lan"
+host = "{lan}"
+driver = "af_packet"
+addresses = ["{lan4}", "{lan4b}"]
+
+[[interface]]
+name = "wan"
+host = "{wan}"
+driver = "af_packet"
+addresses = ["{me}/24"]
+
+[[route]]
+prefix = "{far}"
+via = "{peer}"
+"#,
+        sock = sock.display()
+    );
+    (text, sock.display().to_string())
+}
+
+/// `curl` on the unix socket: (HTTP status, body).
+fn api(sock: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let mut c = Command::new("curl");
+    c.args([
+        "-s",
+        "-w",
+        "\n%{http_code}",
+        "--unix-socket",
+        sock,
+        "-X",
+        method,
+    ]);
+    if let Some(b) = body {
+        c.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    c.arg(format!("http://vecgate{path}"));
+    let out = c.output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// `vecgate ARGS --api unix:SOCK`; panics with its stderr on failure.
+fn cli(sock: &str, args: &[&str]) -> String {
+    let out = Command::new(common::vecgate_bin())
+        .args(args)
+        .args(["--api", &format!("unix:{sock}")])
+        .output()
+        .expect("vecgate cli");
+    assert!(
+        out.status.success(),
+        "vecgate {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A ping that runs in the background for the whole test: the plain flow.
+struct Background {
+    child: Option<std::process::Child>,
+}
+
+impl Background {
+    fn ping(ns: &Netns, args: &str) -> Background {
+        Background {
+            child: Some(ns.spawn(&format!("ping {args}"))),
+        }
+    }
+
+    /// Stops it (SIGINT: ping prints its summary) and returns (sent,
+    /// received, output).
+    fn finish(mut self) -> (u64, u64, String) {
+        let child = self.child.take().unwrap();
+        // `ip netns exec … sh -c "exec ping"`: the pid is ping's.
+        common::sh(&format!("kill -INT {}", child.id()));
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.contains("packets transmitted"))
+            .unwrap_or_default()
+            .to_owned();
+        let num = |i: usize| -> u64 {
+            line.split(',')
+                .nth(i)
+                .and_then(|p| p.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        (num(0), num(1), text)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ping_ok(ns: &Netns, to: &str) -> bool {
+    ns.try_sh(&format!("ping -c 3 -i 0.2 -W 1 {to}"))
+        .status
+        .success()
+}
+
+#[test]
+fn static_ipsec_tunnel_added_and_deleted_live_through_api_and_cli() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let mut files = Files(Vec::new());
+    let (ca, sa) = gw_cfg(&mut files, 0);
+    let (cb, sb) = gw_cfg(&mut files, 1);
+    let ga = Gateway::start(&t.ga, &ca);
+    let gb = Gateway::start(&t.gb, &cb);
+    // The plain flow works, the tunnelled one has no route yet.
+    assert!(
+        wait_until(10, || ping_ok(&t.h1, "-I 10.11.0.2 10.22.0.2")),
+        "plain flow: {}",
+        ga.log_text()
+    );
+    assert!(
+        !ping_ok(&t.h1, "10.2.0.2"),
+        "10.2 reachable before the tunnel"
+    );
+    // 20 pings a second across every change below.
+    let plain = Background::ping(&t.h1, "-I 10.11.0.2 -i 0.05 -W 1 10.22.0.2");
+
+    // gwA through the CLI with key files (recorded as paths)...
+    let kab = files.write("kab", &format!("{KEY_AB}\n"));
+    let kba = files.write("kba", &format!("{KEY_BA}\n"));
+    let out = cli(
+        &sa,
+        &[
+            "tunnel",
+            "add",
+            "esp0",
+            "ipsec",
+            "192.0.2.1",
+            "192.0.2.2",
+            "--traffic",
+            "10.2.0.0/24",
+            "--sa-out",
+            &format!("{SPI_AB:#x}:aes128gcm16:{kab}"),
+            "--sa-in",
+            &format!("{SPI_BA:#x}:aes128gcm16:{kba}"),
+        ],
+    );
+    assert!(out.contains("esp0"), "{out}");
+    // ... gwB through the API with inline keys (never echoed).
+    let body = format!(
+        r#"{{"name":"esp0","kind":"ipsec","local":"192.0.2.2","remote":"192.0.2.1",
+            "traffic":["10.1.0.0/24"],
+            "sa":[{{"direction":"out","spi":{SPI_BA},"algorithm":"aes128gcm16","key":"{KEY_BA}"}},
+                  {{"direction":"in","spi":"{SPI_AB:#x}","algorithm":"aes128gcm16","key":"{KEY_AB}"}}]}}"#
+    );
+    // A wrong key length first: 400 naming the SA's key, no echo.
+    let short = body.replace(KEY_BA, "00112233");
+    let (st, b) = api(&sb, "POST", "/tunnels", Some(&short));
+    assert_eq!(st, 400, "{b}");
+    assert!(
+        b.contains("\"sa[0].key\"") && !b.contains("00112233"),
+        "{b}"
+    );
+    let (st, b) = api(&sb, "POST", "/tunnels", Some(&body));
+    assert_eq!(st, 201, "{b}");
+    assert!(!b.contains(KEY_AB) && !b.contains(KEY_BA), "{b}");
+    let (st, sas) = api(&sb, "GET", "/sas", None);
+    assert_eq!(st, 200);
+    assert!(
+        sas.contains(&format!("{SPI_BA:#010x}")) && sas.contains(&format!("{SPI_AB:#010x}")),
+        "{sas}"
+    );
+    // Duplicate name: 409.
+    let (st, b) = api(&sb, "POST", "/tunnels", Some(&body));
+    assert_eq!(st, 409, "{b}");
+
+    // A route into the tunnel (besides its selector route) on gwA.
+    cli(
+        &sa,
+        &["route", "add", "default", "10.2.0.0/25", "via", "esp0"],
+    );
+
+    // Each gateway's capture sees what it receives (its own sends bypass
+    // the taps): gwB's shows A→B, gwA's B→A.
+    let mut cap_a = Capture::start(&t.ga, "a-wan");
+    let mut cap_b = Capture::start(&t.gb, "b-wan");
+    assert!(
+        wait_until(10, || ping_ok(&t.h1, "10.2.0.2")),
+        "no ping through the live tunnel\n---- gwA ----\n{}\n---- gwB ----\n{}",
+        ga.log_text(),
+        gb.log_text()
+    );
+    tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 1 << 20);
+    for (cap, spi, n) in [(&mut cap_b, SPI_AB, 500), (&mut cap_a, SPI_BA, 10)] {
+        let pcap = cap.stop().to_path_buf();
+        let spis = tshark(&pcap, "esp", "-e esp.spi");
+        let want = format!("{spi:#010x}");
+        let hits = spis.iter().filter(|s| s.trim() == want).count();
+        assert!(hits >= n, "{hits} ESP packets with SPI {want}: {spis:?}");
+        // The tunnelled traffic never crossed in clear.
+        let clear = tshark(&pcap, "ip.addr == 10.2.0.2 && !esp", "-e ip.src");
+        assert!(clear.is_empty(), "cleartext on the underlay: {clear:?}");
+    }
+
+    // The running configurations: key file paths on gwA, no key anywhere.
+    let conf_a = cli(&sa, &["show", "config"]);
+    assert!(
+        conf_a.contains(&kab) && conf_a.contains("[[tunnel.sa]]"),
+        "{conf_a}"
+    );
+    let (_, conf_b) = api(&sb, "GET", "/config", None);
+    assert!(conf_b.contains("name = \"esp0\""), "{conf_b}");
+    for text in [&conf_a, &conf_b, &ga.log_text(), &gb.log_text()] {
+        assert!(
+            !text.contains(KEY_AB) && !text.contains(KEY_BA),
+            "key leaked: {text}"
+        );
+    }
+
+    // Deleting while routed: 409, and the tunnel keeps working.
+    let (st, b) = api(&sa, "DELETE", "/tunnels/esp0", None);
+    assert_eq!(st, 409, "{b}");
+    assert!(ping_ok(&t.h1, "10.2.0.2"));
+    cli(&sa, &["route", "del", "default", "10.2.0.0/25"]);
+    // Still crossing on the selector route.
+    assert!(ping_ok(&t.h1, "10.2.0.2"));
+    let out = cli(&sa, &["tunnel", "del", "esp0"]);
+    assert!(out.contains("deleted"), "{out}");
+    let (st, _) = api(&sb, "DELETE", "/tunnels/esp0", None);
+    assert_eq!(st, 204);
+    // Gone: no SAs, no traffic.
+    for s in [&sa, &sb] {
+        let (_, sas) = api(s, "GET", "/sas", None);
+        assert_eq!(sas.trim(), "[]", "{sas}");
+    }
+    assert!(!ping_ok(&t.h1, "10.2.0.2"), "10.2 still reachable");
+
+    // The name and the SPIs can be used again.
+    let out = cli(
+        &sa,
+        &[
+            "tunnel",
+            "add",
+            "esp0",
+            "ipsec",
+            "192.0.2.1",
+            "192.0.2.2",
+            "--traffic",
+            "10.2.0.0/24",
+            "--sa-out",
+            &format!("{SPI_AB:#x}:aes128gcm16:{kab}"),
+            "--sa-in",
+            &format!("{SPI_BA:#x}:aes128gcm16:{kba}"),
+        ],
+    );
+    assert!(out.contains("esp0"), "{out}");
+    let (st, b) = api(&sb, "POST", "/tunnels", Some(&body));
+    assert_eq!(st, 201, "{b}");
+    assert!(
+        wait_until(10, || ping_ok(&t.h1, "10.2.0.2")),
+        "re-created tunnel carries nothing"
+    );
+
+    // The plain flow lost nothing through all of it.
+    let (sent, got, text) = plain.finish();
+    assert!(sent >= 20, "{text}");
+    // The one in flight when ping was stopped may be unanswered.
+    assert!(got + 1 >= sent, "plain flow interrupted:\n{text}");
+}
+
+#[test]
+fn ike_tunnel_added_live_against_charon_and_deleted_with_ike_delete() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = topo();
+    let mut files = Files(Vec::new());
+    // gwB is a kernel router in front of charon.
+    t.gb.sh("ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && ip addr add 10.22.0.1/24 dev b-lan && sysctl -qw net.ipv4.ip_forward=1 && ip route add 10.11.0.0/24 via 192.0.2.1");
+    for (ns, dev) in [(&t.gb, "b-lan"), (&t.h2, "eth0"), (&t.gb, "b-wan")] {
+        let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
+    }
+    let psk = "live-ike-psk-0123456789";
+    let psk_file = files.write("psk", &format!("{psk}\n"));
+    let ch = Charon::start(
+        &t.gb,
+        &CharonCfg {
+            local: "192.0.2.2",
+            remote: "192.0.2.1",
+            local_id: "gw-b.example.net",
+            remote_id: "192.0.2.1",
+            local_ts: "10.2.0.0/24",
+            remote_ts: "10.1.0.0/24",
+            ike: "aes256-sha256-modp2048",
+            esp: "aes128gcm16",
+            psk,
+            initiate: false,
+        },
+    );
+    let (ca, sa) = gw_cfg(&mut files, 0);
+    let ga = Gateway::start(&t.ga, &ca);
+    let api_a = format!("unix:{sa}");
+    assert!(
+        wait_until(10, || ping_ok(&t.h1, "-I 10.11.0.2 10.22.0.2")),
+        "plain flow: {}",
+        ga.log_text()
+    );
+    let plain = Background::ping(&t.h1, "-I 10.11.0.2 -i 0.05 -W 1 10.22.0.2");
+
+    // A wrong PSK path: 400 naming it, nothing registered.
+    let bad = r#"{"name":"ike0","kind":"ipsec","local":"192.0.2.1","remote":"192.0.2.2",
+                  "ike":{"psk_file":"/nonexistent/psk"}}"#;
+    let (st, b) = api(&sa, "POST", "/tunnels", Some(bad));
+    assert_eq!(st, 400, "{b}");
+    assert!(b.contains("\"ike.psk_file\""), "{b}");
+
+    let out = cli(
+        &sa,
+        &[
+            "tunnel",
+            "add",
+            "ike0",
+            "ipsec",
+            "192.0.2.1",
+            "192.0.2.2",
+            "--traffic",
+            "10.2.0.0/24",
+            "--ike-psk-file",
+            &psk_file,
+            "--ike-remote-id",
+            "gw-b.example.net",
+            "--ike-proposal",
+            "aes256-sha256-modp2048",
+            "--esp-proposal",
+            "aes128gcm16",
+            "--local-traffic",
+            "10.1.0.0/24",
+        ],
+    );
+    assert!(out.contains("ike0"), "{out}");
+    // Negotiates at once (initiator) and carries a ping.
+    let st = wait_established(&api_a, &ga, 30);
+    assert_eq!(st["tunnel"], "ike0");
+    let sas = ch.wait_sas("INSTALLED", 20);
+    assert!(sas.contains("ESTABLISHED"), "{sas}");
+    let spi_in = st["child_sas"][0]["spi_in"].as_str().unwrap().to_owned();
+    assert!(
+        sas.contains(spi_in.trim_start_matches("0x")),
+        "{sas}\n{st:#}"
+    );
+    assert!(
+        wait_until(10, || ping_ok(&t.h1, "10.2.0.2")),
+        "no ping through the IKE tunnel: {}",
+        ga.log_text()
+    );
+    let conf = cli(&sa, &["show", "config"]);
+    assert!(
+        conf.contains("[tunnel.ike]") && conf.contains(&psk_file),
+        "{conf}"
+    );
+    assert!(
+        !conf.contains(psk) && !ga.log_text().contains(psk),
+        "PSK leaked"
+    );
+
+    // Delete: IKE DELETE to charon, whose SAs go away without waiting for
+    // a DPD; our SAs and the route go too.
+    cli(&sa, &["tunnel", "del", "ike0"]);
+    assert!(
+        wait_until(10, || {
+            let s = ch.swanctl(&["--list-sas"]);
+            !s.contains("ESTABLISHED") && !s.contains("INSTALLED")
+        }),
+        "charon kept its SAs:\n{}\n---- charon log ----\n{}",
+        ch.swanctl(&["--list-sas"]),
+        ch.log()
+    );
+    assert!(
+        ch.log().contains("received DELETE for IKE_SA") || ch.log().contains("deleting IKE_SA"),
+        "charon was not told: {}",
+        ch.log()
+    );
+    assert!(ga.log_contains("IKE: tunnel removed"), "{}", ga.log_text());
+    let (_, sas) = api(&sa, "GET", "/sas", None);
+    assert_eq!(sas.trim(), "[]", "{sas}");
+    assert!(ike_state(&api_a).is_null(), "{}", ike_state(&api_a));
+    assert!(!ping_ok(&t.h1, "10.2.0.2"), "10.2 still reachable");
+
+    let (sent, got, text) = plain.finish();
+    assert!(sent >= 20, "{text}");
+    assert!(got + 1 >= sent, "plain flow interrupted:\n{text}");
+}
