@@ -93,7 +93,7 @@ pub enum TunnelCmd {
         #[arg(long)]
         port: Option<u16>,
         #[command(flatten)]
-        ipsec: IpsecArgs,
+        ipsec: Box<IpsecArgs>,
     },
     /// vecgate tunnel del NAME (an IKEv2 tunnel deletes its IKE SA with
     /// the peer first)
