@@ -62,8 +62,9 @@ class NS:
         sh(f"ip netns pids {self.name} | xargs -r kill -9; ip netns del {self.name}", check=False)
 
 
-def veth(a, aif, b, bif):
-    sh(f"ip link add {aif} netns {a.name} type veth peer name {bif} netns {b.name}")
+def veth(a, aif, b, bif, queues=1):
+    q = f" numrxqueues {queues} numtxqueues {queues}" if queues > 1 else ""
+    sh(f"ip link add {aif} netns {a.name}{q} type veth peer name {bif} netns {b.name}{q}")
     a.sh(f"ip link set {aif} up")
     b.sh(f"ip link set {bif} up")
 
@@ -106,7 +107,7 @@ class Router:
     """h1 -- R -- h2, where R is a direct veth (no hop), Linux kernel
     forwarding, or vecgate with AF_PACKET ports."""
 
-    def __init__(self, mode, workers=1, offloads=True):
+    def __init__(self, mode, workers=1, offloads=True, driver="af_packet"):
         self.mode = mode
         self.gw = None
         self.h1, self.h2 = NS("h1"), NS("h2")
@@ -119,8 +120,10 @@ class Router:
             return
         self.r = NS("r")
         self.nss.append(self.r)
-        veth(self.h1, "eth0", self.r, "r-h1")
-        veth(self.h2, "eth0", self.r, "r-h2")
+        # AF_XDP binds one socket per worker to its own rx queue.
+        q = workers if driver == "af_xdp" else 1
+        veth(self.h1, "eth0", self.r, "r-h1", queues=q)
+        veth(self.h2, "eth0", self.r, "r-h2", queues=q)
         self.h1.sh("ip addr add 10.1.0.2/24 dev eth0; ip route add default via 10.1.0.1")
         self.h2.sh("ip addr add 10.2.0.2/24 dev eth0; ip route add default via 10.2.0.1")
         self.dst = "10.2.0.2"
@@ -138,14 +141,14 @@ api = "unix:{OUT}/{self.r.name}.sock"
 [[interface]]
 name = "h1"
 host = "r-h1"
-driver = "af_packet"
+driver = "{driver}"
 addresses = ["10.1.0.1/24"]
 offloads = {str(offloads).lower()}
 
 [[interface]]
 name = "h2"
 host = "r-h2"
-driver = "af_packet"
+driver = "{driver}"
 addresses = ["10.2.0.1/24"]
 offloads = {str(offloads).lower()}
 """)
@@ -345,12 +348,15 @@ def scenario_router(args):
 def scenario_smallpkt(args):
     """UDP packets per second through the router: 64-byte and 1514-byte
     frames (18 and 1472 bytes of UDP payload), kernel forwarding vs vecgate."""
-    modes = ["kernel", "vecgate"]
+    modes = ["kernel", "vecgate"] + (["vecgate-xdp"] if args.xdp else [])
     topos, results = {}, {}
     try:
         for m in modes:
             log(f"[smallpkt] setting up {m}")
-            topos[m] = Router(m, workers=args.workers)
+            if m == "vecgate-xdp":
+                topos[m] = Router("vecgate", workers=args.workers, driver="af_xdp")
+            else:
+                topos[m] = Router(m, workers=args.workers)
         for frame, payload in ((64, 18), (1514, 1472)):
             for i in range(args.runs):
                 for m in modes:
@@ -646,7 +652,8 @@ SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize":
              "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels,
              "ike": scenario_ike}
 
-LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)"}
+LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)",
+          "vecgate-xdp": "vecgate (AF_XDP)"}
 
 
 def fmt(v, nd=2):
@@ -715,12 +722,14 @@ def write_doc(mach, args, all_rows, doc):
     if "router" in all_rows:
         parts += ["## Routing: kernel forwarding vs vecgate (issue 3)", "",
                   "Topology: h1 —veth— router —veth— h2, offloads on (TSO/GSO/GRO on every veth); vecgate uses AF_PACKET "
-                  "with virtio-net headers so 64 KB super-packets cross it whole.", "",
+                  f"with virtio-net headers so 64 KB super-packets cross it whole, {args.workers} worker(s).", "",
                   table_router(all_rows["router"]), "", "![routing throughput](bench-router.svg)", ""]
     if "smallpkt" in all_rows:
         parts += ["## Small packets: UDP packets per second through one hop", "",
                   "`vecgate perf --udp` at full rate from h1 to h2 through the router; 64-byte frames carry 18 bytes of "
-                  "UDP payload, 1514-byte frames 1472. Received packets per second at h2.", "",
+                  "UDP payload, 1514-byte frames 1472. Received packets per second at h2. *vecgate (AF_XDP)*: both "
+                  "interfaces `driver = \"af_xdp\"` (an XDP program redirects every frame to one AF_XDP socket per "
+                  "worker, veths with one queue per worker; no super-packets: XDP carries no GSO metadata).", "",
                   table_smallpkt(all_rows["smallpkt"]), ""]
     if "crypto" in all_rows:
         lines = ["| cipher (openssl speed -evp, one core) | 1500 B buffers | 64 KB buffers |", "|---|---|---|"]
@@ -767,7 +776,10 @@ def main():
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--no-xdp", dest="xdp", action="store_false",
+                    help="leave out the AF_XDP contender of the small-packet scenario")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="vecgate workers of the one-hop router (default 2: one per core of this machine)")
     ap.add_argument("--streams", type=lambda v: [int(x) for x in v.split(",")], default=[1, 8],
                     help="TCP stream counts of the tunnels scenario (default 1,8)")
     ap.add_argument("--only", default="", help="tunnels scenario: comma-separated contender keys")
