@@ -473,6 +473,10 @@ def tunnel_contenders():
                   lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg)))
         c.append((f"vecgate-esp-{alg}-64k", f"vecgate ESP {alg}, 64K-MTU underlay",
                   lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg, underlay_mtu=65535)))
+    c.append(("vecgate-gre-xdp", vt.LABELS["gre"] + ", 1500 AF_XDP underlay",
+              lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp")))
+    c.append(("vecgate-esp-aes128gcm16-xdp", "vecgate ESP aes128gcm16, 1500 AF_XDP underlay",
+              lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_driver="af_xdp")))
     c += [("kernel-vxlan", "Linux kernel VXLAN", lambda: peers.KernelVxlan()),
           ("ovs-gre", "Open vSwitch userspace GRE", lambda: peers.OvsGre()),
           ("ovs-vxlan", "Open vSwitch userspace VXLAN", lambda: peers.OvsVxlan())]
