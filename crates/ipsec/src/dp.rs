@@ -529,23 +529,26 @@ mod tests {
         );
     }
 
-    #[test]
-    fn removing_a_tunnel_takes_its_inbound_sas_only() {
-        use crate::{Lifetime, SaConfig, TunnelEndpoints};
-        let cfg = |spi| SaConfig {
+    /// An AES-GCM-128 SA of the test tunnel 10.0.0.1 → 10.0.0.2.
+    fn cfg(spi: u32) -> crate::SaConfig {
+        crate::SaConfig {
             spi,
             algorithm: Algorithm::AesGcm128,
             key: zeroize::Zeroizing::new(vec![7; 20]),
             esn: false,
             replay_window: 64,
-            lifetime: Lifetime::default(),
-            tunnel: TunnelEndpoints {
+            lifetime: crate::Lifetime::default(),
+            tunnel: crate::TunnelEndpoints {
                 local: std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
                 remote: std::net::Ipv4Addr::new(10, 0, 0, 2).into(),
             },
             encap: None,
             df: false,
-        };
+        }
+    }
+
+    #[test]
+    fn removing_a_tunnel_takes_its_inbound_sas_only() {
         let reg = EspRegistry::new();
         reg.add_tunnel(1, "a", OutboundSa::new(cfg(0x2000)).unwrap())
             .unwrap();
@@ -567,21 +570,6 @@ mod tests {
 
     #[test]
     fn inbound_refusals_are_counted_per_sa() {
-        use crate::{Lifetime, SaConfig, TunnelEndpoints};
-        let cfg = |spi| SaConfig {
-            spi,
-            algorithm: Algorithm::AesGcm128,
-            key: zeroize::Zeroizing::new(vec![7; 20]),
-            esn: false,
-            replay_window: 64,
-            lifetime: Lifetime::default(),
-            tunnel: TunnelEndpoints {
-                local: std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
-                remote: std::net::Ipv4Addr::new(10, 0, 0, 2).into(),
-            },
-            encap: None,
-            df: false,
-        };
         let reg = EspRegistry::new();
         reg.add_tunnel(1, "t", OutboundSa::new(cfg(0x2000)).unwrap())
             .unwrap();

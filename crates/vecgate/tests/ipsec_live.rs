@@ -239,23 +239,26 @@ fn static_ipsec_tunnel_added_and_deleted_live_through_api_and_cli() {
     // gwA through the CLI with key files (recorded as paths)...
     let kab = files.write("kab", &format!("{KEY_AB}\n"));
     let kba = files.write("kba", &format!("{KEY_BA}\n"));
-    let out = cli(
-        &sa,
-        &[
-            "tunnel",
-            "add",
-            "esp0",
-            "ipsec",
-            "192.0.2.1",
-            "192.0.2.2",
-            "--traffic",
-            "10.2.0.0/24",
-            "--sa-out",
-            &format!("{SPI_AB:#x}:aes128gcm16:{kab}"),
-            "--sa-in",
-            &format!("{SPI_BA:#x}:aes128gcm16:{kba}"),
-        ],
-    );
+    let add_esp0_on_a = || {
+        cli(
+            &sa,
+            &[
+                "tunnel",
+                "add",
+                "esp0",
+                "ipsec",
+                "192.0.2.1",
+                "192.0.2.2",
+                "--traffic",
+                "10.2.0.0/24",
+                "--sa-out",
+                &format!("{SPI_AB:#x}:aes128gcm16:{kab}"),
+                "--sa-in",
+                &format!("{SPI_BA:#x}:aes128gcm16:{kba}"),
+            ],
+        )
+    };
+    let out = add_esp0_on_a();
     assert!(out.contains("esp0"), "{out}");
     // ... gwB through the API with inline keys (never echoed).
     let body = format!(
@@ -347,23 +350,7 @@ fn static_ipsec_tunnel_added_and_deleted_live_through_api_and_cli() {
     assert!(!ping_ok(&t.h1, "10.2.0.2"), "10.2 still reachable");
 
     // The name and the SPIs can be used again.
-    let out = cli(
-        &sa,
-        &[
-            "tunnel",
-            "add",
-            "esp0",
-            "ipsec",
-            "192.0.2.1",
-            "192.0.2.2",
-            "--traffic",
-            "10.2.0.0/24",
-            "--sa-out",
-            &format!("{SPI_AB:#x}:aes128gcm16:{kab}"),
-            "--sa-in",
-            &format!("{SPI_BA:#x}:aes128gcm16:{kba}"),
-        ],
-    );
+    let out = add_esp0_on_a();
     assert!(out.contains("esp0"), "{out}");
     let (st, b) = api(&sb, "POST", "/tunnels", Some(&body));
     assert_eq!(st, 201, "{b}");
