@@ -166,18 +166,27 @@ fn cli(sock: &str, args: &[&str]) -> String {
 /// A ping that runs in the background for the whole test: the plain flow.
 struct Background {
     child: Option<std::process::Child>,
+    started: std::time::Instant,
 }
 
 impl Background {
     fn ping(ns: &Netns, args: &str) -> Background {
         Background {
             child: Some(ns.spawn(&format!("ping {args}"))),
+            started: std::time::Instant::now(),
         }
     }
 
     /// Stops it (SIGINT: ping prints its summary) and returns (sent,
     /// received, output).
+    /// Runs it for at least 2 s first, so that a fast test (IKE can
+    /// establish and delete within one second) still sees ≥ 20 pings at
+    /// the 50 ms interval the callers use.
     fn finish(mut self) -> (u64, u64, String) {
+        let min = std::time::Duration::from_secs(2);
+        if let Some(rest) = min.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(rest);
+        }
         let child = self.child.take().unwrap();
         // `ip netns exec … sh -c "exec ping"`: the pid is ping's.
         common::sh(&format!("kill -INT {}", child.id()));
