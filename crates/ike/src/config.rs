@@ -239,6 +239,24 @@ impl EspProposal {
     }
 }
 
+/// Another set of selectors that child SAs inside this peer's IKE SAs
+/// may be negotiated for: several tunnels towards one peer gateway share
+/// its IKE SA (RFC 7296 §1.3, §2.9; strongSwan reuses an IKE SA for every
+/// child towards the same peer). A child negotiated for a policy is
+/// tagged with its `tag` ([`crate::ChildSaKeys::policy`]) so the caller
+/// installs it for the right tunnel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildPolicy {
+    /// The caller's name for it (vecgate: the tunnel id).
+    pub tag: u32,
+    /// Our protected prefixes.
+    pub local_ts: Vec<Prefix>,
+    /// Peer's protected prefixes.
+    pub remote_ts: Vec<Prefix>,
+    /// ESP proposals for its children (empty: the peer's `esp_proposals`).
+    pub esp_proposals: Vec<EspProposal>,
+}
+
 /// Everything one IKE peer needs. The PSK is read by the caller (from a
 /// file) and never printed: `Debug` redacts it.
 #[derive(Clone)]

@@ -48,7 +48,7 @@ pub mod payload;
 pub mod select;
 pub mod state;
 
-pub use config::{EspProposal, IkeConfig, IkeProposal, Prefix};
+pub use config::{ChildPolicy, EspProposal, IkeConfig, IkeProposal, Prefix};
 pub use error::{Error, Result};
 pub use payload::Identity;
 pub use state::{Action, ChildSaKeys, Event, FailReason, Ike};

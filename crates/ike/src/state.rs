@@ -6,7 +6,7 @@
 //! [`Action`]s drained with [`Ike::poll_action`]. Timers: the caller asks
 //! [`Ike::next_timeout`] and calls [`Ike::handle_timeout`] then.
 
-use crate::config::IkeConfig;
+use crate::config::{ChildPolicy, EspProposal, IkeConfig, Prefix};
 use crate::crypto::{self, child_keymat, DhGroup, DhPrivate, IkeKeys, IkeSuite, Secret, SkKeys};
 use crate::error::{Error, Result};
 use crate::message::{
@@ -61,6 +61,9 @@ pub struct ChildSaKeys {
     pub local: SocketAddr,
     /// Outer remote address.
     pub remote: SocketAddr,
+    /// The [`ChildPolicy`] whose selectors it was negotiated for; None for
+    /// the peer's own `local_ts`/`remote_ts`.
+    pub policy: Option<u32>,
 }
 
 impl fmt::Debug for ChildSaKeys {
@@ -75,6 +78,7 @@ impl fmt::Debug for ChildSaKeys {
             .field("udp_encap", &self.udp_encap)
             .field("local", &self.local)
             .field("remote", &self.remote)
+            .field("policy", &self.policy)
             .finish()
     }
 }
@@ -173,6 +177,16 @@ pub enum Event {
         /// Responder SPI.
         spi_r: u64,
     },
+    /// A child SA request (ours or the peer's) was refused because its
+    /// selectors fit no policy (followed by `Failed { TsUnacceptable }`).
+    TsRejected {
+        /// The peer refused ours (else we refused the peer's).
+        by_peer: bool,
+        /// The initiator's selectors as offered.
+        tsi: Vec<TrafficSelector>,
+        /// The responder's selectors as offered.
+        tsr: Vec<TrafficSelector>,
+    },
     /// An exchange failed; `child` tells if only a child SA failed.
     Failed {
         /// Why.
@@ -218,7 +232,8 @@ enum St {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Task {
-    NewChild,
+    /// A new child for the own selectors (None) or a [`ChildPolicy`].
+    NewChild(Option<u32>),
     RekeyChild(u32),
     RekeyIke,
     DeleteChild(u32),
@@ -237,6 +252,7 @@ enum Req {
         dh: Option<DhPrivate>,
         ni: Vec<u8>,
         ts: (Vec<TrafficSelector>, Vec<TrafficSelector>),
+        policy: Option<u32>,
     },
     RekeyIke {
         spi: u64,
@@ -273,6 +289,7 @@ struct Child {
     remote_ts: Vec<TrafficSelector>,
     rekey_at: Option<Instant>,
     expire_at: Option<Instant>,
+    policy: Option<u32>,
 }
 
 struct IkeSa {
@@ -404,6 +421,10 @@ impl IkeSa {
     }
 }
 
+fn ts_of(v: &[Prefix]) -> Vec<TrafficSelector> {
+    v.iter().map(|p| p.to_ts()).collect()
+}
+
 fn rand_spi64() -> Result<u64> {
     let mut b = [0u8; 8];
     loop {
@@ -506,6 +527,10 @@ pub struct Ike {
     dropped: u64,
     last_error: Option<Error>,
     reconnect_at: Option<Instant>,
+    /// Other tunnels' selectors this peer's IKE SAs may carry children for.
+    policies: Vec<ChildPolicy>,
+    /// The own selectors no longer take new children ([`Ike::retire`]).
+    retired: bool,
 }
 
 impl fmt::Debug for Ike {
@@ -533,6 +558,8 @@ impl Ike {
             dropped: 0,
             last_error: None,
             reconnect_at: None,
+            policies: Vec::new(),
+            retired: false,
         })
     }
 
@@ -591,6 +618,41 @@ impl Ike {
         self.sas
             .iter()
             .flat_map(|s| s.children.iter().map(|c| (c.spi_in, c.spi_out)))
+            .collect()
+    }
+
+    /// Replaces the other tunnels' selectors ([`ChildPolicy`]) this peer's
+    /// IKE SAs may carry children for. Installed children keep their tags.
+    pub fn set_policies(&mut self, policies: Vec<ChildPolicy>) {
+        self.policies = policies;
+    }
+
+    /// The other tunnels' selectors (see [`Ike::set_policies`]).
+    pub fn policies(&self) -> &[ChildPolicy] {
+        &self.policies
+    }
+
+    /// The own selectors' tunnel is gone while its IKE SA still carries
+    /// children of other policies: no new child for the own selectors, no
+    /// reconnection; the IKE SA lives on (DPD, rekeys) for the others.
+    pub fn retire(&mut self) {
+        self.retired = true;
+        self.cfg.initiate = false;
+        self.reconnect_at = None;
+    }
+
+    /// Whether [`Ike::retire`] was called.
+    pub fn is_retired(&self) -> bool {
+        self.retired
+    }
+
+    /// (spi_in, policy tag) of installed child SAs; None is the own
+    /// selectors.
+    pub fn child_policies(&self) -> Vec<(u32, Option<u32>)> {
+        self.sas
+            .iter()
+            .filter(|s| !s.dead)
+            .flat_map(|s| s.children.iter().map(|c| (c.spi_in, c.policy)))
             .collect()
     }
 
@@ -705,7 +767,13 @@ impl Ike {
 
     /// Queue a new child SA with the configured selectors.
     pub fn create_child(&mut self, now: Instant) {
-        self.queue_task(Task::NewChild, now);
+        self.queue_task(Task::NewChild(None), now);
+    }
+
+    /// Queue a new child SA for the [`ChildPolicy`] tagged `tag` inside
+    /// the current IKE SA (CREATE_CHILD_SA, RFC 7296 §1.3.1).
+    pub fn create_child_for(&mut self, tag: u32, now: Instant) {
+        self.queue_task(Task::NewChild(Some(tag)), now);
     }
 
     /// Rekey the child whose inbound SPI is `spi_in` (make-before-break).
@@ -769,24 +837,30 @@ impl Ike {
         let sa = &self.sas[idx];
         let id = sa.next_req;
         let (payloads, exch, req) = match t {
-            Task::NewChild | Task::RekeyChild(_) => {
+            Task::NewChild(_) | Task::RekeyChild(_) => {
                 let rekey_of = if let Task::RekeyChild(s) = t {
                     Some(s)
                 } else {
                     None
                 };
-                let ts = match rekey_of {
-                    Some(s) => match sa.children.iter().find(|c| c.spi_in == s) {
-                        Some(c) => (c.local_ts.clone(), c.remote_ts.clone()),
+                let (ts, policy) = match t {
+                    Task::RekeyChild(s) => match sa.children.iter().find(|c| c.spi_in == s) {
+                        Some(c) => ((c.local_ts.clone(), c.remote_ts.clone()), c.policy),
                         None => return Ok(()),
                     },
-                    None => self.config_ts(),
+                    Task::NewChild(Some(tag)) => {
+                        match self.policies.iter().find(|p| p.tag == tag) {
+                            Some(p) => ((ts_of(&p.local_ts), ts_of(&p.remote_ts)), Some(tag)),
+                            None => return Ok(()),
+                        }
+                    }
+                    _ if self.retired => return Ok(()),
+                    _ => (self.config_ts(), None),
                 };
                 let spi_in = rand_spi32()?;
                 let ni = nonce()?;
                 let pfs = self
-                    .cfg
-                    .esp_proposals
+                    .esp_proposals(policy)
                     .first()
                     .and_then(|p| p.dh.first().copied());
                 let dh = pfs.map(DhPrivate::generate).transpose()?;
@@ -799,7 +873,7 @@ impl Ike {
                         data: vec![],
                     }));
                 }
-                p.push(Payload::Sa(self.esp_offer(spi_in, true)));
+                p.push(Payload::Sa(self.esp_offer(spi_in, true, policy)));
                 p.push(Payload::Nonce(ni.clone()));
                 if let Some(d) = &dh {
                     p.push(Payload::Ke {
@@ -818,6 +892,7 @@ impl Ike {
                         dh,
                         ni,
                         ts,
+                        policy,
                     },
                 )
             }
@@ -872,15 +947,60 @@ impl Ike {
     }
 
     fn config_ts(&self) -> (Vec<TrafficSelector>, Vec<TrafficSelector>) {
-        (
-            self.cfg.local_ts.iter().map(|p| p.to_ts()).collect(),
-            self.cfg.remote_ts.iter().map(|p| p.to_ts()).collect(),
-        )
+        (ts_of(&self.cfg.local_ts), ts_of(&self.cfg.remote_ts))
     }
 
-    fn esp_offer(&self, spi: u32, pfs: bool) -> Vec<Proposal> {
-        self.cfg
-            .esp_proposals
+    /// The ESP proposals of the own selectors (None) or of a policy.
+    fn esp_proposals(&self, policy: Option<u32>) -> &[EspProposal] {
+        policy
+            .and_then(|tag| self.policies.iter().find(|p| p.tag == tag))
+            .map(|p| &p.esp_proposals[..])
+            .filter(|v| !v.is_empty())
+            .unwrap_or(&self.cfg.esp_proposals)
+    }
+
+    /// The policy whose selectors fit a peer's request (RFC 7296 §2.9):
+    /// `tsi` are the initiator's (our remote side), `tsr` ours. A policy
+    /// that takes the request whole (nothing narrowed away) beats one that
+    /// only overlaps; then the own selectors come first, then the policies
+    /// in order. `only` restricts the choice (a rekey keeps its policy).
+    /// Returns the tag and the narrowed (tsi, tsr).
+    #[allow(clippy::type_complexity)]
+    fn fit_policy(
+        &self,
+        tsi: &[TrafficSelector],
+        tsr: &[TrafficSelector],
+        only: Option<Option<u32>>,
+    ) -> Option<(Option<u32>, Vec<TrafficSelector>, Vec<TrafficSelector>)> {
+        let own = (!self.retired).then_some((None, &self.cfg.remote_ts, &self.cfg.local_ts));
+        let others = self
+            .policies
+            .iter()
+            .map(|p| (Some(p.tag), &p.remote_ts, &p.local_ts));
+        let mut partial = None;
+        for (tag, remote, local) in own.into_iter().chain(others) {
+            if only.is_some_and(|o| o != tag) {
+                continue;
+            }
+            let (Some(n_i), Some(n_r)) = (select::narrow(tsi, remote), select::narrow(tsr, local))
+            else {
+                continue;
+            };
+            let whole = |offered: &[TrafficSelector], got: &[TrafficSelector]| {
+                offered.iter().all(|t| got.contains(t))
+            };
+            if whole(tsi, &n_i) && whole(tsr, &n_r) {
+                return Some((tag, n_i, n_r));
+            }
+            if partial.is_none() {
+                partial = Some((tag, n_i, n_r));
+            }
+        }
+        partial
+    }
+
+    fn esp_offer(&self, spi: u32, pfs: bool, policy: Option<u32>) -> Vec<Proposal> {
+        self.esp_proposals(policy)
             .iter()
             .enumerate()
             .map(|(i, p)| p.to_wire(i as u8 + 1, spi, pfs))
@@ -1260,7 +1380,7 @@ impl Ike {
                 method: 2,
                 data: auth,
             },
-            Payload::Sa(self.esp_offer(spi_in, false)),
+            Payload::Sa(self.esp_offer(spi_in, false, None)),
             Payload::TsI(tsi),
             Payload::TsR(tsr),
         ];
@@ -1425,10 +1545,10 @@ impl Ike {
         suite: &EspSuite,
         km: [Secret; 4],
         we_initiated_exchange: bool,
-        spi_in: u32,
-        spi_out: u32,
+        (spi_in, spi_out): (u32, u32),
         local_ts: Vec<TrafficSelector>,
         remote_ts: Vec<TrafficSelector>,
+        policy: Option<u32>,
         now: Instant,
     ) {
         let [ei, ai, er, ar] = km;
@@ -1456,12 +1576,14 @@ impl Ike {
             udp_encap: udp,
             local: sa.local,
             remote: sa.remote,
+            policy,
         };
         sa.children.push(Child {
             spi_in,
             spi_out,
             local_ts,
             remote_ts,
+            policy,
             rekey_at: self.cfg.child_rekey_time.map(|d| now + d),
             expire_at: self.cfg.child_life_time.map(|d| now + d),
         });
@@ -1544,7 +1666,7 @@ impl Ike {
         ];
         let (ni, nr) = (sa.ni.clone(), sa.nr.clone());
         self.established(idx, now);
-        out.extend(self.child_response(idx, m, &ni, &nr, false, now)?);
+        out.extend(self.child_response(idx, m, (&ni, &nr), false, None, now)?);
         Ok(out)
     }
 
@@ -1553,9 +1675,9 @@ impl Ike {
         &mut self,
         idx: usize,
         m: &Message,
-        ni: &[u8],
-        nr: &[u8],
+        (ni, nr): (&[u8], &[u8]),
         pfs_ctx: bool,
+        only: Option<Option<u32>>,
         now: Instant,
     ) -> Result<Vec<Payload>> {
         let props = find(m, |p| {
@@ -1566,15 +1688,6 @@ impl Ike {
             }
         })
         .ok_or(Error::Malformed("no SA"))?;
-        let Some((num, spi_out, suite)) =
-            select::select_esp(props, &self.cfg.esp_proposals, pfs_ctx)
-        else {
-            self.fail(FailReason::NoProposalChosen, true);
-            return Ok(vec![Payload::Notify(Notify::new(
-                notify::NO_PROPOSAL_CHOSEN,
-                vec![],
-            ))]);
-        };
         let tsi = find(m, |p| {
             if let Payload::TsI(t) = p {
                 Some(t)
@@ -1591,14 +1704,26 @@ impl Ike {
             }
         })
         .ok_or(Error::Malformed("no TSr"))?;
-        // The peer's TSi is its side (our remote), TSr ours.
-        let (Some(n_i), Some(n_r)) = (
-            select::narrow(tsi, &self.cfg.remote_ts),
-            select::narrow(tsr, &self.cfg.local_ts),
-        ) else {
+        // The peer's TSi is its side (our remote), TSr ours: the tunnel
+        // (own selectors or a policy) is chosen by them (RFC 7296 §2.9).
+        let Some((policy, n_i, n_r)) = self.fit_policy(tsi, tsr, only) else {
+            self.event(Event::TsRejected {
+                by_peer: false,
+                tsi: tsi.clone(),
+                tsr: tsr.clone(),
+            });
             self.fail(FailReason::TsUnacceptable, true);
             return Ok(vec![Payload::Notify(Notify::new(
                 notify::TS_UNACCEPTABLE,
+                vec![],
+            ))]);
+        };
+        let Some((num, spi_out, suite)) =
+            select::select_esp(props, self.esp_proposals(policy), pfs_ctx)
+        else {
+            self.fail(FailReason::NoProposalChosen, true);
+            return Ok(vec![Payload::Notify(Notify::new(
+                notify::NO_PROPOSAL_CHOSEN,
                 vec![],
             ))]);
         };
@@ -1645,10 +1770,10 @@ impl Ike {
             &suite,
             km,
             false,
-            spi_in,
-            spi_out,
+            (spi_in, spi_out),
             n_r.clone(),
             n_i.clone(),
+            policy,
             now,
         );
         let mut out = vec![Payload::Sa(vec![select::esp_reply(num, &suite, spi_in)])];
@@ -1702,7 +1827,7 @@ impl Ike {
             .map(u32::from_be_bytes);
         let old = match rekey_of {
             Some(spi_out) => match self.sas[idx].children.iter().find(|c| c.spi_out == spi_out) {
-                Some(c) => Some(c.spi_in),
+                Some(c) => Some((c.spi_in, c.policy)),
                 None => {
                     return Ok(vec![Payload::Notify(Notify {
                         protocol: sap::PROTO_ESP,
@@ -1718,7 +1843,7 @@ impl Ike {
         // refuse, and each side retries after a random delay.
         let colliding = matches!(
             self.sas[idx].pending.as_ref().map(|p| &p.req),
-            Some(Req::CreateChild { rekey_of: Some(o), .. }) if Some(*o) == old
+            Some(Req::CreateChild { rekey_of: Some(o), .. }) if Some(*o) == old.map(|x| x.0)
         );
         if colliding {
             return Ok(vec![Payload::Notify(Notify::new(
@@ -1727,8 +1852,10 @@ impl Ike {
             ))]);
         }
         let before = self.sas[idx].children.len();
-        let out = self.child_response(idx, m, &ni, &nr, true, now)?;
-        if let (Some(old_in), true) = (old, self.sas[idx].children.len() > before) {
+        // A rekeyed child keeps its tunnel (the selectors are the same).
+        let only = old.map(|x| x.1);
+        let out = self.child_response(idx, m, (&ni, &nr), true, only, now)?;
+        if let (Some((old_in, _)), true) = (old, self.sas[idx].children.len() > before) {
             if let Some(c) = self.sas[idx].children.last() {
                 let new_spi_in = c.spi_in;
                 self.event(Event::ChildRekeyed {
@@ -1910,6 +2037,7 @@ impl Ike {
                 dh,
                 ni,
                 ts,
+                policy,
             } => {
                 if let (Some(notify::TEMPORARY_FAILURE), Some(old)) = (m.error_notify(), rekey_of) {
                     let at = now + retry_jitter()?;
@@ -1919,6 +2047,13 @@ impl Ike {
                     return Ok(());
                 }
                 if let Some(e) = m.error_notify() {
+                    if e == notify::TS_UNACCEPTABLE {
+                        self.event(Event::TsRejected {
+                            by_peer: true,
+                            tsi: ts.0.clone(),
+                            tsr: ts.1.clone(),
+                        });
+                    }
                     self.fail(FailReason::from_notify(e), true);
                     return Ok(());
                 }
@@ -1949,7 +2084,17 @@ impl Ike {
                     None => None,
                 };
                 let n_before = self.sas[idx].children.len();
-                self.child_from_response(idx, m, spi_in, &ni, &nr, g_ir.as_ref(), &ts, true, now)?;
+                self.child_from_response(
+                    idx,
+                    m,
+                    spi_in,
+                    (&ni, &nr),
+                    g_ir.as_ref(),
+                    &ts,
+                    policy,
+                    true,
+                    now,
+                )?;
                 if let (Some(old), true) = (rekey_of, self.sas[idx].children.len() > n_before) {
                     self.event(Event::ChildRekeyed {
                         old_spi_in: old,
@@ -2039,14 +2184,21 @@ impl Ike {
         idx: usize,
         m: &Message,
         spi_in: u32,
-        ni: &[u8],
-        nr: &[u8],
+        (ni, nr): (&[u8], &[u8]),
         g_ir: Option<&Secret>,
         ts: &(Vec<TrafficSelector>, Vec<TrafficSelector>),
+        policy: Option<u32>,
         pfs_ctx: bool,
         now: Instant,
     ) -> Result<()> {
         if let Some(e) = m.error_notify() {
+            if e == notify::TS_UNACCEPTABLE {
+                self.event(Event::TsRejected {
+                    by_peer: true,
+                    tsi: ts.0.clone(),
+                    tsr: ts.1.clone(),
+                });
+            }
             self.fail(FailReason::from_notify(e), true);
             return Ok(());
         }
@@ -2061,7 +2213,7 @@ impl Ike {
             return Ok(());
         };
         let Some((_, spi_out, suite)) =
-            select::select_esp(props, &self.cfg.esp_proposals, pfs_ctx && g_ir.is_some())
+            select::select_esp(props, self.esp_proposals(policy), pfs_ctx && g_ir.is_some())
                 .filter(|_| props.len() == 1)
         else {
             self.fail(FailReason::NoProposalChosen, true);
@@ -2107,7 +2259,17 @@ impl Ike {
             suite.encr.keymat_len(),
             integ_len,
         )?;
-        self.install_child(idx, &suite, km, true, spi_in, spi_out, tsi, tsr, now);
+        self.install_child(
+            idx,
+            &suite,
+            km,
+            true,
+            (spi_in, spi_out),
+            tsi,
+            tsr,
+            policy,
+            now,
+        );
         Ok(())
     }
 
@@ -2144,7 +2306,7 @@ impl Ike {
         let (ni, nr) = (sa.ni.clone(), sa.nr.clone());
         self.established(idx, now);
         let ts = self.config_ts();
-        self.child_from_response(idx, m, spi_in, &ni, &nr, None, &ts, false, now)
+        self.child_from_response(idx, m, spi_in, (&ni, &nr), None, &ts, None, false, now)
     }
 
     /// Earliest time [`Ike::handle_timeout`] has work to do.

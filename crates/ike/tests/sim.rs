@@ -655,3 +655,153 @@ fn periodic_rekeying_from_config() {
     assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
     assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
 }
+
+// Several tunnels towards one peer (RFC 7296 §1.3, §2.9): child SAs of
+// other tunnels' selectors inside one IKE SA, bound by their selectors.
+
+fn policy(tag: u32, local: &str, remote: &str) -> vecgate_ike::ChildPolicy {
+    vecgate_ike::ChildPolicy {
+        tag,
+        local_ts: vec![local.parse().unwrap()],
+        remote_ts: vec![remote.parse().unwrap()],
+        esp_proposals: vec![],
+    }
+}
+
+fn ts_rejected(p: &Peer) -> usize {
+    p.events
+        .iter()
+        .filter(|e| matches!(e, Event::TsRejected { .. }))
+        .count()
+}
+
+/// Tenant 1 is each side's own selectors, tenant 2 a policy (a: tag 2,
+/// b: tag 5).
+fn two_tenants() -> Net {
+    let mut n = pair(|_, _| {});
+    n.a.ike
+        .set_policies(vec![policy(2, "10.11.0.0/16", "10.22.0.0/16")]);
+    n.b.ike
+        .set_policies(vec![policy(5, "10.22.0.0/16", "10.11.0.0/16")]);
+    n
+}
+
+#[test]
+fn child_for_another_tunnel_in_a_reused_ike_sa_is_bound_by_its_selectors() {
+    let mut n = two_tenants();
+    n.establish();
+    n.a.ike.create_child_for(2, n.now);
+    n.run();
+    assert_eq!(n.a.ike.ike_sas().len(), 1, "one IKE SA carries both");
+    assert_eq!(n.a.installed.len(), 2);
+    assert_eq!(n.b.installed.len(), 2);
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+    assert_eq!(n.a.installed[0].policy, None);
+    assert_eq!(n.b.installed[0].policy, None);
+    assert_eq!(n.a.installed[1].policy, Some(2));
+    assert_eq!(n.b.installed[1].policy, Some(5));
+    assert_eq!(
+        n.b.installed[1].local_ts,
+        vec![vecgate_ike::payload::TrafficSelector::from_prefix(
+            "10.22.0.0".parse().unwrap(),
+            16
+        )]
+    );
+    // A rekey (by either side) keeps the tunnel; so does an IKE rekey.
+    let old = n.b.installed[1].spi_in;
+    n.b.ike.rekey_child(old, n.now);
+    n.run();
+    assert_eq!(n.b.installed.len(), 3);
+    assert_eq!(n.b.installed[2].policy, Some(5));
+    assert_eq!(n.a.installed[2].policy, Some(2));
+    let old = n.a.installed[0].spi_in;
+    n.a.ike.rekey_child(old, n.now);
+    n.run();
+    assert_eq!(n.b.installed[3].policy, None);
+    assert_eq!(n.a.installed[3].policy, None);
+    n.a.ike.rekey_ike(n.now);
+    n.run();
+    let mut tags: Vec<_> = n.b.ike.child_policies().into_iter().map(|x| x.1).collect();
+    tags.sort();
+    assert_eq!(tags, vec![None, Some(5)]);
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+    assert_eq!(ts_rejected(&n.b), 0);
+}
+
+#[test]
+fn ike_auth_child_is_bound_to_the_tunnel_its_selectors_fit() {
+    // b's own selectors are tenant 2: tenant 1's IKE_AUTH lands on it
+    // (IKE_SA_INIT cannot tell tunnels apart) and binds to policy 9.
+    let mut n = pair(|_, b| {
+        b.local_ts = vec!["10.22.0.0/16".parse().unwrap()];
+        b.remote_ts = vec!["10.11.0.0/16".parse().unwrap()];
+    });
+    n.b.ike
+        .set_policies(vec![policy(9, "10.2.0.0/16", "10.1.0.0/16")]);
+    n.establish();
+    assert_eq!(n.b.installed.len(), 1);
+    assert_eq!(n.b.installed[0].policy, Some(9));
+    assert_pair(&n.a.installed[0], &n.b.installed[0]);
+}
+
+#[test]
+fn whole_fit_beats_overlap() {
+    // b's own selectors are a part of what a asks (it would narrow);
+    // policy 3 takes a's request whole.
+    let mut n = pair(|_, b| {
+        b.local_ts = vec!["10.2.0.0/24".parse().unwrap()];
+        b.remote_ts = vec!["10.1.0.0/24".parse().unwrap()];
+    });
+    n.b.ike
+        .set_policies(vec![policy(3, "10.2.0.0/16", "10.1.0.0/16")]);
+    n.establish();
+    assert_eq!(n.b.installed[0].policy, Some(3));
+}
+
+#[test]
+fn child_fitting_no_tunnel_is_ts_unacceptable_and_keeps_the_ike_sa() {
+    let mut n = pair(|_, _| {});
+    n.a.ike
+        .set_policies(vec![policy(2, "10.11.0.0/16", "10.22.0.0/16")]);
+    n.establish();
+    n.a.ike.create_child_for(2, n.now);
+    n.run();
+    assert_eq!(failed(&n.b), vec![(FailReason::TsUnacceptable, true)]);
+    assert_eq!(failed(&n.a), vec![(FailReason::TsUnacceptable, true)]);
+    assert_eq!(ts_rejected(&n.a), 1);
+    let offered = n.b.events.iter().find_map(|e| match e {
+        Event::TsRejected {
+            by_peer: false,
+            tsi,
+            tsr,
+        } => Some((tsi.clone(), tsr.clone())),
+        _ => None,
+    });
+    let (tsi, tsr) = offered.expect("b reports the selectors it refused");
+    assert_eq!(
+        tsi[0].start,
+        "10.11.0.0".parse::<std::net::IpAddr>().unwrap()
+    );
+    assert_eq!(
+        tsr[0].start,
+        "10.22.0.0".parse::<std::net::IpAddr>().unwrap()
+    );
+    assert_eq!(n.a.installed.len(), 1);
+    assert_eq!(n.b.installed.len(), 1);
+    assert_eq!(n.a.ike.ike_sas().len(), 1);
+    assert!(n.b.ike.is_established());
+}
+
+#[test]
+fn retired_selectors_take_no_new_child_but_the_others_do() {
+    let mut n = two_tenants();
+    n.establish();
+    n.b.ike.retire();
+    n.a.ike.create_child(n.now);
+    n.run();
+    assert_eq!(failed(&n.b), vec![(FailReason::TsUnacceptable, true)]);
+    n.a.ike.create_child_for(2, n.now);
+    n.run();
+    assert_eq!(n.b.installed.last().unwrap().policy, Some(5));
+    assert!(n.b.ike.is_retired());
+}

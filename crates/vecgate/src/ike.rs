@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 use vecgate_config::{Config, IkeSettings, Tunnel, TunnelKind};
-use vecgate_ike::{Action, ChildSaKeys, Event, Ike, IkeConfig, Prefix};
+use vecgate_ike::{Action, ChildPolicy, ChildSaKeys, Event, Ike, IkeConfig, Prefix};
 use vecgate_ipsec::dp::EspRegistry;
 use vecgate_ipsec::{
     Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap,
@@ -62,6 +62,9 @@ struct Child {
     spi_in: u32,
     spi_out: u32,
     at: Instant,
+    /// Id of the tunnel whose state machine (IKE SA) carries it: itself,
+    /// or a sibling towards the same peer (a reused IKE SA).
+    via: u32,
 }
 
 struct IkeSaState {
@@ -85,6 +88,11 @@ struct TunnelIke {
     reconnect_at: Option<Instant>,
     child_rekey: Option<Duration>,
     ike_rekey: Option<Duration>,
+    /// Underlay VRF, kept for a retired tunnel (gone from the tables while
+    /// its IKE SA still carries a sibling's children).
+    underlay_vrf: Option<u16>,
+    /// Retired: the IKE DELETE went out once no sibling child was left.
+    delete_sent: bool,
 }
 
 /// The running IKE thread.
@@ -363,6 +371,8 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
         reconnect_at: None,
         child_rekey,
         ike_rekey,
+        underlay_vrf: None,
+        delete_sent: false,
     })
 }
 
@@ -458,6 +468,7 @@ impl ControlPlane {
             .map(|t| t.id)
             .rev()
             .collect();
+        self.refresh_policies();
         while !stop.load(Ordering::Relaxed) {
             self.commands(&mut to_start, Instant::now());
             if !to_start.is_empty() {
@@ -485,6 +496,7 @@ impl ControlPlane {
             for t in &mut self.tunnels {
                 t.ike.handle_timeout(now);
             }
+            self.reap_retired(now);
             self.drain_all();
             self.expire_removals(now);
             self.finish_deletes(now);
@@ -505,20 +517,57 @@ impl ControlPlane {
                         to_start.insert(0, t.id);
                     }
                     self.tunnels.push(*t);
+                    self.refresh_policies();
                 }
                 Cmd::Remove { name, done } => {
-                    let Some(t) = self.tunnels.iter_mut().find(|t| t.name == name) else {
+                    let Some(x) = self
+                        .tunnels
+                        .iter()
+                        .position(|t| t.name == name && !t.ike.is_retired())
+                    else {
                         let _ = done.send(());
                         continue;
                     };
-                    to_start.retain(|id| *id != t.id);
+                    let id = self.tunnels[x].id;
+                    to_start.retain(|i| *i != id);
                     // No reconnection while it goes.
-                    t.reconnect_at = None;
-                    if t.ike.is_established() {
-                        info!(tunnel = %name, "IKE: deleting the IKE SA (tunnel deleted)");
-                        t.ike.delete_ike(now);
+                    self.tunnels[x].reconnect_at = None;
+                    // Its child SAs inside siblings' IKE SAs go one by one
+                    // (INFORMATIONAL DELETE of the ESP SPI, RFC 7296 §1.4.1):
+                    // the siblings' own child SAs stay.
+                    let carried: Vec<(u32, u32)> = self.tunnels[x]
+                        .children
+                        .iter()
+                        .filter(|c| c.via != id)
+                        .map(|c| (c.via, c.spi_in))
+                        .collect();
+                    for (via, spi) in carried {
+                        if let Some(v) = self.tunnels.iter_mut().find(|t| t.id == via) {
+                            v.ike.delete_child(spi, now);
+                        }
                     }
-                    self.deleting.push((t.id, now + SHUTDOWN_FLUSH, done));
+                    let t = &mut self.tunnels[x];
+                    let policies = t.ike.child_policies();
+                    if policies.iter().any(|(_, p)| p.is_some()) {
+                        // Its IKE SA carries other tunnels' child SAs: only
+                        // its own go; the IKE SA stays (DPD, rekeys) until
+                        // the last of the others is gone (`reap_retired`).
+                        info!(tunnel = %name, "IKE: tunnel deleted; its IKE SA stays for the other tunnels' child SAs in it");
+                        for (spi, p) in policies {
+                            if p.is_none() {
+                                t.ike.delete_child(spi, now);
+                            }
+                        }
+                        t.ike.retire();
+                        let _ = done.send(());
+                    } else {
+                        if t.ike.is_established() {
+                            info!(tunnel = %name, "IKE: deleting the IKE SA (tunnel deleted)");
+                            t.ike.delete_ike(now);
+                        }
+                        self.deleting.push((id, now + SHUTDOWN_FLUSH, done));
+                    }
+                    self.refresh_policies();
                     self.drain_all();
                 }
             }
@@ -547,6 +596,63 @@ impl ControlPlane {
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Tells each tunnel's state machine which other tunnels' selectors its
+    /// IKE SAs may carry child SAs for: the live tunnels towards the same
+    /// peer that authenticate alike ([`siblings`]). A responder binds each
+    /// child to the tunnel its traffic selectors fit (RFC 7296 §2.9), so
+    /// a peer that reuses one IKE SA for several children (strongSwan's
+    /// default) or that lands on "the wrong" tunnel at IKE_SA_INIT (which
+    /// carries nothing that tells tunnels apart) is served.
+    fn refresh_policies(&mut self) {
+        let all: Vec<Vec<ChildPolicy>> = (0..self.tunnels.len())
+            .map(|i| {
+                let me = self.tunnels[i].ike.config();
+                self.tunnels
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, t)| *j != i && !t.ike.is_retired())
+                    .filter(|(_, t)| siblings(me, t.ike.config()))
+                    .map(|(_, t)| {
+                        let c = t.ike.config();
+                        ChildPolicy {
+                            tag: t.id,
+                            local_ts: c.local_ts.clone(),
+                            remote_ts: c.remote_ts.clone(),
+                            esp_proposals: c.esp_proposals.clone(),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        for (t, p) in self.tunnels.iter_mut().zip(all) {
+            t.ike.set_policies(p);
+        }
+    }
+
+    /// Retired tunnels (deleted while their IKE SA carried other tunnels'
+    /// child SAs): the IKE SA is deleted once it carries none, and the
+    /// tunnel forgotten once it has no IKE SA.
+    fn reap_retired(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.tunnels.len() {
+            let t = &mut self.tunnels[i];
+            if t.ike.is_retired() {
+                if !t.ike.has_sa() {
+                    info!(tunnel = %t.name, "IKE: retired IKE SA gone, tunnel removed");
+                    self.tunnels.remove(i);
+                    continue;
+                }
+                let carries = t.ike.child_policies().iter().any(|(_, p)| p.is_some());
+                if !carries && !t.delete_sent && t.ike.is_established() {
+                    t.delete_sent = true;
+                    info!(tunnel = %t.name, "IKE: retired IKE SA carries no child SA any more, deleting it");
+                    t.ike.delete_ike(now);
+                }
+            }
+            i += 1;
         }
     }
 
@@ -663,10 +769,13 @@ impl ControlPlane {
                 data,
             } => {
                 let id = self.tunnels[i].id;
-                let Some(vrf) = self.underlay_vrf(id) else {
+                // A retired tunnel is gone from the tables: its last VRF.
+                let vrf = self.underlay_vrf(id).or(self.tunnels[i].underlay_vrf);
+                let Some(vrf) = vrf else {
                     warn!(tunnel = %self.tunnels[i].name, "IKE: tunnel not in the tables");
                     return;
                 };
+                self.tunnels[i].underlay_vrf = Some(vrf);
                 // A refused datagram is recovered by retransmission.
                 if let Err(e) = self.punt.inject(&data, local, remote, vrf) {
                     debug!(tunnel = %self.tunnels[i].name, "IKE: inject: {e}");
@@ -681,7 +790,31 @@ impl ControlPlane {
     /// Installs a child SA, make-before-break: inbound first, then the
     /// outbound switch.
     fn install(&mut self, i: usize, k: &ChildSaKeys, now: Instant) {
-        let t = &mut self.tunnels[i];
+        // The child belongs to the tunnel whose selectors it was negotiated
+        // for (its policy), whichever tunnel's IKE SA carries it: it goes
+        // into that tunnel's SAs only, never another tenant's.
+        let via = self.tunnels[i].id;
+        let via_name = self.tunnels[i].name.clone();
+        let target = match k.policy {
+            None => Some(i),
+            Some(tag) => self
+                .tunnels
+                .iter()
+                .position(|t| t.id == tag && !t.ike.is_retired()),
+        };
+        let Some(ti) = target else {
+            warn!(tunnel = %via_name, spi_in = format_args!("{:#010x}", k.spi_in),
+                  "IKE: child SA for a tunnel that is gone, deleting it");
+            self.tunnels[i].ike.delete_child(k.spi_in, now);
+            return;
+        };
+        let t = &mut self.tunnels[ti];
+        if ti != i {
+            info!(tunnel = %t.name, ike_sa_of = %via_name,
+                  "IKE: child SA negotiated inside another tunnel's IKE SA (same peer), bound by its traffic selectors");
+            t.state = "established";
+            t.last_error = None;
+        }
         let built = child_sa_configs(k).and_then(|(inb, out)| {
             let inb = InboundSa::new(inb).map_err(|e| e.to_string())?;
             let out = OutboundSa::new(out).map_err(|e| e.to_string())?;
@@ -725,14 +858,25 @@ impl ControlPlane {
             spi_in: k.spi_in,
             spi_out: k.spi_out,
             at: now,
+            via,
         });
     }
 
     /// Removes a child SA: off the outbound path now if it is the current
     /// one, out of the SAD after [`INBOUND_GRACE`].
     fn remove(&mut self, i: usize, spi_in: u32, spi_out: u32, now: Instant) {
-        let t = &mut self.tunnels[i];
+        // The tunnel it was installed for (may differ from the one whose
+        // IKE SA carried it).
+        let ti = self
+            .tunnels
+            .iter()
+            .position(|t| t.children.iter().any(|c| c.spi_in == spi_in))
+            .unwrap_or(i);
+        let t = &mut self.tunnels[ti];
         t.children.retain(|c| c.spi_in != spi_in);
+        if t.children.is_empty() && t.state == "established" && !t.ike.is_established() {
+            t.state = "down";
+        }
         let current = self
             .reg
             .tunnel_tx(t.id)
@@ -819,6 +963,17 @@ impl ControlPlane {
                 info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"),
                       spi_r = format_args!("{spi_r:016x}"), "IKE: SA deleted");
             }
+            Event::TsRejected { by_peer, tsi, tsr } => {
+                let txt = |v: &[vecgate_ike::payload::TrafficSelector]| {
+                    v.iter().map(ts_text).collect::<Vec<_>>().join(", ")
+                };
+                let (tsi, tsr) = (txt(&tsi), txt(&tsr));
+                if by_peer {
+                    warn!(tunnel = %t.name, %tsi, %tsr, "IKE: the peer refused our child SA's traffic selectors (TS_UNACCEPTABLE)");
+                } else {
+                    warn!(tunnel = %t.name, %tsi, %tsr, "IKE: child SA refused (TS_UNACCEPTABLE): its traffic selectors fit no tunnel towards this peer");
+                }
+            }
             Event::Failed { reason, child } => {
                 let what = if child { "child SA" } else { "IKE SA" };
                 warn!(tunnel = %t.name, %reason, "IKE: {what} negotiation failed");
@@ -833,12 +988,45 @@ impl ControlPlane {
     }
 
     fn publish(&self, now: Instant) {
+        let sa_infos = |t: &TunnelIke| -> Vec<IkeSaInfo> {
+            let established: Vec<(u64, u64)> = t.ike.ike_sas();
+            t.ike_sas
+                .iter()
+                .filter(|s| established.contains(&(s.spi_i, s.spi_r)))
+                .map(|s| {
+                    let age = now.saturating_duration_since(s.at);
+                    IkeSaInfo {
+                        spi_i: format!("{:016x}", s.spi_i),
+                        spi_r: format!("{:016x}", s.spi_r),
+                        algorithms: s.algorithms.clone(),
+                        nat: s.nat,
+                        age_secs: age.as_secs(),
+                        rekey_in_secs: t.ike_rekey.map(|r| r.saturating_sub(age).as_secs()),
+                    }
+                })
+                .collect()
+        };
         let v: Vec<IkeTunnelInfo> = self
             .tunnels
             .iter()
+            .filter(|t| !t.ike.is_retired())
             .map(|t| {
                 let c = t.ike.config();
-                let established: Vec<(u64, u64)> = t.ike.ike_sas();
+                // Its own IKE SAs, then those of siblings carrying its children.
+                let mut ike_sas = sa_infos(t);
+                let mut vias: Vec<u32> = t
+                    .children
+                    .iter()
+                    .map(|ch| ch.via)
+                    .filter(|v| *v != t.id)
+                    .collect();
+                vias.sort_unstable();
+                vias.dedup();
+                for v in vias {
+                    if let Some(o) = self.tunnels.iter().find(|o| o.id == v) {
+                        ike_sas.extend(sa_infos(o));
+                    }
+                }
                 IkeTunnelInfo {
                     tunnel: t.name.clone(),
                     local: c.local_addr.ip().to_string(),
@@ -846,22 +1034,7 @@ impl ControlPlane {
                     initiator: c.initiate,
                     state: t.state.to_string(),
                     last_error: t.last_error.clone(),
-                    ike_sas: t
-                        .ike_sas
-                        .iter()
-                        .filter(|s| established.contains(&(s.spi_i, s.spi_r)))
-                        .map(|s| {
-                            let age = now.saturating_duration_since(s.at);
-                            IkeSaInfo {
-                                spi_i: format!("{:016x}", s.spi_i),
-                                spi_r: format!("{:016x}", s.spi_r),
-                                algorithms: s.algorithms.clone(),
-                                nat: s.nat,
-                                age_secs: age.as_secs(),
-                                rekey_in_secs: t.ike_rekey.map(|r| r.saturating_sub(age).as_secs()),
-                            }
-                        })
-                        .collect(),
+                    ike_sas,
                     child_sas: t
                         .children
                         .iter()
@@ -881,6 +1054,17 @@ impl ControlPlane {
             .collect();
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
     }
+}
+
+/// Whether two tunnels may share IKE SAs: same gateway addresses, same
+/// identities and PSK (RFC 7296 §2.15: an IKE SA authenticates the peer,
+/// not a tunnel), so one's child SA may arrive in the other's IKE SA.
+fn siblings(a: &IkeConfig, b: &IkeConfig) -> bool {
+    a.local_addr.ip() == b.local_addr.ip()
+        && a.remote_addr.ip() == b.remote_addr.ip()
+        && a.local_id == b.local_id
+        && a.remote_id == b.remote_id
+        && a.psk[..] == b.psk[..]
 }
 
 /// The tunnel a datagram belongs to (see `ControlPlane::datagram`).
@@ -908,9 +1092,10 @@ fn tunnel_for(
     {
         return Some(i);
     }
+    // A retired tunnel (deleted) takes no new IKE SA.
     let same = |t: &&TunnelIke| {
         let c = t.ike.config();
-        c.local_addr.ip() == local.ip() && c.remote_addr.ip() == remote.ip()
+        !t.ike.is_retired() && c.local_addr.ip() == local.ip() && c.remote_addr.ip() == remote.ip()
     };
     let mut matching = tunnels.iter().enumerate().filter(|(_, t)| same(t));
     let first = matching.next().map(|(i, _)| i);
@@ -929,7 +1114,7 @@ fn tunnel_for(
     let mut it = tunnels
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.ike.config().local_addr.ip() == local.ip());
+        .filter(|(_, t)| !t.ike.is_retired() && t.ike.config().local_addr.ip() == local.ip());
     match (it.next(), it.next()) {
         (Some((i, _)), None) => Some(i),
         _ => None,
@@ -1040,6 +1225,7 @@ mod tests {
             udp_encap: true,
             local: "192.0.2.1:4500".parse().unwrap(),
             remote: "198.51.100.9:31000".parse().unwrap(),
+            policy: None,
         };
         let (inb, out) = child_sa_configs(&k).unwrap();
         assert_eq!(inb.spi, 0xc000_0001);
