@@ -275,7 +275,12 @@ for i in range(150):
         break
     except (ConnectionRefusedError, OSError):
         time.sleep(0.1)
-s.sendall(d)
+# A deadline per MiB (the socket timeout bounds each sendall as a whole),
+# not for the whole transfer: a loaded machine may be slow, but a transfer
+# that stops moving still fails.
+s.settimeout(60)
+for off in range(0, len(d), 1 << 20):
+    s.sendall(d[off:off + (1 << 20)])
 s.close()
 print(hashlib.sha256(d).hexdigest(), len(d))
 "#;
@@ -342,29 +347,119 @@ pub fn counter(api: &str, node: &str, reason: &str) -> u64 {
 
 /// A tcpdump on `ifname` in `ns`, stopped by its own pid (never by name:
 /// other tests run their own captures at the same time).
+///
+/// Neither end relies on timing: [`Capture::start`] returns once tcpdump
+/// says it is listening (its socket is bound, so every later frame is
+/// captured), and [`Capture::stop`] stops it only once it has written
+/// every frame the kernel handed it (its own counters, asked for with
+/// SIGUSR1, balance), however slowly a loaded machine schedules it.
 pub struct Capture {
     child: Option<Child>,
     file: PathBuf,
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Capture {
+    /// Captures the first 256 bytes of every frame.
     pub fn start(ns: &Netns, ifname: &str) -> Capture {
-        let file = std::env::temp_dir().join(format!("{}.pcap", unique("cap")));
-        let child = ns.spawn(&format!(
-            "tcpdump -i {ifname} --immediate-mode -s 256 -w {} 2>/dev/null",
-            file.display()
-        ));
-        std::thread::sleep(Duration::from_millis(800));
-        Capture {
-            child: Some(child),
-            file,
-        }
+        Capture::spawn(ns, ifname, "-s 256", "")
     }
 
+    /// Captures the frames matching the pcap `filter`, whole.
+    pub fn start_filtered(ns: &Netns, ifname: &str, filter: &str) -> Capture {
+        Capture::spawn(ns, ifname, "", filter)
+    }
+
+    /// Captures the frames matching the pcap `filter` with tcpdump options
+    /// `opts` (e.g. "-s 200").
+    pub fn start_with(ns: &Netns, ifname: &str, opts: &str, filter: &str) -> Capture {
+        Capture::spawn(ns, ifname, opts, filter)
+    }
+
+    fn spawn(ns: &Netns, ifname: &str, opts: &str, filter: &str) -> Capture {
+        let file = std::env::temp_dir().join(format!("{}.pcap", unique("cap")));
+        let mut child = ns.spawn(&format!(
+            "tcpdump -n -i {ifname} -U --immediate-mode {opts} -w {} {filter}",
+            file.display()
+        ));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let err = child.stderr.take().expect("tcpdump stderr");
+        let lines = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut cap = Capture {
+            child: Some(child),
+            file,
+            stderr,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cap.stderr_text().contains("listening on") {
+            let exited = cap.child.as_mut().unwrap().try_wait().unwrap();
+            assert!(
+                exited.is_none() && Instant::now() < deadline,
+                "tcpdump on {ifname} did not start ({exited:?}): {}",
+                cap.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cap
+    }
+
+    fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// tcpdump's latest (captured, received by filter, dropped by kernel).
+    fn stats(&self) -> Option<(u64, u64, u64)> {
+        let lines = self.stderr.lock().unwrap();
+        let line = lines
+            .iter()
+            .rev()
+            .find(|l| l.contains("packets captured") && l.contains("received by filter"))?;
+        let num = |what: &str| -> Option<u64> {
+            let at = line.find(what)?;
+            line[..at].split_whitespace().next_back()?.parse().ok()
+        };
+        Some((
+            num(" packets captured")?,
+            num(" packets received by filter")?,
+            num(" packets dropped by kernel")?,
+        ))
+    }
+
+    /// Waits until tcpdump has written every frame it was handed (or 10 s
+    /// pass: the caller's assertions then judge what it has), stops it and
+    /// returns the file.
     pub fn stop(&mut self) -> &Path {
+        // Frames of the traffic just finished may still be on their way
+        // through the kernel to the capture socket.
         std::thread::sleep(Duration::from_millis(300));
         if let Some(mut c) = self.child.take() {
-            // `ip netns exec … sh -c "exec tcpdump"`: the pid is tcpdump's.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut asked = 0;
+            while Instant::now() < deadline && c.try_wait().unwrap().is_none() {
+                let answers = |cap: &Capture| {
+                    cap.stderr
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .filter(|l| l.contains("received by filter"))
+                        .count()
+                };
+                // `ip netns exec … sh -c "exec tcpdump"`: the pid is tcpdump's.
+                let _ = sh(&format!("kill -USR1 {} 2>/dev/null || true", c.id()));
+                asked += 1;
+                if !wait_until(5, || answers(self) >= asked) {
+                    break;
+                }
+                match self.stats() {
+                    Some((captured, received, dropped)) if captured + dropped >= received => break,
+                    _ => std::thread::sleep(Duration::from_millis(100)),
+                }
+            }
             let _ = sh(&format!("kill -INT {} 2>/dev/null || true", c.id()));
             let _ = c.wait();
         }
