@@ -8,9 +8,8 @@
 
 mod common;
 
-use common::{sh, unique, veth, wait_until, Gateway, Netns};
+use common::{sh, unique, veth, Gateway, Netns};
 use std::path::PathBuf;
-use std::process::Command;
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -124,7 +123,12 @@ for i in range(100):
         break
     except ConnectionRefusedError:
         time.sleep(0.1)
-s.sendall(d)
+# A deadline per MiB (the socket timeout bounds each sendall as a whole),
+# not for the whole transfer: a loaded machine may be slow, but a transfer
+# that stops moving still fails.
+s.settimeout(60)
+for off in range(0, len(d), 1 << 20):
+    s.sendall(d[off:off + (1 << 20)])
 s.close()
 print(hashlib.sha256(d).hexdigest(), len(d))
 "#;
@@ -192,13 +196,7 @@ fn esp_in_udp_crosses_source_nat_both_ways() {
     );
     let _b = Gateway::start(&gb, &b_cfg);
     let _a = Gateway::start(&ga, &a_cfg);
-    let cap = dir.0.join("b-wan.pcap");
-    let mut tcpdump = gb.spawn(&format!(
-        "tcpdump -U --immediate-mode -ni b-wan -w {} ip",
-        cap.display()
-    ));
-    assert!(wait_until(10, || cap.exists()), "tcpdump did not start");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut tcpdump = common::Capture::start_filtered(&gb, "b-wan", "ip");
     // The first packet from behind the NAT opens the mapping.
     let _ = h1.try_sh("ping -c 1 -W 2 10.2.0.2");
     let out = h1.try_sh("ping -c 3 -i 0.2 -W 2 10.2.0.2");
@@ -215,12 +213,7 @@ fn esp_in_udp_crosses_source_nat_both_ways() {
     );
     tcp_transfer(&dir, &h1, &h2, "10.2.0.2", 2 << 20);
     tcp_transfer(&dir, &h2, &h1, "10.1.0.2", 2 << 20);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let _ = Command::new("kill")
-        .arg("-INT")
-        .arg(tcpdump.id().to_string())
-        .status();
-    let _ = tcpdump.wait();
+    let cap = tcpdump.stop().to_owned();
     // On gwB's wire: only ESP in UDP 4500, to and from the NAT's address.
     let rows = sh(&format!(
         "tshark -n -r {} -T fields -E separator=, -e ip.src -e ip.dst -e ip.proto -e udp.srcport -e udp.dstport -e esp.spi",

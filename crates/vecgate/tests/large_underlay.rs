@@ -82,18 +82,9 @@ fn api(t: &Topo, side: char) -> String {
 /// checks the capture: frames above 1514 bytes, matching `filter`, nothing
 /// malformed.
 fn transfer_and_capture(t: &Topo, filter: &str) {
-    let cap = t.dir.join("u.pcap");
-    let mut dump = t.gb.spawn(&format!(
-        "tcpdump -U --immediate-mode -s 200 -ni b-u -w {} {filter}",
-        cap.display()
-    ));
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    let mut dump = common::Capture::start_with(&t.gb, "b-u", "-s 200", filter);
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 32 << 20);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let _ = std::process::Command::new("kill")
-        .arg(dump.id().to_string())
-        .status();
-    let _ = dump.wait();
+    let cap = dump.stop().to_owned();
     let big: usize = sh(&format!(
         "tshark -r {} -Y 'frame.len > 1514' 2>/dev/null | wc -l",
         cap.display()
