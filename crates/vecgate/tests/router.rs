@@ -81,13 +81,19 @@ fn forwards_ipv4_and_ipv6_with_byte_exact_tcp() {
     tcp_transfer(&t.h2, &t.h1, "fd01::2", 16 << 20);
 }
 
+/// Waits (up to 20 s) until an iperf3 server listens in `ns`: a fixed
+/// sleep after spawning it is too short on a loaded machine.
+fn iperf3_listening(ns: &Netns) -> bool {
+    wait_until(20, || ns.sh("ss -ltnH").contains(":5201"))
+}
+
 #[test]
 fn iperf3_runs_through_the_gateway() {
     let t = topo();
     let _gw = Gateway::start(&t.gw, &config(2, ""));
     assert!(ping(&t.h1, "-c 1 -W 2 10.2.0.2").0);
     let mut srv = t.h2.spawn("iperf3 -s -1");
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert!(iperf3_listening(&t.h2), "iperf3 server not listening");
     let out = t.h1.sh("iperf3 -c 10.2.0.2 -t 2 -J");
     let _ = srv.wait();
     let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
@@ -168,19 +174,13 @@ fn overlapping_vrfs_stay_isolated() {
     }
     let _g = Gateway::start(&gw, &cfg);
     // Capture on blue's h2 while red's h1 pings red's h2.
-    let cap = format!("/tmp/{}.pcap", common::unique("vrf"));
-    let mut dump = hosts[3].0.spawn(&format!(
-        "tcpdump -U --immediate-mode -ni eth0 -w {cap} icmp"
-    ));
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let mut dump = common::Capture::start_filtered(&hosts[3].0, "eth0", "icmp");
     // Same addresses in both tenants: the payload pattern tells them apart.
     let (ok, out) = ping(&hosts[0].0, "-c 3 -i 0.2 -W 2 -p aaaa 10.2.0.2");
     assert!(ok, "red to red: {out}");
     let (ok, out) = ping(&hosts[2].0, "-c 2 -i 0.2 -W 2 -p bbbb 10.2.0.2");
     assert!(ok, "blue to blue: {out}");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let _ = Command::new("kill").arg(dump.id().to_string()).status();
-    let _ = dump.wait();
+    let cap = dump.stop().display().to_string();
     let count = |pat: &str| -> usize {
         common::sh(&format!(
             "tshark -r {cap} -Y 'icmp.type == 8 && data.data contains {pat}' 2>/dev/null | wc -l"
@@ -198,7 +198,6 @@ fn overlapping_vrfs_stay_isolated() {
         count("bb:bb:bb:bb") >= 1,
         "blue's own echo requests were captured"
     );
-    let _ = std::fs::remove_file(&cap);
 }
 
 #[test]
@@ -268,7 +267,10 @@ print(len(frames))
     let path = format!("/tmp/{}.py", common::unique("mal"));
     std::fs::write(&path, script).unwrap();
     // A ping keeps running through the gateway while the garbage arrives.
-    let pinger = t.h1.spawn("ping -c 20 -i 0.1 -W 2 10.2.0.2");
+    // `-w`: ping waits for every reply until then, so a reply delayed by
+    // a loaded machine is not taken for a lost one (without it ping gives
+    // the last ones only twice the largest round trip seen so far).
+    let pinger = t.h1.spawn("ping -c 20 -i 0.1 -W 2 -w 30 10.2.0.2");
     let sent = t.h1.sh(&format!("/usr/bin/python3 {path}"));
     let _ = std::fs::remove_file(&path);
     assert!(sent.trim().parse::<usize>().unwrap() > 150);
@@ -385,7 +387,7 @@ fn two_vecgates_in_series_with_super_packets() {
     };
     let unreach0 = unreach(&h1);
     let mut srv = h2.spawn("iperf3 -s -1");
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert!(iperf3_listening(&h2), "iperf3 server not listening");
     let out = h1.sh("iperf3 -J -c 10.2.0.2 -t 5 -i 1");
     let _ = srv.wait();
     let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
@@ -395,10 +397,15 @@ fn two_vecgates_in_series_with_super_packets() {
         .flatten()
         .map(|i| i["sum"]["bytes"].as_f64().unwrap_or(0.0))
         .collect();
+    // The regression stalled the flow (RTO back-off: next to nothing per
+    // second after the first). Not a rate comparison: other tests' flows
+    // come and go on the two cores, and a loaded second was seen at 9 % of
+    // the first ([635, 905, 205, 183, 58] MB), so 2 % of the first is the
+    // line between "slowed by the machine" and "stalled".
     let first = intervals.first().copied().unwrap_or(0.0);
     assert!(
-        intervals.iter().all(|b| *b > first * 0.2),
-        "the flow kept its rate: {intervals:?}"
+        first > 0.0 && intervals.iter().all(|b| *b > first * 0.02),
+        "the flow stalled: {intervals:?}"
     );
     assert!(intervals.len() >= 5, "{out}");
     assert_eq!(
