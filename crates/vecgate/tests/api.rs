@@ -382,9 +382,14 @@ fn live_route_changes_do_not_disturb_a_flow() {
         intervals.iter().all(|b| *b > 0.0),
         "a 1-s interval moved 0 bytes: {intervals:?}"
     );
+    // Baselines on both sides of the live run: the load other tests put
+    // on the two cores changes from second to second, and the live run is
+    // judged against the quieter of the machines it sat between.
+    let (after_bps, _) = iperf(&t, 3);
+    let base_bps = base_bps.min(after_bps);
     assert!(
         live_bps > base_bps * 0.4,
-        "flow slowed down: {live_bps} vs {base_bps} bit/s"
+        "flow slowed down: {live_bps} vs {base_bps} bit/s (the lower baseline)"
     );
     let (st, r) = curl(&t.gw.name, &base, "GET", "/routes", None, None);
     assert_eq!(st, 200);
@@ -581,23 +586,14 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
     // Traffic crosses the new tunnel: GRE with key 119 on the underlay,
     // both ways (each side's capture sees what it receives: vecgate's own
     // transmissions bypass the taps).
-    let caps: Vec<_> = [(&t.gb, "b-wan"), (&t.ga, "a-wan")]
+    let mut caps: Vec<_> = [(&t.gb, "b-wan"), (&t.ga, "a-wan")]
         .into_iter()
-        .map(|(ns, ifname)| {
-            let pcap = t.dir.join(format!("{ifname}.pcap"));
-            let child = ns.spawn(&format!(
-                "tcpdump -n -i {ifname} --immediate-mode -U -w {} 'ip proto 47'",
-                pcap.display()
-            ));
-            assert!(wait_until(10, || pcap.exists()), "tcpdump did not start");
-            (child, pcap)
-        })
+        .map(|(ns, ifname)| common::Capture::start_filtered(ns, ifname, "ip proto 47"))
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(300));
     // The first packet into a just-added tunnel was seen lost once in CI;
     // wait until the path answers before the counted pings below.
     assert!(
-        wait_until(5, || t
+        wait_until(20, || t
             .h1
             .try_sh("ping -c 1 -W 1 -I 10.1.0.200 10.2.0.200")
             .status
@@ -631,9 +627,12 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
     };
     let (losses0, _) = port_losses();
     let pings = 20u64;
+    // `-w`: ping waits for every reply until then, so a reply a loaded
+    // machine delays is not taken for a lost one (without it ping waits
+    // for the last ones only twice the largest round trip seen so far).
     let out =
         t.h1.try_sh(&format!(
-            "ping -c {pings} -i 0.1 -W 2 -I 10.1.0.200 10.2.0.200"
+            "ping -c {pings} -i 0.1 -W 2 -w 10 -I 10.1.0.200 10.2.0.200"
         ))
         .stdout;
     let out = String::from_utf8_lossy(&out);
@@ -644,10 +643,15 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
             r.split_once(" received")?.0.parse().ok()
         })
         .unwrap_or_else(|| panic!("ping summary: {out}"));
-    // Port losses are polled every ~100 ms by the workers.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let (losses1, seen) = port_losses();
+    // Port losses are polled every ~100 ms by the workers, later when
+    // they are starved: wait (up to 5 s) for the counts to cover the
+    // losses rather than sleep a fixed time.
     let lost = pings - received.min(pings);
+    let (mut losses1, mut seen) = port_losses();
+    wait_until(5, || {
+        (losses1, seen) = port_losses();
+        losses1 - losses0 >= lost
+    });
     let counted = losses1 - losses0;
     assert!(
         received >= pings / 2 && lost <= counted,
@@ -656,12 +660,7 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         t.ga.sh("ip -s link"),
         t.gb.sh("ip -s link")
     );
-    let mut pcaps = Vec::new();
-    for (mut child, pcap) in caps {
-        common::sh(&format!("kill -INT {}", child.id()));
-        let _ = child.wait();
-        pcaps.push(pcap);
-    }
+    let pcaps: Vec<_> = caps.iter_mut().map(|c| c.stop().to_owned()).collect();
     // Per-tunnel counters: API, metrics.
     let (_, tl) = a("GET", "/tunnels/tg", None);
     let tv: Value = serde_json::from_str(&tl).unwrap();
@@ -729,9 +728,18 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         drops(&a),
         drops(&b)
     );
+    // A second baseline after the live run: the load other tests put on
+    // the two cores changes from second to second, and the live run is
+    // judged against the quieter of the machines it sat between.
+    let after: Value = serde_json::from_str(&t.h1.sh("iperf3 -J -c 10.2.0.2 -t 3 -i 1")).unwrap();
+    let base_bps = base_bps.min(
+        after["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap(),
+    );
     assert!(
         live_bps > base_bps * 0.4,
-        "flow slowed down: {live_bps} vs {base_bps} bit/s"
+        "flow slowed down: {live_bps} vs {base_bps} bit/s (the lower baseline)"
     );
     // The captures are judged after the flow (tshark is CPU-hungry).
     for (pcap, from) in pcaps.iter().zip(["192.0.2.1", "192.0.2.2"]) {
@@ -745,11 +753,16 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
             .count();
         assert!(n >= 3, "3 pings in GRE key 119 from {from}: {keys}");
     }
-    // The tunnel's address is plain routed again.
-    assert!(t
-        .h1
-        .sh("ping -c 1 -W 2 -I 10.1.0.200 10.2.0.200")
-        .contains(" 0% packet loss"));
+    // The tunnel's address is plain routed again (a reachability check, so
+    // waiting for it is fair).
+    assert!(
+        wait_until(20, || t
+            .h1
+            .try_sh("ping -c 1 -W 2 -I 10.1.0.200 10.2.0.200")
+            .status
+            .success()),
+        "10.2.0.200 not plain routed after the tunnel went"
+    );
     let _ = srv.kill();
     let _ = srv.wait();
 }
@@ -786,22 +799,37 @@ fn esp_extra(t: &Two, side: usize, out: u32, ins: u32) -> String {
     s
 }
 
+/// A paced sender whose transfer spans the switch however slowly a loaded
+/// machine runs it: it creates MARK.started once 1 MiB is out, then keeps
+/// sending until it has sent N bytes and 2 MiB more after MARK.switched
+/// appeared (or 120 s passed); prints "sha256 bytes".
 const PACED_TX: &str = r#"
 import socket, hashlib, os, sys, time
-addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-d = os.urandom(n)
+addr, port, n, src, mark = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 for i in range(150):
     try:
-        s = socket.create_connection((addr, port), timeout=30, source_address=(sys.argv[4], 0))
+        s = socket.create_connection((addr, port), timeout=30, source_address=(src, 0))
         break
     except OSError:
         time.sleep(0.1)
 step = 64 << 10
-for i in range(0, n, step):
-    s.sendall(d[i:i + step])
+h = hashlib.sha256()
+sent, after = 0, None
+deadline = time.time() + 120
+while sent < n or after is None or sent < after + (2 << 20):
+    if time.time() > deadline:
+        break
+    d = os.urandom(step)
+    s.sendall(d)
+    h.update(d)
+    sent += len(d)
+    if sent == 1 << 20:
+        open(mark + ".started", "w").close()
+    if after is None and os.path.exists(mark + ".switched"):
+        after = sent
     time.sleep(0.02)
 s.close()
-print(hashlib.sha256(d).hexdigest(), len(d))
+print(h.hexdigest(), sent)
 "#;
 
 const RX: &str = r#"
@@ -833,7 +861,8 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
     let _a = Gateway::start(&t.ga, &two_config(&t, 0, &esp_extra(&t, 0, AB, BA)));
     let _b = Gateway::start(&t.gb, &two_config(&t, 1, &esp_extra(&t, 1, BA, AB)));
     let (a, b) = (gw_api(&t, 0), gw_api(&t, 1));
-    let out = t.h1.sh("ping -c 2 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
+    let out =
+        t.h1.sh("ping -c 2 -i 0.2 -W 2 -w 10 -I 10.1.0.200 10.2.0.200");
     assert!(out.contains(" 0% packet loss"), "{out}");
     let new_key = hexs(&test_key(AB2));
     let mut responses = Vec::new();
@@ -900,6 +929,7 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
         t.h2.spawn(&format!("python3 {}/rx.py 10.2.0.200 7100", dir.display()));
     let h1 = t.h1.name.clone();
     let txp = dir.join("tx.py");
+    let mark = dir.join("tx").display().to_string();
     let tx = std::thread::spawn(move || {
         let out = std::process::Command::new("ip")
             .args(["netns", "exec", &h1, "python3"])
@@ -909,12 +939,16 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
                 "7100",
                 &(8usize << 20).to_string(),
                 "10.1.0.200",
+                &mark,
             ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     });
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(
+        wait_until(60, || dir.join("tx.started").exists()),
+        "the transfer did not start"
+    );
     let body = format!(
         r#"{{"tunnel":"esp0","spi":"0x1002","algorithm":"aes256gcm16","key":"{new_key}"}}"#
     );
@@ -942,6 +976,7 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
         (Some("0x00001001"), Some("0x00001002"))
     );
     responses.push(r);
+    std::fs::write(dir.join("tx.switched"), "").unwrap();
     let sent = tx.join().unwrap();
     let got = rx.wait_with_output().unwrap();
     assert_eq!(
@@ -949,7 +984,12 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
         sent.trim(),
         "the transfer was not byte-exact"
     );
-    assert!(sent.trim().ends_with(&(8usize << 20).to_string()), "{sent}");
+    let total: usize = sent
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(total >= 8 << 20, "{sent}");
 
     // The new SA carried traffic; the old inbound one can go now.
     let (_, sas_b) = b("GET", "/sas", None);
@@ -981,7 +1021,8 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
     let out = vg_cli(&t, 1, "sa del 0x1001");
     assert!(out.status.success(), "{out:?}");
     assert_eq!(b("DELETE", "/sas/0x1001", None).0, 404);
-    let out = t.h1.sh("ping -c 2 -i 0.2 -W 2 -I 10.1.0.200 10.2.0.200");
+    let out =
+        t.h1.sh("ping -c 2 -i 0.2 -W 2 -w 10 -I 10.1.0.200 10.2.0.200");
     assert!(out.contains(" 0% packet loss"), "{out}");
     // A key file SA is recorded in the running configuration.
     let kf = t.dir.join("1003.hex");
