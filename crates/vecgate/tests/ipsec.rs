@@ -257,7 +257,12 @@ if pace:
         s.sendall(d[i:i + step])
         time.sleep(pace)
 else:
-    s.sendall(d)
+    # A deadline per MiB (the socket timeout bounds each sendall as a
+    # whole), not for the whole transfer: a loaded machine may be slow, but
+    # a transfer that stops moving still fails.
+    s.settimeout(60)
+    for off in range(0, n, 1 << 20):
+        s.sendall(d[off:off + (1 << 20)])
 s.close()
 print(hashlib.sha256(d).hexdigest(), len(d))
 "#;
@@ -300,33 +305,23 @@ fn tcp_transfer(
     );
 }
 
-/// tcpdump on gwB's underlay into a pcap file; stop with [`Capture::stop`].
+/// tcpdump into a pcap file kept at `path`; stop with [`Capture::stop`]
+/// (started and stopped without fixed sleeps: see [`common::Capture`]).
 struct Capture {
-    child: std::process::Child,
+    cap: common::Capture,
     path: PathBuf,
 }
 
 impl Capture {
     fn start(ns: &Netns, iface: &str, path: PathBuf, filter: &str) -> Capture {
-        let child = ns.spawn(&format!(
-            "tcpdump -U --immediate-mode -ni {iface} -w {} {filter}",
-            path.display()
-        ));
-        assert!(
-            wait_until(10, || path.exists()),
-            "tcpdump did not start (is it installed?)"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        Capture { child, path }
+        Capture {
+            cap: common::Capture::start_filtered(ns, iface, filter),
+            path,
+        }
     }
 
     fn stop(mut self) -> PathBuf {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let _ = Command::new("kill")
-            .arg("-INT")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        std::fs::copy(self.cap.stop(), &self.path).expect("copy the capture");
         self.path.clone()
     }
 }
@@ -534,6 +529,21 @@ fn errors(sock: &str) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// Packets an SA of the gateway behind `sock` has carried (`show sa`).
+fn sa_packets(sock: &str, spi: u32, direction: &str) -> u64 {
+    let out = Command::new(common::vecgate_bin())
+        .args(["show", "sa", "--json", "--api", &format!("unix:{sock}")])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["spi"] == format!("{spi:#010x}") && s["direction"] == direction)
+        .filter_map(|s| s["packets"].as_u64())
+        .sum()
+}
+
 fn count(errs: &[(String, String, u64)], node: &str, reason: &str) -> u64 {
     errs.iter()
         .filter(|(n, r, _)| n == node && r == reason)
@@ -676,7 +686,18 @@ fn scapy_packets_forwarded_and_bad_ones_dropped_by_reason() {
         "scapy inject: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // gwB has handled everything once the bad packets, sent last, are
+    // counted (however long a loaded machine takes); the capture then
+    // waits for tcpdump to have written what reached h2.
+    let bad = ["replay", "truncated", "bad-spi", "icv-fail"];
+    assert!(
+        wait_until(20, || {
+            let errs = errors(&p.sock_b);
+            bad.iter().all(|r| count(&errs, "esp-decrypt", r) >= 1)
+        }),
+        "the bad packets were not counted: {:?}",
+        errors(&p.sock_b)
+    );
     let pcap = cap.stop();
     // What reached h2: the three good echo requests (ids 0x5ca0..2), nothing else.
     let seen = sh(&format!(
@@ -741,8 +762,15 @@ fn make_before_break_switch_during_tcp_transfer() {
     let a = Gateway::start(&t.ga, &config(&t, 0, &ab, &[&ba], "", &sa));
     assert!(ping(&t.h1, "-c 2 -i 0.2 -W 2 10.2.0.2").0);
     let cap = Capture::start(&t.gb, "b-wan", t.dir.0.join("switch.pcap"), "esp");
+    let decrypted = || count(&errors(&sb), "esp-decrypt", "decrypted");
+    let d0 = decrypted();
     tcp_transfer(&t, &t.h1, &t.h2, "10.2.0.2", 6 << 20, 0.05, || {
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        // The transfer runs on the old SAs (however late a loaded machine
+        // starts it).
+        assert!(
+            wait_until(30, || decrypted() > d0 + 50),
+            "the transfer did not start"
+        );
         // 1. Both install the new inbound SAs (old ones keep working).
         reconfigure(
             &b,
@@ -764,6 +792,17 @@ fn make_before_break_switch_during_tcp_transfer() {
             &b,
             &config(&t, 1, &ba2, &[&ab, &ab2], "", &sb),
             "switched outbound SA",
+        );
+        // The new SAs carry the transfer both ways before the old ones go;
+        // then 1 s for what the old ones had in flight.
+        assert!(
+            wait_until(30, || sa_packets(&sb, SPI_AB + 0x100, "inbound") > 50
+                && sa_packets(&sa, SPI_BA + 0x100, "inbound") > 10),
+            "the new SAs carry nothing: {}",
+            sh(&format!(
+                "{} show sa --api unix:{sb}",
+                common::vecgate_bin().display()
+            ))
         );
         std::thread::sleep(std::time::Duration::from_secs(1));
         // 3. The old inbound SAs go.
