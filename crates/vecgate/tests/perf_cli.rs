@@ -473,6 +473,23 @@ fn receiver_fails_when_sender_dies() {
             .spawn()
             .expect("sender"),
     ));
+    // Mid-run: connected (however late a loaded machine starts the
+    // sender), then sending for a while.
+    let connected = || {
+        let out = pair
+            .cmd(&pair.rx, "ss", &["-Htn", "state", "established"])
+            .output()
+            .expect("ss");
+        String::from_utf8_lossy(&out.stdout).contains(&format!("{RX_IP}:5001"))
+    };
+    let t0 = Instant::now();
+    while !connected() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the sender never connected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     std::thread::sleep(Duration::from_millis(1500));
     drop(tx); // kills the sender (by its own pid)
     let out = rx.wait(Duration::from_secs(20));
