@@ -448,3 +448,95 @@ fn vecgate_initiates_both_tunnels() {
     crosses(&api, &t.h1, "10.2.0.2", "t1", "t2", &gw);
     assert!(!ping(&t.h11, "10.22.0.2", 1), "red still crosses");
 }
+
+/// (a') charon makes a separate IKE SA per child (two connections):
+/// each IKE_SA_INIT lands on "a tunnel without an IKE SA", so red's first
+/// IKE SA goes to `t1` and blue's second to `t2`; each child still binds to
+/// the tunnel its selectors fit at IKE_AUTH. Deleting `t1` keeps red.
+#[test]
+fn charon_makes_an_ike_sa_per_child() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = Topo::new();
+    let ch = t.charon();
+    // Two connections (one child each) that differ (charon reuses an IKE
+    // SA across connections with equal settings): no shared IKE SA.
+    let conn = |name: &str, child: &str, local_ts: &str, remote_ts: &str| {
+        let tries = if name == "vg" { 1 } else { 2 };
+        format!(
+            "  {name} {{
+    version = 2
+    local_addrs = 192.0.2.2
+    remote_addrs = 192.0.2.1
+    proposals = {IKE}
+    rekey_time = 0
+    keyingtries = {tries}
+    local {{
+      auth = psk
+      id = 192.0.2.2
+    }}
+    remote {{
+      auth = psk
+      id = 192.0.2.1
+    }}
+    children {{
+      {child} {{
+        local_ts = {local_ts}
+        remote_ts = {remote_ts}
+        esp_proposals = {ESP}
+        rekey_time = 0
+        start_action = none
+      }}
+    }}
+  }}
+"
+        )
+    };
+    let conf = ch.dir.join("two.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "connections {{\n{}{}}}\nsecrets {{\n  ike-1 {{\n    id-1 = 192.0.2.2\n    id-2 = 192.0.2.1\n    secret = \"{PSK}\"\n  }}\n}}\n",
+            conn("vg", "net", "10.2.0.0/24", "10.1.0.0/24"),
+            conn("vg2", "net2", "10.22.0.0/24", "10.11.0.0/24"),
+        ),
+    )
+    .unwrap();
+    let out = ch.swanctl(&["--load-all", "--file", &conf.display().to_string()]);
+    assert!(out.contains("successfully loaded 2 connections"), "{out}");
+    let (cfg, api) = t.vecgate_cfg(false);
+    let gw = Gateway::start(&t.ga, &cfg);
+    for child in ["net2", "net"] {
+        let out = ch.swanctl(&["--initiate", "--child", child, "--timeout", "20"]);
+        assert!(
+            out.contains("initiate completed successfully"),
+            "{child}: {out}\n---- vecgate ----\n{}",
+            gw.log_text()
+        );
+    }
+    let sas = ch.wait_sas("net2:", 10);
+    assert_eq!(sas.matches("ESTABLISHED").count(), 2, "two IKE SAs: {sas}");
+    assert!(
+        wait_until(10, || up(&api, "t1") && up(&api, "t2")),
+        "{:#}\n{}",
+        cli_json(&api, "ike"),
+        gw.log_text()
+    );
+    assert_eq!(
+        ike_of(&api, "t2")["child_sas"][0]["local_ts"][0],
+        "10.11.0.0/24"
+    );
+    both_tenants_separate(&t, &api, &gw);
+    cli(&api, &["tunnel", "del", "t1"]);
+    assert!(
+        wait_until(10, || {
+            let s = ch.swanctl(&["--list-sas"]);
+            !s.contains("net:") && s.contains("net2:")
+        }),
+        "charon: {}\n---- vecgate ----\n{}",
+        ch.swanctl(&["--list-sas"]),
+        gw.log_text()
+    );
+    assert!(up(&api, "t2"), "{:#}", cli_json(&api, "ike"));
+    crosses(&api, &t.h11, "10.22.0.2", "t2", "t1", &gw);
+    assert!(!ping(&t.h1, "10.2.0.2", 1), "blue still crosses");
+}
