@@ -39,10 +39,26 @@ fn schemathesis_finds_no_server_errors_or_schema_violations() {
         tok.display()
     );
     let _g = Gateway::start(&gw, &cfg);
+    // Every answer within 15 s, except POST /capture: it waits for its
+    // frames up to the request's `timeout_ms` (≤ 60 s, as documented),
+    // and the stateful phase reaches it with the real `lan0` (a link
+    // inferred from GET /interfaces) on a link that carries nothing.
+    // Timeouts set on the command line would override the per-operation
+    // ones, so all of them live in the config file.
+    let st_cfg = std::env::temp_dir().join(format!("{}.toml", unique("st")));
+    std::fs::write(
+        &st_cfg,
+        "request-timeout = 30\n\n[checks]\nmax_response_time = 15\n\n\
+         [[operations]]\ninclude-path = \"/capture\"\ninclude-method = \"POST\"\n\
+         request-timeout = 75\nchecks.max_response_time = 65\n",
+    )
+    .unwrap();
     let out = gw.try_sh(&format!(
-        "{} run http://127.0.0.1:9292/openapi.json --checks all --exclude-checks positive_data_acceptance --request-timeout 30 --max-response-time 15 -H 'Authorization: Bearer schemathesis-token' --max-examples 25 --no-color 2>&1",
-        st.display()
+        "{} --config-file {} run http://127.0.0.1:9292/openapi.json --checks all --exclude-checks positive_data_acceptance -H 'Authorization: Bearer schemathesis-token' --max-examples 25 --no-color 2>&1",
+        st.display(),
+        st_cfg.display()
     ));
+    let _ = std::fs::remove_file(&st_cfg);
     let _ = std::fs::remove_file(&tok);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "schemathesis failed:\n{text}");
