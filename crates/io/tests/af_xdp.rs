@@ -91,18 +91,18 @@ fn rx_receives_frames_from_peer() {
 #[test]
 fn host_stack_is_silent_and_drop_detaches() {
     let t = VethPair::new();
-    assert!(t.b.try_exec(&["ping", "-c", "1", "-W", "1", &t.ip_a]));
+    assert!(t.b.try_exec(&["ping", "-c", "1", "-W", "5", &t.ip_a]));
     let port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
     assert!(link_show(&t).contains("prog/xdp"), "{}", link_show(&t));
     assert!(!t
         .b
-        .try_exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", &t.ip_a]));
+        .try_exec(&["ping", "-c", "2", "-i", "0.2", "-W", "3", &t.ip_a]));
     drop(port);
     let s = link_show(&t);
     assert!(!s.contains("xdp"), "program still attached: {s}");
     assert!(t
         .b
-        .try_exec(&["ping", "-c", "2", "-i", "0.2", "-W", "2", &t.ip_a]));
+        .try_exec(&["ping", "-c", "2", "-i", "0.2", "-W", "5", &t.ip_a]));
 }
 
 #[test]
@@ -131,16 +131,21 @@ fn tx_reaches_peer_and_reply_comes_back() {
     assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 3);
     assert!(v.is_empty());
     assert_eq!(pool.available(), 64);
-    let mut replies = 0;
-    recv_for(&mut port, &mut pool, Duration::from_millis(1500), |p| {
-        if is_icmp(p.data(), 0, Some(0x4242)) {
-            let f = p.data();
-            assert_eq!(&f[30..34], &ip4(&g));
-            assert_eq!(&f[42..], &[0x5a; 64]);
-            replies += 1;
-        }
-    });
-    assert_eq!(replies, 3, "one reply per echo request sent");
+    let replies = std::cell::Cell::new(0);
+    recv_while(
+        &mut port,
+        &mut pool,
+        || replies.get() < 3,
+        |p| {
+            if is_icmp(p.data(), 0, Some(0x4242)) {
+                let f = p.data();
+                assert_eq!(&f[30..34], &ip4(&g));
+                assert_eq!(&f[42..], &[0x5a; 64]);
+                replies.set(replies.get() + 1);
+            }
+        },
+    );
+    assert_eq!(replies.get(), 3, "one reply per echo request sent");
     assert_eq!(port.stats().tx_packets, 3);
 }
 
@@ -162,11 +167,18 @@ fn tx_large_burst_is_drained() {
     }
     assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 200);
     let mut replies = std::collections::BTreeSet::new();
-    recv_for(&mut port, &mut pool, Duration::from_millis(1500), |p| {
-        if is_icmp(p.data(), 0, Some(0x77)) {
-            replies.insert(u16::from_be_bytes([p.data()[40], p.data()[41]]));
-        }
-    });
+    let n = std::cell::Cell::new(0);
+    recv_while(
+        &mut port,
+        &mut pool,
+        || n.get() < 200,
+        |p| {
+            if is_icmp(p.data(), 0, Some(0x77)) {
+                replies.insert(u16::from_be_bytes([p.data()[40], p.data()[41]]));
+                n.set(n.get() + 1);
+            }
+        },
+    );
     assert_eq!(replies.len(), 200, "every request answered");
     let d = port.take_drops();
     assert_eq!(d.tx_full + d.tx_rejected + d.rx_bad, 0, "{d:?}");
@@ -195,26 +207,29 @@ fn rx_tcp_from_peer_has_complete_checksum() {
             .status()
             .unwrap()
     });
-    let (mut tcp, mut udp) = (0, 0);
-    recv_for(&mut port, &mut pool, Duration::from_secs(2), |p| {
+    // Until the client is done and both frames are in (however late a
+    // loaded machine runs it), then 300 ms for a duplicate to show.
+    let (tcp, udp) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    let more = || !client.is_finished() || tcp.get() == 0 || udp.get() == 0;
+    recv_while(&mut port, &mut pool, more, |p| {
         let f = p.data();
         if f.len() > 34 && f[12..14] == [8, 0] && f[30..34] == ip4(&g) {
             match f[23] {
                 6 => {
                     assert_eq!(l4_csum_v4(f), 0, "TCP checksum of {f:02x?}");
-                    tcp += 1;
+                    tcp.set(tcp.get() + 1);
                 }
                 17 => {
                     assert_eq!(l4_csum_v4(f), 0, "UDP checksum of {f:02x?}");
-                    udp += 1;
+                    udp.set(udp.get() + 1);
                 }
                 _ => {}
             }
         }
     });
     client.join().unwrap();
-    assert!(tcp >= 1, "no SYN seen");
-    assert_eq!(udp, 1);
+    assert!(tcp.get() >= 1, "no SYN seen");
+    assert_eq!(udp.get(), 1);
 }
 
 /// A veth has one receive queue by default: a second worker's port is
@@ -323,13 +338,22 @@ fn two_queues_share_one_program() {
     let mut pool = Pool::new(256);
     let count = |p: &mut AfXdpPort, pool: &mut Pool| {
         let mut n = 0;
-        recv_for(p, pool, Duration::from_millis(500), |f| {
+        recv_for(p, pool, Duration::from_millis(100), |f| {
             let d = f.data();
             n += usize::from(d.len() > 34 && d[23] == 17 && d[30..34] == [10, 98, 0, 9]);
         });
         n
     };
-    let (n0, n1) = (count(&mut p0, &mut pool), count(&mut p1, &mut pool));
+    // Until all 64 arrived (XDP runs in softirq, which a loaded machine
+    // may defer to ksoftirqd) or 20 s, then the counts are judged.
+    let (mut n0, mut n1) = (0, 0);
+    let t0 = std::time::Instant::now();
+    while n0 + n1 < 64 && t0.elapsed() < Duration::from_secs(20) {
+        n0 += count(&mut p0, &mut pool);
+        n1 += count(&mut p1, &mut pool);
+    }
+    n0 += count(&mut p0, &mut pool);
+    n1 += count(&mut p1, &mut pool);
     assert_eq!(n0 + n1, 64, "queue 0: {n0}, queue 1: {n1}");
     assert!(n0 > 0 && n1 > 0, "queue 0: {n0}, queue 1: {n1}");
     let show = || {

@@ -193,6 +193,23 @@ pub fn recv_for(port: &mut dyn Port, pool: &mut Pool, dur: Duration, mut f: impl
     }
 }
 
+/// Receives while `more()` holds (at most 20 s: the expected frames may
+/// come late on a loaded machine, but not never), then 300 ms more (what
+/// should not come, e.g. a duplicate, has time to show), calling `f` on
+/// each packet.
+pub fn recv_while(
+    port: &mut dyn Port,
+    pool: &mut Pool,
+    mut more: impl FnMut() -> bool,
+    mut f: impl FnMut(&Packet),
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while more() && Instant::now() < deadline {
+        recv_for(port, pool, Duration::from_millis(50), &mut f);
+    }
+    recv_for(port, pool, Duration::from_millis(300), f);
+}
+
 /// RFC 1071 one's-complement sum folded to 16 bits (not complemented).
 pub fn csum_fold(mut sum: u32, data: &[u8]) -> u16 {
     let mut chunks = data.chunks_exact(2);
