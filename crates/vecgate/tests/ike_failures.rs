@@ -17,7 +17,6 @@ mod common;
 use charon::{cli_json, ike_state, wait_established, Charon, CharonCfg};
 use common::{tcp_transfer, unique, veth, wait_until, Gateway, Netns};
 use serde_json::Value;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -499,12 +498,7 @@ fn nat_t_through_nftables_masquerade() {
         "ike_proposals = [\"aes256-sha256-modp2048\"]\nesp_proposals = [\"aes128gcm16\"]\ndpd_interval = 10\n",
     );
     let nat = t.nat.as_ref().unwrap();
-    let cap = std::env::temp_dir().join(format!("{}.pcap", unique("natcap")));
-    let mut tcpdump = nat.spawn(&format!(
-        "tcpdump -U --immediate-mode -ni n-out -w {} udp",
-        cap.display()
-    ));
-    assert!(wait_until(10, || cap.exists()), "tcpdump did not start");
+    let mut tcpdump = common::Capture::start_filtered(nat, "n-out", "udp");
     let gw = Gateway::start(&t.ga, &cfg);
     let st = wait_established(&api, &gw, 30);
     assert_eq!(st["ike_sas"][0]["nat"], true, "{st:#}");
@@ -515,14 +509,11 @@ fn nat_t_through_nftables_masquerade() {
         "charon sees the NAT's address: {sas}"
     );
     traffic_both_ways(&t);
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("kill").arg(tcpdump.id().to_string()).status();
-    let _ = tcpdump.wait();
+    let cap = tcpdump.stop().to_owned();
     let rows = common::sh(&format!(
         "tcpdump -nr {} 2>/dev/null | head -400",
         cap.display()
     ));
-    let _ = std::fs::remove_file(&cap);
     // ESP travels in UDP 4500 both ways between the NAT and charon.
     let to_b = rows
         .lines()
