@@ -165,7 +165,12 @@ print("READY", json.dumps({"macs": macs, "arp_vsids": arp_vsids}), flush=True)
 deadline = time.time() + 90
 while not os.path.exists(stop) and time.time() < deadline:
     time.sleep(0.1)
-time.sleep(0.5)
+# Stopped once nothing new came for a second (not after a fixed 0.5 s: a
+# loaded machine may forward or sniff the last frames late).
+last = -1
+while len(seen) != last and time.time() < deadline:
+    last = len(seen)
+    time.sleep(1.0)
 sn.stop()
 print("FRAMES", json.dumps([d for d in map(parse, list(seen)) if d]), flush=True)
 "#;
@@ -334,6 +339,35 @@ fn nvgre_frames_crafted_and_parsed_by_scapy() {
             "{ready}"
         );
     }
+    // vecgate resolved the scapy endpoint in both tenants (ARP inside
+    // NVGRE, answered by scapy) before the flows are sent: a fixed warm-up
+    // in SEND may be too short on a loaded machine.
+    let sock = format!("/tmp/vecgate-nvs-{}.sock", std::process::id());
+    let warmup = "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\\\"warmup\\\", (\\\"10.9.0.2\\\", 9999))\"";
+    let mut neigh = serde_json::Value::Null;
+    assert!(
+        wait_until(30, || {
+            hb.sh(warmup);
+            hr.sh(warmup);
+            let out = std::process::Command::new("curl")
+                .args(["-s", "--unix-socket", &sock, "http://vecgate/neighbors"])
+                .output()
+                .expect("curl");
+            neigh = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            // One entry per tenant's tunnel (listed by port, not by name).
+            neigh
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|n| {
+                    n["address"] == "10.9.0.2"
+                        && !["incomplete", "failed"].contains(&n["state"].as_str().unwrap_or(""))
+                })
+                .count()
+                >= 2
+        }),
+        "10.9.0.2 not resolved in both tenants: {neigh:#}"
+    );
     // Flows from the hosts back to the scapy endpoint.
     hb.sh(&format!("python3 {} blue", send.display()));
     hr.sh(&format!("python3 {} red", send.display()));
