@@ -168,6 +168,8 @@ pub struct Ctx {
     /// Per port: the backend takes super-packets and partial checksums
     /// (`Port::offloads`), so interface-output leaves them alone.
     pub port_offloads: Vec<bool>,
+    /// Per physical port: [`Port::udp_gso`](crate::port::Port::udp_gso).
+    pub port_udp_gso: Vec<bool>,
     /// Where ip-local punts IKE datagrams ([`crate::punt`]); `None`: IKE
     /// is not running and such datagrams are dropped.
     pub punt: Option<Arc<crate::punt::Punt>>,
@@ -210,6 +212,7 @@ impl Ctx {
                 .collect(),
             port_up: vec![true; n_ports],
             port_offloads: vec![false; n_ports],
+            port_udp_gso: vec![false; n_ports],
             punt: None,
             counters: None,
         }

@@ -60,6 +60,18 @@ pub trait Port: Send {
     /// Whether the backend exchanges super-packets (vnet headers) with the kernel.
     fn offloads(&self) -> bool;
 
+    /// Whether UDP GSO super-packets (`Gso::UdpL4`) may be sent as they are;
+    /// when false, interface-output cuts them first. Only meaningful with
+    /// [`Port::offloads`].
+    fn udp_gso(&self) -> bool {
+        false
+    }
+
+    /// Re-reads netdev settings an operator may change while vecgate runs
+    /// (ethtool features behind [`Port::udp_gso`]). The worker calls it
+    /// about once a second; syscalls are fine here.
+    fn recheck(&mut self) {}
+
     /// Whether the netdev behind the port still exists. A syscall: the
     /// worker asks after POLLERR on `poll_fd` or an error from a burst, and
     /// when false drops the port and re-opens it later.

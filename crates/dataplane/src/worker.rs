@@ -29,6 +29,9 @@ use std::time::Instant;
 
 /// Period of the neighbour / ICMP timers.
 pub const TIMER_MS: u64 = 100;
+
+/// Timer ticks between [`Port::recheck`] calls (≈ 1 s).
+const RECHECK_TICKS: u64 = 10;
 /// Period of re-open attempts for a failed port.
 pub const RETRY_MS: u64 = 1000;
 
@@ -143,6 +146,8 @@ pub struct Worker {
     failed: Vec<Packet>,
     announce: Vec<Packet>,
     last_timer: u64,
+    /// Timer ticks so far (for [`RECHECK_TICKS`]).
+    ticks: u64,
     last_retry: u64,
     pending: Vec<(u16, IpAddr)>,
     released: Vec<Packet>,
@@ -163,6 +168,7 @@ impl Worker {
         cx.icmp_limit = RateLimit::new(cfg.icmp_rate, cfg.icmp_burst);
         for (i, p) in ports.iter().enumerate() {
             cx.port_offloads[i] = p.offloads();
+            cx.port_udp_gso[i] = p.udp_gso();
         }
         // Counters for every port a tunnel may get while running.
         let graph = Graph::standard(n + crate::graph::MAX_VIRTUAL_PORTS);
@@ -185,6 +191,7 @@ impl Worker {
             failed: Vec::with_capacity(64),
             announce: Vec::with_capacity(16),
             last_timer: 0,
+            ticks: 0,
             last_retry: 0,
             pending: Vec::with_capacity(64),
             released: Vec::with_capacity(64),
@@ -415,6 +422,15 @@ impl Worker {
         for i in 0..self.ports.len() {
             self.collect_drops(i);
         }
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.ticks.is_multiple_of(RECHECK_TICKS) {
+            for (i, slot) in self.ports.iter_mut().enumerate() {
+                if let Some(p) = slot.port.as_mut() {
+                    p.recheck();
+                    self.cx.port_udp_gso[i] = p.udp_gso();
+                }
+            }
+        }
     }
 
     /// Adds what port `i` lost since the last poll to its counters. Its
@@ -532,6 +548,7 @@ impl Worker {
             if let Ok(p) = f(i as u16, &slot.name) {
                 tracing::info!(port = %slot.name, "port re-opened");
                 self.cx.port_offloads[i] = p.offloads();
+                self.cx.port_udp_gso[i] = p.udp_gso();
                 slot.port = Some(p);
                 self.cx.port_up[i] = true;
                 reopened.push(i as u16);

@@ -123,6 +123,8 @@ pub struct AfPacketPort {
     mac: [u8; 6],
     mtu: u32,
     vnet_hdr: bool,
+    qdisc_bypass: bool,
+    udp_gso: bool,
     dead: bool,
     stats: PortStats,
     /// `stats` as of the last [`Port::take_drops`].
@@ -135,6 +137,7 @@ impl std::fmt::Debug for AfPacketPort {
             .field("name", &self.name)
             .field("ifindex", &self.ifindex)
             .field("vnet_hdr", &self.vnet_hdr)
+            .field("udp_gso", &self.udp_gso)
             .finish()
     }
 }
@@ -220,6 +223,11 @@ impl AfPacketPort {
             mac,
             mtu,
             vnet_hdr: opts.vnet_hdr,
+            // Without the qdisc bypass the kernel segments what the netdev
+            // cannot; with it, only what the netdev takes may be sent.
+            udp_gso: opts.vnet_hdr
+                && (!opts.qdisc_bypass || crate::netdev::udp_segmentation(ifname).unwrap_or(false)),
+            qdisc_bypass: opts.qdisc_bypass,
             dead: false,
             stats: PortStats::default(),
             reported: PortStats::default(),
@@ -458,6 +466,16 @@ impl Port for AfPacketPort {
 
     fn offloads(&self) -> bool {
         self.vnet_hdr
+    }
+
+    fn udp_gso(&self) -> bool {
+        self.udp_gso
+    }
+
+    fn recheck(&mut self) {
+        if self.vnet_hdr && self.qdisc_bypass {
+            self.udp_gso = crate::netdev::udp_segmentation(&self.name).unwrap_or(false);
+        }
     }
 
     /// One getsockopt(PACKET_STATISTICS), which also resets the kernel's

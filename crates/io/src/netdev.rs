@@ -167,6 +167,17 @@ pub fn offload_report(name: &str) -> Result<OffloadReport, IoError> {
     })
 }
 
+/// Whether `name` takes UDP GSO super-packets as they are
+/// (`tx-udp-segmentation`, NETIF_F_GSO_UDP_L4). A socket with
+/// PACKET_QDISC_BYPASS cannot leave the segmentation to the kernel: its
+/// direct transmit path drops whatever would need software GSO.
+pub fn udp_segmentation(name: &str) -> Result<bool, IoError> {
+    let s = ctl_socket()?;
+    sys::ethtool_feature_active(s.as_raw_fd(), name, "tx-udp-segmentation")
+        .map(|v| v.unwrap_or(false))
+        .map_err(|e| IoError::sys("SIOCETHTOOL", name, e))
+}
+
 /// An nftables `netdev` ingress chain with `policy drop` on one netdev, so
 /// the kernel stack neither answers nor forwards what arrives there while
 /// AF_PACKET still receives every frame. Removed on drop, in the network

@@ -51,6 +51,11 @@ pub const ETHTOOL_GTXCSUM: u32 = 0x16;
 pub const ETHTOOL_GTSO: u32 = 0x1e;
 pub const ETHTOOL_GGSO: u32 = 0x23;
 pub const ETHTOOL_GGRO: u32 = 0x2b;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GFEATURES: u32 = 0x3a;
+const ETH_SS_FEATURES: u32 = 4;
+const ETH_GSTRING_LEN: usize = 32;
 
 /// `struct tpacket_req3`.
 #[repr(C)]
@@ -254,6 +259,63 @@ pub fn ethtool_get_value(fd: RawFd, ifname: &str, cmd: u32) -> io::Result<u32> {
     // until the call returns; the kernel writes only its 8 bytes.
     cvt(unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut ifr as *mut Ifreq) })?;
     Ok(ev[1])
+}
+
+/// One SIOCETHTOOL call with `buf` as the ethtool command structure.
+fn ethtool_ioctl(fd: RawFd, ifname: &str, buf: *mut u8) -> io::Result<()> {
+    let mut ifr = Ifreq::new(ifname).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    ifr.data[..8].copy_from_slice(&(buf as usize).to_ne_bytes());
+    // SAFETY: ifr_data points to the caller's buffer, sized for the command
+    // it holds (the callers below size it from the kernel's own count), and
+    // alive until the call returns.
+    cvt(unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut ifr as *mut Ifreq) }).map(|_| ())
+}
+
+/// Whether the netdev feature named `feature` (an `ethtool -k` name, e.g.
+/// "tx-udp-segmentation") is active on `ifname`; `None` if the kernel does
+/// not know the name. Feature bit numbers are the kernel's own, so they are
+/// looked up by name (ETHTOOL_GSSET_INFO / GSTRINGS, then GFEATURES).
+pub fn ethtool_feature_active(fd: RawFd, ifname: &str, feature: &str) -> io::Result<Option<bool>> {
+    #[repr(C)]
+    struct SsetInfo {
+        cmd: u32,
+        reserved: u32,
+        sset_mask: u64,
+        data: [u32; 1],
+    }
+    let mut info = SsetInfo {
+        cmd: ETHTOOL_GSSET_INFO,
+        reserved: 0,
+        sset_mask: 1 << ETH_SS_FEATURES,
+        data: [0],
+    };
+    ethtool_ioctl(fd, ifname, (&mut info as *mut SsetInfo).cast())?;
+    let count = info.data[0] as usize;
+    if count == 0 || count > 4096 {
+        return Ok(None);
+    }
+    // struct ethtool_gstrings: cmd, string_set, len, data[len * 32].
+    let mut strings = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
+    strings[0] = ETHTOOL_GSTRINGS;
+    strings[1] = ETH_SS_FEATURES;
+    strings[2] = count as u32;
+    ethtool_ioctl(fd, ifname, strings.as_mut_ptr().cast())?;
+    let names: Vec<u8> = strings[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let Some(bit) = names.chunks(ETH_GSTRING_LEN).position(|n| {
+        let end = n.iter().position(|&b| b == 0).unwrap_or(n.len());
+        &n[..end] == feature.as_bytes()
+    }) else {
+        return Ok(None);
+    };
+    // struct ethtool_gfeatures: cmd, size, then per 32 features
+    // {available, requested, active, never_changed}.
+    let blocks = count.div_ceil(32);
+    let mut feats = vec![0u32; 2 + 4 * blocks];
+    feats[0] = ETHTOOL_GFEATURES;
+    feats[1] = blocks as u32;
+    ethtool_ioctl(fd, ifname, feats.as_mut_ptr().cast())?;
+    let active = feats[2 + 4 * (bit / 32) + 2];
+    Ok(Some(active & (1 << (bit % 32)) != 0))
 }
 
 /// TUNSETIFF; returns the name the kernel chose/confirmed.

@@ -148,6 +148,14 @@ fn tshark(file: &std::path::Path, filter: &str, fields: &str) -> Vec<String> {
 /// pass `ok` on every tunnel packet (e.g. gre.key == 0x64).
 fn scenario(k: Kind, tshark_proto: &str, field: &str, ok: fn(&str) -> bool) {
     let t = topo();
+    // vecgate sends VXLAN packed in UDP GSO datagrams, which cross veth
+    // whole (as Linux's own VXLAN super-packets do). With UDP segmentation
+    // off on the underlay veths, interface-output cuts them first, as for a
+    // NIC without USO, so the capture shows the packets a real wire
+    // carries. (vxlan_packed_datagrams_cross_the_underlay_whole covers the default.)
+    for ns in [&t.a, &t.b] {
+        ns.sh("ethtool -K wan tx-udp-segmentation off");
+    }
     let mut ga = Gateway::start(&t.a, &config(0, k));
     let mut gb = Gateway::start(&t.b, &config(1, k));
     // Warm-up: ARP / ND on the underlay and, for L2 tunnels, through it.
@@ -169,14 +177,7 @@ fn scenario(k: Kind, tshark_proto: &str, field: &str, ok: fn(&str) -> bool) {
         "1500-byte DF ping cannot fit: {text}"
     );
 
-    // On gwA's underlay veth. vecgate sends VXLAN packed in UDP GSO
-    // datagrams, which cross veth whole (as Linux's own VXLAN super-packets
-    // do); with UDP segmentation off on the veths, the kernel cuts them
-    // before the capture tap sees them, as for a NIC without USO — so the
-    // capture shows the packets a real wire would carry.
-    for ns in [&t.a, &t.b] {
-        ns.sh("ethtool -K wan tx-udp-segmentation off");
-    }
+    // On gwA's underlay veth (UDP segmentation off there, see above).
     let mut cap = common::Capture::start(&t.a, "wan");
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 8 << 20);
     tcp_transfer(&t.h2, &t.h1, "fd01::2", 2 << 20);

@@ -73,7 +73,10 @@ impl Node for InterfaceOutput {
                     continue;
                 }
             }
-            if !offloads {
+            // A UDP GSO datagram (packed VXLAN, offload::uso) is cut here
+            // when the port may not send it whole.
+            let cut_udp = p.meta.offload.gso == Gso::UdpL4 && !cx.port_udp_gso[port];
+            if !offloads || cut_udp {
                 if p.meta.offload.gso != Gso::None {
                     self.segs.clear();
                     match gso::segment(&p, &mut cx.pool, &mut self.segs) {

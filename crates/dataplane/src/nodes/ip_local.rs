@@ -6,13 +6,15 @@
 //! vxlan-input, IP protocol 50 and UDP 4500 (NAT-T) to esp-decrypt, with
 //! `meta.aux` = the offset of the GRE / UDP / ESP header. IKE (UDP 500,
 //! and UDP 4500 behind a non-ESP marker) is punted to the control plane
-//! when one runs ([`crate::punt`]).
+//! when one runs ([`crate::punt`]). A UDP GSO super-packet (a peer's packed
+//! VXLAN packets, [`crate::offload::uso`]) is first cut into its datagrams.
 
 use super::nd::{na_reply, ICMP6_NA, ICMP6_NS, NA_OVERRIDE, NA_SOLICITED};
 use super::{be16, ip4_at, ip6_at, push_eth, put16, send_released, ETHERTYPE_IPV6};
-use crate::buffer::Packet;
+use crate::buffer::{Gso, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::Learn;
+use crate::offload::{gso, SegmentSpec};
 use crate::tables::multicast_mac_v6;
 use std::net::{IpAddr, Ipv6Addr};
 use wire::checksum;
@@ -20,6 +22,7 @@ use wire::checksum;
 #[derive(Default)]
 pub struct IpLocal {
     released: Vec<Packet>,
+    datagrams: Vec<Packet>,
 }
 
 #[derive(Clone, Copy)]
@@ -39,6 +42,8 @@ enum E {
     EchoToMulticast,
     IkePunted,
     PuntFull,
+    UdpGsoSplit,
+    UdpGsoSplitFailed,
 }
 
 const ERRORS: &[&str] = &[
@@ -56,6 +61,8 @@ const ERRORS: &[&str] = &[
     "echo-to-multicast",
     "ike-punted",
     "punt-queue-full",
+    "udp-gso-split",
+    "udp-gso-split-failed",
 ];
 
 const NEXT: &[NodeId] = &[
@@ -86,18 +93,60 @@ impl Node for IpLocal {
 
     fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
         for p in input.drain(..) {
-            let r = match p.data().first().map(|b| b >> 4) {
-                Some(4) => self.local4(cx, p, next),
-                _ => self.local6(cx, p, next),
-            };
-            if let Err((p, e)) = r {
-                if p.meta.trace {
-                    cx.trace
-                        .add("ip-local", format_args!("drop {}", ERRORS[e as usize]));
-                }
-                next.drop(p, e as u16);
+            if p.meta.offload.gso == Gso::UdpL4 {
+                self.split(cx, p, next);
+            } else {
+                self.one(cx, p, next);
             }
         }
+    }
+}
+
+impl IpLocal {
+    fn one(&mut self, cx: &mut Ctx, p: Packet, next: &mut Next<'_>) {
+        let r = match p.data().first().map(|b| b >> 4) {
+            Some(4) => self.local4(cx, p, next),
+            _ => self.local6(cx, p, next),
+        };
+        if let Err((p, e)) = r {
+            if p.meta.trace {
+                cx.trace
+                    .add("ip-local", format_args!("drop {}", ERRORS[e as usize]));
+            }
+            next.drop(p, e as u16);
+        }
+    }
+
+    /// A UDP super-packet addressed to the gateway — a peer's VXLAN
+    /// packets packed into one UDP GSO datagram (offload::uso), which
+    /// reaches us whole over veth — is cut into its datagrams, each then
+    /// handled on its own. Its checksum is partial (a local sender) or was
+    /// verified; the datagrams keep it partial: nothing to verify.
+    fn split(&mut self, cx: &mut Ctx, p: Packet, next: &mut Next<'_>) {
+        let o = p.meta.offload;
+        if !(o.needs_csum || o.csum_valid) {
+            next.drop(p, E::BadChecksum as u16);
+            return;
+        }
+        let spec = SegmentSpec {
+            outer: None,
+            inner_l3_offset: 0,
+            mss: 0,
+            partial_csum: true,
+        };
+        self.datagrams.clear();
+        if gso::segment_with(&p, &spec, &mut cx.pool, &mut self.datagrams).is_err() {
+            cx.pool.free_all(&mut self.datagrams);
+            next.drop(p, E::UdpGsoSplitFailed as u16);
+            return;
+        }
+        cx.pool.free(p);
+        next.count(E::UdpGsoSplit as u16, 1);
+        let mut dgs = std::mem::take(&mut self.datagrams);
+        for d in dgs.drain(..) {
+            self.one(cx, d, next);
+        }
+        self.datagrams = dgs;
     }
 }
 

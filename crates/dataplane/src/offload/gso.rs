@@ -262,39 +262,15 @@ pub fn segment_with(
         let s = seg.data_mut();
         let last = i + 1 == nseg;
 
-        // Inner IP header.
         let ip = Ip { end: len, ..inner };
-        hdr::set_ip_len(s, ip.l3, ip.v6, len);
-        if !ip.v6 {
-            put16(s, ip.l3 + 4, id0.wrapping_add(i as u16));
-            hdr::set_ipv4_csum(s, ip.l3);
-        }
-
-        // Inner L4 header.
-        let l4_len = len - ip.l4;
-        let csum_at = if tcp {
-            put32(s, ip.l4 + 4, seq0.wrapping_add((i * mss) as u32));
-            let mut flags = s[ip.l4 + 13];
-            if !last {
-                flags &= !(TCP_FIN | TCP_PSH);
-            }
-            if i != 0 {
-                flags &= !TCP_CWR;
-            }
-            s[ip.l4 + 13] = flags;
-            ip.l4 + 16
-        } else {
-            put16(s, ip.l4 + 4, l4_len as u16);
-            ip.l4 + 6
+        let shared = InnerSeg {
+            tcp,
+            seq0,
+            id0,
+            mss,
+            partial,
         };
-        let pseudo = hdr::pseudo_sum(s, &ip, l4_len);
-        if partial {
-            put16(s, csum_at, fold(pseudo));
-        } else {
-            put16(s, csum_at, 0);
-            let c = finish(sum(&s[ip.l4..], pseudo));
-            put16(s, csum_at, if c == 0 && !tcp { 0xffff } else { c });
-        }
+        let csum_at = shared.fix(s, &ip, i, last);
 
         // Outer headers, after the inner bytes they may checksum are final.
         if let Some(ou) = &outer {
@@ -331,6 +307,60 @@ pub fn segment_with(
         out.push(seg);
     }
     Ok(nseg)
+}
+
+/// What every segment of one super-packet shares, for rewriting the inner
+/// IP and TCP/UDP headers of each ([`InnerSeg::fix`]).
+#[derive(Clone, Copy)]
+pub(super) struct InnerSeg {
+    pub tcp: bool,
+    /// The super-packet's first TCP sequence number and IPv4 ID.
+    pub seq0: u32,
+    pub id0: u16,
+    pub mss: usize,
+    /// Leave the L4 checksum partial (pseudo-header sum only).
+    pub partial: bool,
+}
+
+impl InnerSeg {
+    /// Makes segment `i`'s inner headers true for its bytes: IP length,
+    /// IPv4 ID and header checksum, TCP sequence number and flags (FIN/PSH
+    /// only on the last, CWR only on the first, as Linux's tcp_gso_segment)
+    /// or UDP length, and the L4 checksum. `ip` locates the headers in `s`
+    /// with `end` = the segment's end. Returns the checksum field's offset.
+    pub(super) fn fix(&self, s: &mut [u8], ip: &Ip, i: usize, last: bool) -> usize {
+        let len = ip.end;
+        hdr::set_ip_len(s, ip.l3, ip.v6, len);
+        if !ip.v6 {
+            put16(s, ip.l3 + 4, self.id0.wrapping_add(i as u16));
+            hdr::set_ipv4_csum(s, ip.l3);
+        }
+        let l4_len = len - ip.l4;
+        let csum_at = if self.tcp {
+            put32(s, ip.l4 + 4, self.seq0.wrapping_add((i * self.mss) as u32));
+            let mut flags = s[ip.l4 + 13];
+            if !last {
+                flags &= !(TCP_FIN | TCP_PSH);
+            }
+            if i != 0 {
+                flags &= !TCP_CWR;
+            }
+            s[ip.l4 + 13] = flags;
+            ip.l4 + 16
+        } else {
+            put16(s, ip.l4 + 4, l4_len as u16);
+            ip.l4 + 6
+        };
+        let pseudo = hdr::pseudo_sum(s, ip, l4_len);
+        if self.partial {
+            put16(s, csum_at, fold(pseudo));
+        } else {
+            put16(s, csum_at, 0);
+            let c = finish(sum(&s[ip.l4..len], pseudo));
+            put16(s, csum_at, if c == 0 && !self.tcp { 0xffff } else { c });
+        }
+        csum_at
+    }
 }
 
 #[cfg(test)]

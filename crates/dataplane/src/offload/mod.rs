@@ -7,6 +7,8 @@
 //!   it was encapsulated (outer headers act as a template).
 //! - [`fragment`]: IPv4 fragmentation (RFC 791).
 //! - [`gro`]: receive segment coalescing, the reverse of [`gso`].
+//! - [`uso`]: pack an encapsulated TCP super-packet's wire packets into UDP
+//!   GSO datagrams, so UDP tunnels leave as ~64 KB sends.
 //! - [`tso`]: mark one large TCP packet as a super-packet for a smaller
 //!   egress MTU (what a large-MTU tunnel underlay delivers).
 //!
@@ -24,6 +26,7 @@ pub mod fragment;
 pub mod gro;
 pub mod gso;
 pub mod tso;
+pub mod uso;
 
 mod hdr;
 
