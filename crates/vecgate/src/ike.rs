@@ -907,6 +907,16 @@ impl ControlPlane {
     }
 
     fn event(&mut self, i: usize, e: Event, now: Instant) {
+        // A rekeyed child counts for the tunnel it is installed for, which
+        // may not be the one whose IKE SA carries it.
+        let i = match &e {
+            Event::ChildRekeyed { new_spi_in, .. } => self
+                .tunnels
+                .iter()
+                .position(|t| t.children.iter().any(|c| c.spi_in == *new_spi_in))
+                .unwrap_or(i),
+            _ => i,
+        };
         let t = &mut self.tunnels[i];
         match e {
             Event::IkeEstablished {
