@@ -627,22 +627,9 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
     };
     let (losses0, _) = port_losses();
     let pings = 20u64;
-    // `-w`: ping waits for every reply until then, so a reply a loaded
-    // machine delays is not taken for a lost one (without it ping waits
-    // for the last ones only twice the largest round trip seen so far).
-    let out =
-        t.h1.try_sh(&format!(
-            "ping -c {pings} -i 0.1 -W 2 -w 10 -I 10.1.0.200 10.2.0.200"
-        ))
-        .stdout;
-    let out = String::from_utf8_lossy(&out);
-    let received: u64 = out
-        .lines()
-        .find_map(|l| {
-            let (_, r) = l.split_once(" packets transmitted, ")?;
-            r.split_once(" received")?.0.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("ping summary: {out}"));
+    // Each of the 20 requests gets up to 10 s for its reply (a loaded
+    // machine may be slow), see common::answered.
+    let (received, out) = common::ping_count(&t.h1, pings, 10, "-i 0.1 -I 10.1.0.200 10.2.0.200");
     // Port losses are polled every ~100 ms by the workers, later when
     // they are starved: wait (up to 5 s) for the counts to cover the
     // losses rather than sleep a fixed time.
@@ -861,9 +848,8 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
     let _a = Gateway::start(&t.ga, &two_config(&t, 0, &esp_extra(&t, 0, AB, BA)));
     let _b = Gateway::start(&t.gb, &two_config(&t, 1, &esp_extra(&t, 1, BA, AB)));
     let (a, b) = (gw_api(&t, 0), gw_api(&t, 1));
-    let out =
-        t.h1.sh("ping -c 2 -i 0.2 -W 2 -w 10 -I 10.1.0.200 10.2.0.200");
-    assert!(out.contains(" 0% packet loss"), "{out}");
+    let (n, out) = common::ping_count(&t.h1, 2, 10, "-i 0.2 -I 10.1.0.200 10.2.0.200");
+    assert_eq!(n, 2, "{out}");
     let new_key = hexs(&test_key(AB2));
     let mut responses = Vec::new();
 
@@ -1021,9 +1007,8 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
     let out = vg_cli(&t, 1, "sa del 0x1001");
     assert!(out.status.success(), "{out:?}");
     assert_eq!(b("DELETE", "/sas/0x1001", None).0, 404);
-    let out =
-        t.h1.sh("ping -c 2 -i 0.2 -W 2 -w 10 -I 10.1.0.200 10.2.0.200");
-    assert!(out.contains(" 0% packet loss"), "{out}");
+    let (n, out) = common::ping_count(&t.h1, 2, 10, "-i 0.2 -I 10.1.0.200 10.2.0.200");
+    assert_eq!(n, 2, "{out}");
     // A key file SA is recorded in the running configuration.
     let kf = t.dir.join("1003.hex");
     std::fs::write(&kf, hexs(&test_key(0x1003))).unwrap();

@@ -202,10 +202,10 @@ fn cli(sock: &str, args: &[&str]) -> String {
 }
 
 /// Pings that run in the background for the whole test: the plain flow.
-/// They run in batches of `ping -c 20 -w 20`, each of which stops sending
-/// after 20 and then waits for every reply (up to 20 s): when the test
-/// finishes, no echo is left in flight, so every unanswered one is a lost
-/// one, however slowly a loaded machine forwards them.
+/// They run in batches of `ping -c 20 -w 20`, each of which waits for the
+/// replies to its 20 requests (up to 20 s, see [`common::answered`]): when
+/// the test finishes, no echo is left in flight, so every unanswered one
+/// is a lost one, however slowly a loaded machine forwards them.
 struct Background {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<(u64, u64, String)>>,
@@ -229,17 +229,10 @@ impl Background {
                     text += &String::from_utf8_lossy(&out.stderr);
                     break;
                 };
-                let num = |i: usize| -> u64 {
-                    line.split(',')
-                        .nth(i)
-                        .and_then(|p| p.split_whitespace().next())
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0)
-                };
-                sent += num(0);
-                got += num(1);
-                text += line;
-                text += "\n";
+                let answered = common::answered(&batch, 20);
+                sent += 20;
+                got += answered;
+                text += &format!("{answered} of the first 20 answered; {line}\n");
                 if flag.load(std::sync::atomic::Ordering::Relaxed) {
                     break;
                 }

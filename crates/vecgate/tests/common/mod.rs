@@ -490,6 +490,40 @@ pub fn tshark(file: &Path, filter: &str, fields: &str) -> Vec<String> {
     .collect()
 }
 
+/// How many of the echo requests with sequence numbers 1..=`n` got a reply,
+/// from ping's per-reply lines (`64 bytes from …: icmp_seq=K …`).
+///
+/// Meant for `ping -c N -w DEADLINE`: with a deadline, ping does not give
+/// up on a slow reply after twice the largest round trip seen (which a
+/// loaded machine easily exceeds) but keeps going until N replies are in
+/// or the deadline passes. It then also sends more than N; those are
+/// ignored here. One path delivers the replies in order, so a request
+/// among the first N still unanswered when ping stops was lost: either a
+/// later one came back before it, or the deadline passed.
+pub fn answered(ping_output: &str, n: u64) -> u64 {
+    let mut seen = std::collections::BTreeSet::new();
+    for l in ping_output.lines().filter(|l| l.contains(" bytes from ")) {
+        let seq = l
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("icmp_seq="))
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(k) = seq.filter(|k| (1..=n).contains(k)) {
+            seen.insert(k);
+        }
+    }
+    seen.len() as u64
+}
+
+/// Sends `n` echo requests (`ping -c n -w deadline ARGS`) in `ns` and
+/// returns how many of them were answered (see [`answered`]) and ping's
+/// output.
+pub fn ping_count(ns: &Netns, n: u64, deadline: u64, args: &str) -> (u64, String) {
+    let out = ns.try_sh(&format!("ping -c {n} -w {deadline} {args}"));
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (answered(&text, n), text)
+}
+
 /// Whether `ping {args}` succeeds in `ns`.
 pub fn ping_ok(ns: &Netns, args: &str) -> bool {
     ns.try_sh(&format!("ping {args}")).status.success()
