@@ -299,9 +299,16 @@ fn rr_reports_ordered_percentiles() {
     assert!(b.abs_diff(2 * t) <= 8, "bytes {b} transactions {t}");
 }
 
+/// The median (of an even count, the mean of the middle two: the upper
+/// one alone leans towards whichever run a load burst hit).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    let m = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
+    }
 }
 
 /// One round: 3 alternating runs of iperf3 and `vecgate perf`; returns the
