@@ -14,7 +14,7 @@ use super::{be16, ip4_at, ip6_at, push_eth, put16, send_released, ETHERTYPE_IPV6
 use crate::buffer::{Gso, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::Learn;
-use crate::offload::{gso, SegmentSpec};
+use crate::offload::{gso, uso, SegmentSpec};
 use crate::tables::multicast_mac_v6;
 use std::net::{IpAddr, Ipv6Addr};
 use wire::checksum;
@@ -44,6 +44,7 @@ enum E {
     PuntFull,
     UdpGsoSplit,
     UdpGsoSplitFailed,
+    UdpGsoUnpacked,
 }
 
 const ERRORS: &[&str] = &[
@@ -63,6 +64,7 @@ const ERRORS: &[&str] = &[
     "punt-queue-full",
     "udp-gso-split",
     "udp-gso-split-failed",
+    "udp-gso-unpacked",
 ];
 
 const NEXT: &[NodeId] = &[
@@ -119,15 +121,43 @@ impl IpLocal {
 
     /// A UDP super-packet addressed to the gateway — a peer's VXLAN
     /// packets packed into one UDP GSO datagram (offload::uso), which
-    /// reaches us whole over veth — is cut into its datagrams, each then
-    /// handled on its own. Its checksum is partial (a local sender) or was
-    /// verified; the datagrams keep it partial: nothing to verify.
-    fn split(&mut self, cx: &mut Ctx, p: Packet, next: &mut Next<'_>) {
+    /// reaches us whole over veth — is unpacked into the TCP super-packet
+    /// it was made of ([`uso::unpack`]) or else cut into its datagrams,
+    /// each then handled on its own. Its checksum is partial (a local
+    /// sender) or was verified; the datagrams keep it partial.
+    fn split(&mut self, cx: &mut Ctx, mut p: Packet, next: &mut Next<'_>) {
         let o = p.meta.offload;
         if !(o.needs_csum || o.csum_valid) {
             next.drop(p, E::BadChecksum as u16);
             return;
         }
+        // A peer's packed VXLAN super-packet becomes that super-packet
+        // again, decapsulated and forwarded as one packet.
+        if let Some(u) = self.vxlan_udp_offset(cx, &p) {
+            if uso::unpack(&mut p, u).is_ok() {
+                next.count(E::UdpGsoUnpacked as u16, 1);
+                self.one(cx, p, next);
+                return;
+            }
+        }
+        self.cut(cx, p, next);
+    }
+
+    /// Offset of the UDP header if `p` is UDP to one of our VXLAN ports.
+    fn vxlan_udp_offset(&self, cx: &Ctx, p: &Packet) -> Option<usize> {
+        let d = p.data();
+        let (l4, proto) = match d.first()? >> 4 {
+            4 => (usize::from(d[0] & 0x0f) * 4, *d.get(9)?),
+            6 => (40, *d.get(6)?),
+            _ => return None,
+        };
+        let dport = be16(d.get(l4..l4 + 4)?, 2);
+        (proto == crate::tunnel::IP_PROTO_UDP && cx.tables.tunnels.vxlan_ports.contains(&dport))
+            .then_some(l4)
+    }
+
+    /// Cuts a UDP super-packet into its datagrams, each handled on its own.
+    fn cut(&mut self, cx: &mut Ctx, p: Packet, next: &mut Next<'_>) {
         let spec = SegmentSpec {
             outer: None,
             inner_l3_offset: 0,

@@ -201,6 +201,164 @@ fn outer_ip(d: &[u8]) -> Result<Ip, OffloadError> {
     })
 }
 
+/// Bytes of tunnel header in front of the inner Ethernet frame of a slice
+/// that [`unpack`] takes apart: VXLAN's 8 (RFC 7348 §5).
+const VXLAN_LEN: usize = 8;
+const ETH_LEN: usize = 14;
+
+/// The reverse of [`pack`], in place: a received UDP GSO datagram whose
+/// slices are VXLAN packets carrying consecutive TCP segments of one flow
+/// (what [`pack`] makes of one super-packet) becomes one VXLAN packet whose
+/// inner frame is that TCP super-packet again — slice 0's headers, then
+/// every slice's data, lengths fixed, the inner TCP checksum left partial
+/// and the packet marked `TcpV4`/`TcpV6` with the slices' MSS — so the
+/// receiving gateway decapsulates and forwards one packet instead of 45.
+///
+/// Only for datagrams whose checksum is partial (a sender on this host: the
+/// bytes never left memory, as for any partial checksum); anything that is
+/// not exactly such a run of segments is `Err` and left untouched, for the
+/// caller to cut apart the usual way. Every slice is compared with slice 0
+/// as Linux GRO would before merging: same VXLAN header and inner Ethernet
+/// header, same inner IP header but for length / ID (IPv4 IDs consecutive),
+/// same TCP header and options but for sequence number, flags and checksum;
+/// contiguous sequence numbers; full-MSS slices but the last; no SYN, RST,
+/// URG, and PSH / FIN only on the last.
+pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
+    let o = p.meta.offload;
+    if o.gso != Gso::UdpL4 || !o.needs_csum || o.gso_size == 0 {
+        return Err(OffloadError::Unsupported);
+    }
+    let d = p.data();
+    let outer = outer_ip(d)?;
+    let u = udp_offset;
+    let body = u + hdr::UDP_LEN;
+    if outer.proto != PROTO_UDP || outer.l4 != u || d.len() <= body {
+        return Err(OffloadError::Malformed);
+    }
+    let slice = usize::from(o.gso_size);
+    let s0 = &d[body..(body + slice).min(d.len())];
+    // Slice 0's headers tell the layout every slice must repeat.
+    if s0.len() < VXLAN_LEN + ETH_LEN {
+        return Err(OffloadError::Truncated);
+    }
+    let l3 = VXLAN_LEN + ETH_LEN;
+    let v6 = match be16(s0, l3 - 2) {
+        0x0800 => false,
+        0x86dd => true,
+        _ => return Err(OffloadError::Unsupported),
+    };
+    let ip = hdr::parse_ip(s0, l3, false)?;
+    if ip.v6 != v6 || ip.proto != PROTO_TCP || ip.is_fragment(s0) || ip.end != s0.len() {
+        return Err(OffloadError::Unsupported);
+    }
+    let thl = hdr::tcp_hdr_len(s0, &ip)?;
+    let hlen = ip.l4 + thl;
+    let mss = s0
+        .len()
+        .checked_sub(hlen)
+        .filter(|&m| m > 0)
+        .ok_or(OffloadError::BadSegmentSize)?;
+    let nslices = (d.len() - body).div_ceil(slice);
+    if nslices < 2 {
+        return Err(OffloadError::Unsupported);
+    }
+    let seq0 = be32(s0, ip.l4 + 4);
+    let id0 = if v6 { 0 } else { be16(s0, l3 + 4) };
+    let flags0 = s0[ip.l4 + 13];
+    const NEVER: u8 = hdr::TCP_SYN | hdr::TCP_RST | hdr::TCP_URG;
+    const VARY: u8 = hdr::TCP_PSH | hdr::TCP_FIN | hdr::TCP_CWR;
+    let mut last_flags = flags0;
+    for k in 0..nslices {
+        let start = body + k * slice;
+        let sk = &d[start..(start + slice).min(d.len())];
+        let last = k + 1 == nslices;
+        if sk.len() <= hlen || (!last && sk.len() != slice) {
+            return Err(OffloadError::Malformed);
+        }
+        let same = |a: usize, b: usize| sk[a..b] == s0[a..b];
+        // VXLAN + inner Ethernet; IP header but for length, ID, checksum.
+        let ip_same = if v6 {
+            same(0, l3 + 4) && same(l3 + 6, ip.l4)
+        } else {
+            same(0, l3 + 2) && same(l3 + 6, l3 + 10) && same(l3 + 12, ip.l4)
+        };
+        let flags = sk[ip.l4 + 13];
+        // TCP: ports, ack, offset, window, urgent pointer and options.
+        let tcp_same = same(ip.l4, ip.l4 + 4)
+            && same(ip.l4 + 8, ip.l4 + 13)
+            && same(ip.l4 + 14, ip.l4 + 16)
+            && same(ip.l4 + 18, hlen);
+        let ip_len_ok = if v6 {
+            usize::from(be16(sk, l3 + 4)) == sk.len() - ip.l4
+        } else {
+            usize::from(be16(sk, l3 + 2)) == sk.len() - l3
+                && be16(sk, l3 + 4) == id0.wrapping_add(k as u16)
+        };
+        if !(ip_same && tcp_same && ip_len_ok)
+            || flags & NEVER != 0
+            || (flags & !VARY) != (flags0 & !VARY)
+            || (!last && flags & (hdr::TCP_PSH | hdr::TCP_FIN) != 0)
+            || (k > 0 && flags & hdr::TCP_CWR != 0)
+            || be32(sk, ip.l4 + 4) != seq0.wrapping_add((k * mss) as u32)
+        {
+            return Err(OffloadError::Unsupported);
+        }
+        last_flags = flags;
+    }
+    // Valid: move every slice's data behind slice 0's.
+    let total = d.len();
+    let dm = p.data_mut();
+    let mut end = body + slice;
+    for k in 1..nslices {
+        let from = body + k * slice + hlen;
+        let to = (body + (k + 1) * slice).min(total);
+        dm.copy_within(from..to, end);
+        end += to - from;
+    }
+    p.truncate(end);
+    let d = p.data_mut();
+    let inner_l3 = body + l3;
+    let inner_l4 = body + ip.l4;
+    let inner = Ip {
+        v6,
+        l3: inner_l3,
+        l4: inner_l4,
+        proto: PROTO_TCP,
+        end,
+    };
+    // Shorter than the datagram, whose own length field held it.
+    hdr::set_ip_len(d, inner_l3, v6, end);
+    if !v6 {
+        hdr::set_ipv4_csum(d, inner_l3);
+    }
+    d[inner_l4 + 13] =
+        (flags0 & !VARY) | (flags0 & hdr::TCP_CWR) | (last_flags & (hdr::TCP_PSH | hdr::TCP_FIN));
+    put16(
+        d,
+        inner_l4 + 16,
+        super::csum::fold(hdr::pseudo_sum(d, &inner, end - inner_l4)),
+    );
+    // Outer lengths; the UDP checksum is not carried on (the datagram was
+    // local and partial): zero over IPv4, and over IPv6 nobody reads it
+    // again before the outer headers are pulled.
+    hdr::set_ip_len(d, 0, outer.v6, end);
+    if !outer.v6 {
+        hdr::set_ipv4_csum(d, 0);
+    }
+    put16(d, u + 4, (end - u) as u16);
+    put16(d, u + 6, 0);
+    p.meta.offload = Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: inner_l4 as u16,
+        csum_offset: 16,
+        gso: if v6 { Gso::TcpV6 } else { Gso::TcpV4 },
+        gso_size: mss as u16,
+        hdr_len: (inner_l4 + thl) as u16,
+    };
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,6 +564,138 @@ mod tests {
             };
             let _ = pack(&p, &spec, &mut pool, &mut out);
             pool.free_all(&mut out);
+            pool.free(p);
+        }
+    }
+
+    /// One packed datagram (8 slices) of a super-packet, with the metadata
+    /// the receiving gateway's AF_PACKET port reports for it.
+    fn one_pack(v6o: bool, v6i: bool, pool: &mut Pool) -> (Packet, Packet, usize) {
+        let (orig, udp, inner_l3) = vxlan_super(v6o, v6i, 1398 * 7 + 5, 1398, v6o, pool);
+        let spec = PackSpec {
+            udp_offset: udp,
+            inner_l3_offset: inner_l3,
+            mss: 0,
+        };
+        let mut packs = Vec::new();
+        assert_eq!(pack(&orig, &spec, pool, &mut packs).unwrap(), 8);
+        assert_eq!(packs.len(), 1);
+        let dg = packs.pop().unwrap();
+        assert_eq!(dg.meta.offload.gso, Gso::UdpL4);
+        (orig, dg, udp)
+    }
+
+    #[test]
+    fn unpack_restores_the_super_packet() {
+        for (v6o, v6i) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mut pool = Pool::new(64);
+            let (orig, mut p, udp) = one_pack(v6o, v6i, &mut pool);
+            unpack(&mut p, udp).unwrap();
+            let o = p.meta.offload;
+            assert_eq!(o.gso, if v6i { Gso::TcpV6 } else { Gso::TcpV4 });
+            assert_eq!(o.gso_size, 1398);
+            assert!(o.needs_csum);
+            assert_eq!(p.len(), orig.len());
+            // Completed as one packet (complete() leaves super-packets).
+            p.meta.offload.gso = Gso::None;
+            crate::offload::csum::complete(&mut p).unwrap();
+            // VXLAN header and the whole inner frame as the sender had it
+            // (flags of the last segment, first IPv4 ID, full checksum).
+            assert_eq!(
+                &p.data()[udp + 8..],
+                &orig.data()[udp + 8..],
+                "v6 {v6o}/{v6i}"
+            );
+            let d = p.data();
+            assert_eq!(usize::from(be16(d, udp + 4)), d.len() - udp);
+            if !v6o {
+                assert_eq!(usize::from(be16(d, 2)), d.len());
+                assert!(ipv4_hdr_ok(d, 0));
+            } else {
+                assert_eq!(usize::from(be16(d, 4)), d.len() - 40);
+            }
+        }
+    }
+
+    #[test]
+    fn unpack_refuses_anything_but_one_flow_in_order() {
+        let mut pool = Pool::new(64);
+        let (_, base, udp) = one_pack(false, false, &mut pool);
+        let slice = usize::from(base.meta.offload.gso_size);
+        let body = udp + 8;
+        let tcp = 8 + 14 + 20;
+        // (what, slice index, offset in the slice, xor mask)
+        let cases: &[(&str, usize, usize, u8)] = &[
+            ("VNI", 2, 6, 1),
+            ("inner MAC", 3, 8 + 2, 1),
+            ("inner source address", 4, 8 + 14 + 12, 1),
+            ("IPv4 ID", 1, 8 + 14 + 5, 1),
+            ("TTL", 5, 8 + 14 + 8, 1),
+            ("sequence number", 3, tcp + 7, 1),
+            ("port", 6, tcp + 1, 1),
+            ("ack", 2, tcp + 11, 1),
+            ("timestamp option", 5, tcp + 20 + 6, 1),
+            ("SYN", 4, tcp + 13, 0x02),
+            ("PSH in the middle", 3, tcp + 13, 0x08),
+            ("FIN in the middle", 1, tcp + 13, 0x01),
+            ("URG", 7, tcp + 13, 0x20),
+        ];
+        for &(what, k, off, mask) in cases {
+            let mut p = pool.alloc().unwrap();
+            assert!(p.set_data(base.data()));
+            p.meta = base.meta;
+            p.data_mut()[body + k * slice + off] ^= mask;
+            let before = p.data().to_vec();
+            assert!(unpack(&mut p, udp).is_err(), "{what}");
+            assert_eq!(p.data(), &before[..], "{what}: left untouched");
+            pool.free(p);
+        }
+        // Not a partial (local) checksum, not UDP GSO, a wrong UDP offset,
+        // a last slice without data.
+        let mut p = pool.alloc().unwrap();
+        assert!(p.set_data(base.data()));
+        p.meta = base.meta;
+        p.meta.offload.needs_csum = false;
+        p.meta.offload.csum_valid = true;
+        assert!(unpack(&mut p, udp).is_err());
+        p.meta = base.meta;
+        p.meta.offload.gso = Gso::None;
+        assert!(unpack(&mut p, udp).is_err());
+        p.meta = base.meta;
+        assert!(unpack(&mut p, udp + 2).is_err());
+        let cut = body + 7 * slice + 8 + 14 + 20 + 32;
+        p.truncate(cut);
+        assert!(unpack(&mut p, udp).is_err());
+        // Slices of another size than gso_size say.
+        assert!(p.set_data(base.data()));
+        p.meta = base.meta;
+        p.meta.offload.gso_size += 1;
+        assert!(unpack(&mut p, udp).is_err());
+    }
+
+    #[test]
+    fn unpack_never_panics_on_mangled_datagrams() {
+        let mut pool = Pool::new(64);
+        let (_, base, _) = one_pack(false, false, &mut pool);
+        let mut rng = 0x9e37_79b9u32;
+        for _ in 0..2000 {
+            let mut p = pool.alloc().unwrap();
+            assert!(p.set_data(base.data()));
+            p.meta = base.meta;
+            for _ in 0..3 {
+                rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                let at = (rng >> 8) as usize % p.len();
+                p.data_mut()[at] ^= (rng >> 3) as u8 | 1;
+            }
+            rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            if rng & 1 == 0 {
+                let len = (rng >> 12) as usize % (p.len() + 1);
+                p.truncate(len);
+            }
+            if rng & 2 == 0 {
+                p.meta.offload.gso_size = (rng >> 16) as u16;
+            }
+            let _ = unpack(&mut p, (rng >> 20) as usize % 64);
             pool.free(p);
         }
     }
