@@ -308,10 +308,20 @@ fn vxlan() {
 /// datagram on the wire is VXLAN VNI 42 whose first packet tshark dissects.
 #[test]
 fn vxlan_packed_datagrams_cross_the_underlay_whole() {
+    packed_vxlan(false);
+}
+
+/// The same over an IPv6 underlay (UDP checksum mandatory, RFC 8200 §8.1).
+#[test]
+fn vxlan_packed_datagrams_cross_an_ipv6_underlay_whole() {
+    packed_vxlan(true);
+}
+
+fn packed_vxlan(v6_outer: bool) {
     let k = Kind {
         keys: "kind = \"vxlan\"\nkey = 42",
         ethernet: true,
-        v6_outer: false,
+        v6_outer,
         rsc: true,
     };
     let t = topo();
