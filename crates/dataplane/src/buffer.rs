@@ -156,6 +156,19 @@ impl Packet {
         Some(&mut self.buf[start..start + n])
     }
 
+    /// Grows the frame by `n` bytes at its end and returns them to be
+    /// filled; `None` (frame unchanged) if the buffer has no room.
+    #[inline]
+    pub fn extend(&mut self, n: usize) -> Option<&mut [u8]> {
+        let start = self.head + self.len;
+        let end = start.checked_add(n)?;
+        if end > self.buf.len() - TAILROOM {
+            return None;
+        }
+        self.len += n;
+        Some(&mut self.buf[start..end])
+    }
+
     /// Shortens the frame to `len` bytes (no-op if already shorter).
     #[inline]
     pub fn truncate(&mut self, len: usize) {

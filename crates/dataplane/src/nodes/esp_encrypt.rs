@@ -17,15 +17,19 @@
 //! every ESP packet fits the underlay. Partial checksums are completed
 //! first: after encryption nobody can.
 //!
+//! With UDP encapsulation (NAT-T, RFC 3948) the sealed packets of one
+//! super-packet are joined into UDP GSO datagrams ([`uso::join`]) and leave
+//! as one kernel send; UDP segmentation gives back the same packets.
+//!
 //! Drop reasons: the crypto's own ([`CRYPTO_REASONS`], the names of
 //! `vecgate_ipsec::EspError::as_str`) followed by this node's.
 
 use super::tunnel_util::clamp_mss;
 use super::{be16, pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
-use crate::buffer::{Gso, Offload, Packet};
+use crate::buffer::{Gso, Offload, Packet, Pool};
 use crate::esp::{EspTunnel, Reason, CRYPTO_REASONS, REASON_CRYPTO};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
-use crate::offload::{csum, gso, SegmentSpec};
+use crate::offload::{csum, gso, uso, SegmentSpec};
 
 /// Reasons after the crypto's.
 #[derive(Clone, Copy)]
@@ -38,6 +42,7 @@ enum E {
     SegmentedSuperPackets,
     Segments,
     Encrypted,
+    UdpGsoDatagrams,
 }
 
 const ERRORS: &[&str] = &[
@@ -67,6 +72,7 @@ const ERRORS: &[&str] = &[
     "segmented-super-packets",
     "segments",
     "encrypted",
+    "udp-gso-datagrams",
 ];
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
@@ -85,8 +91,14 @@ pub(crate) fn reason_index(r: Reason) -> u16 {
 pub struct EspEncrypt {
     /// Packets of the current run (one tunnel), ready for the crypto.
     batch: Vec<Packet>,
+    /// Per packet of `batch`: which input packet it came from (the
+    /// segments of one super-packet share it).
+    origin: Vec<u32>,
     status: Vec<Result<(), Reason>>,
     segs: Vec<Packet>,
+    /// Sealed ESP-in-UDP packets of one super-packet, to be joined.
+    run: Vec<Packet>,
+    joined: Vec<Packet>,
 }
 
 impl Node for EspEncrypt {
@@ -103,14 +115,15 @@ impl Node for EspEncrypt {
     fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
         let tables = cx.tables.clone();
         let mut cur: Option<&EspTunnel> = None;
-        for mut p in input.drain(..) {
+        for (i, mut p) in input.drain(..).enumerate() {
+            let origin = i as u32;
             let Some(tun) = tables.esp.at_port(p.meta.tx_port) else {
                 next.drop(p, E::NoTunnel as u16);
                 continue;
             };
             if cur.is_some_and(|c| c.port != tun.port) {
                 if let Some(c) = cur {
-                    self.flush(c, next);
+                    self.flush(c, &mut cx.pool, next);
                 }
             }
             cur = Some(tun);
@@ -150,6 +163,7 @@ impl Node for EspEncrypt {
                 }
                 p.meta.offload = Offload::default();
                 self.batch.push(p);
+                self.origin.push(origin);
                 continue;
             }
             // A large-MTU underlay takes the super-packet whole (one ESP
@@ -164,6 +178,7 @@ impl Node for EspEncrypt {
                 }
                 p.meta.offload = Offload::default();
                 self.batch.push(p);
+                self.origin.push(origin);
                 continue;
             }
             let mut spec = SegmentSpec::plain(0);
@@ -177,26 +192,31 @@ impl Node for EspEncrypt {
                     for mut s in self.segs.drain(..) {
                         s.meta.offload = Offload::default();
                         self.batch.push(s);
+                        self.origin.push(origin);
                     }
                 }
                 Err(_) => next.drop(p, E::SegmentationFailed as u16),
             }
         }
         if let Some(c) = cur {
-            self.flush(c, next);
+            self.flush(c, &mut cx.pool, next);
         }
     }
 }
 
 impl EspEncrypt {
     /// Encrypts the collected run for `tun` and hands it to the underlay.
-    fn flush(&mut self, tun: &EspTunnel, next: &mut Next<'_>) {
+    /// With UDP encapsulation (NAT-T) the sealed packets of one
+    /// super-packet leave joined into UDP GSO datagrams ([`uso::join`]):
+    /// one kernel send for all of them, the same packets on the wire.
+    fn flush(&mut self, tun: &EspTunnel, pool: &mut Pool, next: &mut Next<'_>) {
         if self.batch.is_empty() {
             return;
         }
         self.status.clear();
         self.status.resize(self.batch.len(), Ok(()));
         if let Err(r) = tun.def.tx.encrypt(&mut self.batch, &mut self.status) {
+            self.origin.clear();
             for p in self.batch.drain(..) {
                 next.drop(p, reason_index(r));
             }
@@ -208,7 +228,11 @@ impl EspEncrypt {
             NodeId::Ip4Lookup
         };
         let mut ok = 0u64;
-        for (mut p, st) in self.batch.drain(..).zip(self.status.iter()) {
+        let mut run_origin = None;
+        let mut batch = std::mem::take(&mut self.batch);
+        let status = std::mem::take(&mut self.status);
+        let origins = std::mem::take(&mut self.origin);
+        for ((mut p, st), &origin) in batch.drain(..).zip(status.iter()).zip(origins.iter()) {
             match st {
                 Ok(()) => {
                     ok += 1;
@@ -218,12 +242,38 @@ impl EspEncrypt {
                     p.meta.flags = flags::LOCAL;
                     p.meta.l3_offset = 0;
                     p.meta.aux = 0;
-                    next.enqueue(to, p);
+                    if run_origin != Some(origin) {
+                        self.emit_run(to, pool, next);
+                        run_origin = Some(origin);
+                    }
+                    self.run.push(p);
                 }
-                Err(r) => next.drop(p, reason_index(*r)),
+                Err(r) => {
+                    self.emit_run(to, pool, next);
+                    run_origin = None;
+                    next.drop(p, reason_index(*r));
+                }
             }
         }
+        self.emit_run(to, pool, next);
+        self.batch = batch;
+        self.status = status;
+        self.origin = origins;
+        self.origin.clear();
         next.count(E::Encrypted as u16, ok);
+    }
+
+    /// Sends the sealed packets of one input packet, joined if they can be.
+    fn emit_run(&mut self, to: NodeId, pool: &mut Pool, next: &mut Next<'_>) {
+        if self.run.len() >= 2 {
+            let made = uso::join(&mut self.run, &mut self.joined, pool);
+            next.count(E::UdpGsoDatagrams as u16, made as u64);
+        } else {
+            self.joined.append(&mut self.run);
+        }
+        for p in self.joined.drain(..) {
+            next.enqueue(to, p);
+        }
     }
 }
 
@@ -236,7 +286,8 @@ mod tests {
         assert_eq!(&ERRORS[..CRYPTO_REASONS.len()], &CRYPTO_REASONS[..]);
         assert_eq!(ERRORS[E::NoTunnel as usize], "no-tunnel");
         assert_eq!(ERRORS[E::Encrypted as usize], "encrypted");
-        assert_eq!(ERRORS.len(), E::Encrypted as usize + 1);
+        assert_eq!(ERRORS[E::UdpGsoDatagrams as usize], "udp-gso-datagrams");
+        assert_eq!(ERRORS.len(), E::UdpGsoDatagrams as usize + 1);
         assert_eq!(reason_index(200), u16::from(REASON_CRYPTO));
     }
 }

@@ -26,6 +26,9 @@ use crate::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
 /// (`UDP_MAX_SEGMENTS`, include/linux/udp.h).
 pub const MAX_SEGMENTS: usize = 128;
 
+/// Longest outer header [`join`] takes: IPv6 (40) + UDP (8).
+const MAX_OUTER: usize = 48;
+
 /// Where the outer UDP header and the inner IP header lie in an
 /// encapsulated super-packet whose outer IP header is at offset 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -357,6 +360,112 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         hdr_len: (inner_l4 + thl) as u16,
     };
     Ok(())
+}
+
+/// Joins a run of UDP datagrams that share their outer headers (IP header
+/// but for length, ID and checksum; UDP ports) and whose payloads all have
+/// the first one's size but the last (which may be shorter) into UDP GSO
+/// datagrams: what UDP segmentation of the result gives back is the run
+/// (outer IPv4 IDs renumbered from the first's, UDP checksums computed).
+/// ESP in UDP (RFC 3948) of one super-packet's segments is such a run: its
+/// packets are sealed one by one, then sent as one. The datagrams of `run`
+/// (left empty) are moved to `out` — joined ones appended into the first buffer of
+/// their group, the others unchanged — and the emptied buffers go back to
+/// `pool`. Returns the number of GSO datagrams made.
+pub fn join(run: &mut Vec<Packet>, out: &mut Vec<Packet>, pool: &mut Pool) -> usize {
+    let Some(first) = run.first() else {
+        return 0;
+    };
+    let d = first.data();
+    let shape = outer_ip(d).ok().and_then(|ip| {
+        let body = ip.l4 + hdr::UDP_LEN;
+        (ip.proto == PROTO_UDP && d.len() > body && body <= MAX_OUTER).then_some((
+            ip,
+            body,
+            d.len() - body,
+        ))
+    });
+    let Some((ip, body, seg)) = shape else {
+        out.append(run);
+        return 0;
+    };
+    // The first datagram's headers, which every joined one must repeat.
+    let mut h0 = [0u8; MAX_OUTER];
+    h0[..body].copy_from_slice(&d[..body]);
+    let fits = |q: &Packet, last: bool| {
+        let e = q.data();
+        let (a, b) = (&h0[..body], e.get(..body).unwrap_or(&[]));
+        let hdr_same = b.len() == body
+            && if ip.v6 {
+                a[..4] == b[..4] && a[6..ip.l4 + 4] == b[6..ip.l4 + 4]
+            } else {
+                a[..2] == b[..2] && a[6..10] == b[6..10] && a[12..ip.l4 + 4] == b[12..ip.l4 + 4]
+            };
+        let n = e.len().saturating_sub(body);
+        hdr_same && (n == seg || (last && n > 0 && n < seg))
+    };
+    let ip_fixed = if ip.v6 { hdr::IPV6_HDR_LEN } else { 0 };
+    let room = (usize::from(u16::MAX) + ip_fixed).min(MAX_FRAME - 64);
+    let per = ((room - body) / seg).min(MAX_SEGMENTS);
+    let mut made = 0;
+    let mut it = run.drain(..).peekable();
+    while let Some(mut head) = it.next() {
+        let mut n = 1;
+        let mut spill = None;
+        if per >= 2 && head.len() == body + seg && fits(&head, false) {
+            while n < per {
+                let last = it.len() == 1;
+                let Some(next) = it.peek() else { break };
+                if !fits(next, last) {
+                    break;
+                }
+                let Some(q) = it.next() else { break };
+                let add = q.len() - body;
+                let Some(tail) = head.extend(add) else {
+                    // No room after all (a buffer pulled far): q goes on
+                    // its own, right after.
+                    spill = Some(q);
+                    break;
+                };
+                tail.copy_from_slice(&q.data()[body..]);
+                n += 1;
+                pool.free(q);
+                if add < seg {
+                    break;
+                }
+            }
+        }
+        if n >= 2 {
+            let len = head.len();
+            let s = head.data_mut();
+            let oip = Ip { end: len, ..ip };
+            hdr::set_ip_len(s, 0, ip.v6, len);
+            if !ip.v6 {
+                hdr::set_ipv4_csum(s, 0);
+            }
+            let u = ip.l4;
+            put16(s, u + 4, (len - u) as u16);
+            put16(s, u + 6, 0);
+            put16(
+                s,
+                u + 6,
+                super::csum::fold(hdr::pseudo_sum(s, &oip, len - u)),
+            );
+            head.meta.offload = Offload {
+                needs_csum: true,
+                csum_valid: false,
+                csum_start: u as u16,
+                csum_offset: 6,
+                gso: Gso::UdpL4,
+                gso_size: seg as u16,
+                hdr_len: body as u16,
+            };
+            made += 1;
+        }
+        out.push(head);
+        out.extend(spill);
+    }
+    made
 }
 
 #[cfg(test)]
@@ -698,5 +807,87 @@ mod tests {
             let _ = unpack(&mut p, (rng >> 20) as usize % 64);
             pool.free(p);
         }
+    }
+
+    /// ESP-in-UDP-like datagrams: outer IP (ID `id0 + i`) + UDP 4500 +
+    /// `sizes[i]` payload bytes.
+    fn datagrams(v6: bool, sizes: &[usize], pool: &mut Pool) -> Vec<Packet> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let mut f = if v6 {
+                    ipv6(8 + n, 17)
+                } else {
+                    ipv4(28 + n, 0x300 + i as u16, 0x4000, 64, 17, &[])
+                };
+                f.extend_from_slice(&[0x11, 0x94, 0x11, 0x94]);
+                f.extend_from_slice(&((8 + n) as u16).to_be_bytes());
+                f.extend_from_slice(&[0, 0]);
+                f.extend_from_slice(&payload(n, i as u8));
+                packet(pool, &f, 0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn joined_datagrams_segment_back_into_the_run() {
+        for v6 in [false, true] {
+            let mut pool = Pool::new(128);
+            let sizes = [1400, 1400, 1400, 1400, 900];
+            let want = datagrams(v6, &sizes, &mut pool);
+            let mut run = datagrams(v6, &sizes, &mut pool);
+            let mut out = Vec::new();
+            assert_eq!(join(&mut run, &mut out, &mut pool), 1);
+            assert!(run.is_empty());
+            assert_eq!(out.len(), 1);
+            let o = out[0].meta.offload;
+            assert_eq!((o.gso, o.gso_size), (Gso::UdpL4, 1400));
+            let mut segs = Vec::new();
+            segment(&out[0], &mut pool, &mut segs).unwrap();
+            assert_eq!(segs.len(), sizes.len());
+            let u = if v6 { 40 } else { 20 };
+            for (i, (g, w)) in segs.iter().zip(&want).enumerate() {
+                assert!(
+                    crate::offload::verify_l4_at(g.data(), 0),
+                    "{i}: UDP checksum"
+                );
+                let mut g = g.data().to_vec();
+                g[u + 6..u + 8].fill(0);
+                if !v6 {
+                    // The IPv4 header checksum over the same bytes.
+                    assert!(ipv4_hdr_ok(&g, 0));
+                }
+                assert_eq!(&g[..], w.data(), "datagram {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn join_keeps_apart_what_differs() {
+        let mut pool = Pool::new(128);
+        // Only the run's last may be short: one in the middle stays alone.
+        let mut run = datagrams(false, &[1000, 1000, 600, 1000, 1000], &mut pool);
+        let mut out = Vec::new();
+        assert_eq!(join(&mut run, &mut out, &mut pool), 2);
+        let lens: Vec<usize> = out.iter().map(|p| p.len()).collect();
+        assert_eq!(lens, vec![28 + 2000, 628, 28 + 2000]);
+        // Another destination port in the middle: nothing joins across it
+        // (headers are compared with the run's first), order kept.
+        let mut run = datagrams(false, &[1000, 1000, 1000], &mut pool);
+        run[1].data_mut()[23] ^= 1;
+        let mut out2 = Vec::new();
+        assert_eq!(join(&mut run, &mut out2, &mut pool), 0);
+        let ports: Vec<u8> = out2.iter().map(|p| p.data()[23]).collect();
+        assert_eq!(ports, vec![0x94, 0x95, 0x94]);
+        assert!(out2.iter().all(|p| p.meta.offload.gso == Gso::None));
+        // Not UDP (plain ESP): passed through untouched.
+        let mut run = datagrams(false, &[1000, 1000], &mut pool);
+        for p in &mut run {
+            p.data_mut()[9] = 50;
+        }
+        let mut out3 = Vec::new();
+        assert_eq!(join(&mut run, &mut out3, &mut pool), 0);
+        assert_eq!(out3.len(), 2);
     }
 }
