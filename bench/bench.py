@@ -473,6 +473,8 @@ def tunnel_contenders():
                   lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg)))
         c.append((f"vecgate-esp-{alg}-64k", f"vecgate ESP {alg}, 64K-MTU underlay",
                   lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg, underlay_mtu=65535)))
+    c.append(("vecgate-esp-aes128gcm16-natt", "vecgate ESP aes128gcm16, NAT-T (ESP in UDP 4500), 1500 underlay",
+              lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", nat_t=True)))
     c.append(("vecgate-gre-xdp", vt.LABELS["gre"] + ", 1500 AF_XDP underlay",
               lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp")))
     c.append(("vecgate-esp-aes128gcm16-xdp", "vecgate ESP aes128gcm16, 1500 AF_XDP underlay",

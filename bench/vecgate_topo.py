@@ -38,8 +38,9 @@ class VecgateTunnel(_SiteToSite):
     different /32 routes... kept at 1 unless asked)."""
 
     def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500, algorithm=None, tunnels=1,
-                 underlay_driver="af_packet"):
+                 underlay_driver="af_packet", nat_t=False):
         self.kind = kind
+        self.nat_t = nat_t
         self.underlay_driver = underlay_driver
         self.tunnels = tunnels
         self.algorithm = algorithm
@@ -49,8 +50,9 @@ class VecgateTunnel(_SiteToSite):
         self.offloads = offloads
         self.label = LABELS[kind] + (f" {algorithm}" if algorithm else "") + ("" if rsc else ", RSC off") + (
             f", {underlay_mtu // 1024}K-MTU underlay" if underlay_mtu > 9000 else "") + (
-            ", AF_XDP underlay" if underlay_driver == "af_xdp" else "")
-        self.encap_filter = ENCAP_FILTER.get(kind)
+            ", AF_XDP underlay" if underlay_driver == "af_xdp" else "") + (
+            ", NAT-T (ESP in UDP 4500)" if nat_t else "")
+        self.encap_filter = "udp port 4500" if nat_t else ENCAP_FILTER.get(kind)
         super().__init__()
 
     def verify_underlay(self):
@@ -128,6 +130,7 @@ local = "{me}"
 remote = "{peer}"
 vrf = "blue"
 traffic = ["{remote_net}"]
+nat_t = {str(self.nat_t).lower()}
 
 [[tunnel.sa]]
 direction = "out"

@@ -509,7 +509,19 @@ fn nat_t_through_nftables_masquerade() {
         "charon sees the NAT's address: {sas}"
     );
     traffic_both_ways(&t);
+    // TCP from h1: vecgate joins the sealed packets of each super-packet
+    // into UDP GSO datagrams, which the NAT forwards whole and charon's
+    // UDP socket cuts apart: the bytes must arrive exactly.
+    tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 2 << 20);
     let cap = tcpdump.stop().to_owned();
+    let joined = common::sh(&format!(
+        "tshark -n -r {} -T fields -e frame.len 'ip.src == 192.0.2.254 && udp.dstport == 4500'",
+        cap.display()
+    ));
+    assert!(
+        joined.lines().any(|l| l.trim().parse::<usize>().is_ok_and(|n| n > 1514)),
+        "no joined ESP-in-UDP datagram towards charon"
+    );
     let rows = common::sh(&format!(
         "tcpdump -nr {} 2>/dev/null | head -400",
         cap.display()
