@@ -519,7 +519,9 @@ fn nat_t_through_nftables_masquerade() {
         cap.display()
     ));
     assert!(
-        joined.lines().any(|l| l.trim().parse::<usize>().is_ok_and(|n| n > 1514)),
+        joined
+            .lines()
+            .any(|l| l.trim().parse::<usize>().is_ok_and(|n| n > 1514)),
         "no joined ESP-in-UDP datagram towards charon"
     );
     let rows = common::sh(&format!(
