@@ -104,6 +104,8 @@ fn xdp_attached(ns: &Netns, ifname: &str) -> bool {
 fn af_xdp_both_sides_ping_tcp_iperf() {
     let t = topo(1);
     let mut gw = Gateway::start(&t.gw, &config(1, "af_xdp", "af_xdp"));
+    common::warm_up(&t.h1, "10.2.0.2");
+    common::warm_up(&t.h1, "-6 fd02::2");
     assert!(xdp_attached(&t.gw, "gw-h1") && xdp_attached(&t.gw, "gw-h2"));
     ping(&t.h1, "-c 3 -i 0.2 -W 2 10.2.0.2");
     ping(&t.h1, "-6 -c 3 -i 0.2 -W 2 fd02::2");
@@ -124,6 +126,8 @@ fn af_xdp_both_sides_ping_tcp_iperf() {
 fn mixed_af_xdp_lan_af_packet_wan() {
     let t = topo(1);
     let _gw = Gateway::start(&t.gw, &config(1, "af_xdp", "af_packet"));
+    common::warm_up(&t.h1, "10.2.0.2");
+    common::warm_up(&t.h2, "-6 fd01::2");
     assert!(xdp_attached(&t.gw, "gw-h1"));
     assert!(!xdp_attached(&t.gw, "gw-h2"));
     ping(&t.h1, "-c 3 -i 0.2 -W 2 10.2.0.2");
@@ -138,6 +142,8 @@ fn mixed_af_xdp_lan_af_packet_wan() {
 fn two_workers_on_two_queue_veths() {
     let t = topo(2);
     let _gw = Gateway::start(&t.gw, &config(2, "af_xdp", "af_xdp"));
+    common::warm_up(&t.h1, "10.2.0.2");
+    common::warm_up(&t.h1, "-6 fd02::2");
     ping(&t.h1, "-c 3 -i 0.2 -W 2 10.2.0.2");
     ping(&t.h1, "-6 -c 3 -i 0.2 -W 2 fd02::2");
     // Several connections: flows land on both queues (both workers).

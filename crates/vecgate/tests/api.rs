@@ -254,6 +254,7 @@ fn tcp_api_tokens_crud_and_config_round_trip() {
     let (st, b) = c("POST", "/trace", Some(r#"{"count":0}"#), admin);
     assert_eq!((st, field(&b)), (400, "count".to_owned()));
     assert_eq!(c("POST", "/trace", Some(r#"{"count":5}"#), admin).0, 202);
+    common::warm_up(&t.h1, "10.2.0.2");
     t.h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
     let (_, tr) = c("GET", "/trace", None, admin);
     assert!(tr.contains("ip4-lookup") && tr.contains("10.2.0.2"), "{tr}");
@@ -342,6 +343,7 @@ fn live_route_changes_do_not_disturb_a_flow() {
         .try_sh("ss -ltn | grep -q 5201")
         .status
         .success()));
+    common::warm_up(&t.h1, "10.2.0.2");
     t.h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
     let (base_bps, _) = iperf(&t, 3);
     assert!(base_bps > 0.0);
@@ -524,6 +526,7 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         .try_sh("ss -ltn | grep -q 5201")
         .status
         .success()));
+    common::warm_up(&t.h1, "10.2.0.2");
     t.h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
     let base = t.h1.sh("iperf3 -J -c 10.2.0.2 -t 3 -i 1");
     let base: Value = serde_json::from_str(&base).unwrap();

@@ -98,6 +98,7 @@ fn show_set_trace_capture() {
             .as_u64()
             .unwrap()
     };
+    common::warm_up(&h1, "10.2.0.2");
     let before = rx(&ok(&gw, &sock, "show interfaces --json"));
     h1.sh("ping -c 3 -i 0.2 -W 2 10.2.0.2 >/dev/null");
     let after = rx(&ok(&gw, &sock, "show interfaces --json"));

@@ -563,7 +563,7 @@ fn pings_and_tcp(t: &Topo, alg: &'static str, judge: bool) {
     );
     let what = format!("{alg} v6_outer={}", t.v6_outer);
     // Warm-up resolves the underlay neighbours.
-    let _ = ping(&t.h1, "-c 1 -W 2 10.2.0.2");
+    common::warm_up(&t.h1, "10.2.0.2");
     let (ok, out) = ping(&t.h1, "-c 3 -i 0.2 -W 2 10.2.0.2");
     assert!(ok, "{what}: ping v4: {out}");
     assert!(out.contains("ttl=62"), "{what}: one hop per gateway: {out}");
@@ -666,6 +666,7 @@ fn scapy_packets_forwarded_and_bad_ones_dropped_by_reason() {
     let ab = Sa::new(SPI_AB, "aes128gcm16");
     let ba = Sa::new(SPI_BA, "aes128gcm16");
     let p = start(&t, &ab, &ba);
+    common::warm_up(&t.h1, "10.2.0.2");
     assert!(ping(&t.h1, "-c 2 -i 0.2 -W 2 10.2.0.2").0, "tunnel up");
     let b_mac =
         t.gb.sh("cat /sys/class/net/b-wan/address")
@@ -760,6 +761,7 @@ fn make_before_break_switch_during_tcp_transfer() {
     let (sa, sb) = (sock("a"), sock("b"));
     let b = Gateway::start(&t.gb, &config(&t, 1, &ba, &[&ab], "", &sb));
     let a = Gateway::start(&t.ga, &config(&t, 0, &ab, &[&ba], "", &sa));
+    common::warm_up(&t.h1, "10.2.0.2");
     assert!(ping(&t.h1, "-c 2 -i 0.2 -W 2 10.2.0.2").0);
     let cap = Capture::start(&t.gb, "b-wan", t.dir.0.join("switch.pcap"), "esp");
     let decrypted = || count(&errors(&sb), "esp-decrypt", "decrypted");

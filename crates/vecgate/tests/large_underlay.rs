@@ -119,6 +119,7 @@ fn gre_super_packets_cross_a_large_mtu_underlay_whole() {
     };
     let _a = Gateway::start(&t.ga, &tun('a'));
     let _b = Gateway::start(&t.gb, &tun('b'));
+    common::warm_up(&t.h1, "10.2.0.2");
     assert!(t.h1.try_sh("ping -c 2 -W 2 10.2.0.2").status.success());
     transfer_and_capture(&t, "ip proto 47");
     assert!(counter(&api(&t, 'a'), "tunnel-encap", "whole-super-packets") > 100);
@@ -199,6 +200,7 @@ key_file = "{dir}/{in_key}.hex"
     };
     let _a = Gateway::start(&t.ga, &tun('a'));
     let _b = Gateway::start(&t.gb, &tun('b'));
+    common::warm_up(&t.h1, "10.2.0.2");
     assert!(t.h1.try_sh("ping -c 2 -W 2 10.2.0.2").status.success());
     transfer_and_capture(&t, "ip proto 50");
     assert!(counter(&api(&t, 'b'), "ip-rewrite", "marked-super-packets") > 100);

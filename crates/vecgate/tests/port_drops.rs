@@ -60,6 +60,7 @@ fn full_rx_ring_while_stopped_is_counted_as_rx_missed() {
     );
     let mut g = Gateway::start(&gw, &cfg);
     // Neighbours resolved both ways before the gateway stops.
+    common::warm_up(&h1, "10.2.0.2");
     h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
     let before = lan(&gw, &sock);
     assert_eq!(n(&before, "rx_missed"), 0, "{before}");

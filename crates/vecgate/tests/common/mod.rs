@@ -524,6 +524,18 @@ pub fn ping_count(ns: &Netns, n: u64, deadline: u64, args: &str) -> (u64, String
     (answered(&text, n), text)
 }
 
+/// Waits (up to 30 s) until `ping -c 1 -W 2 {args}` in `ns` is answered.
+/// The first packets after gateways start wait for neighbour resolution
+/// on every hop, which a loaded machine can stretch past one ping's wait.
+/// Only for reaching that state: what a test asserts after it (loss, TTL,
+/// bytes) is checked as before, on a path that is known to work.
+pub fn warm_up(ns: &Netns, args: &str) {
+    assert!(
+        wait_until(30, || ping_ok(ns, &format!("-c 1 -W 2 {args}"))),
+        "no answer to `ping {args}` within 30 s"
+    );
+}
+
 /// Whether `ping {args}` succeeds in `ns`.
 pub fn ping_ok(ns: &Netns, args: &str) -> bool {
     ns.try_sh(&format!("ping {args}")).status.success()
