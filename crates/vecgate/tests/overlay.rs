@@ -146,6 +146,19 @@ fn tshark(file: &std::path::Path, filter: &str, fields: &str) -> Vec<String> {
 
 /// Runs the whole scenario for one tunnel kind; tshark's `field` must
 /// pass `ok` on every tunnel packet (e.g. gre.key == 0x64).
+/// ARP / ND on the underlay and, for L2 tunnels, through it: until both
+/// families cross the tunnel.
+fn warm_up(t: &Topo) {
+    assert!(
+        wait_until(15, || ping_ok(&t.h1, "-c1 -W1 10.2.0.2")),
+        "IPv4 ping through the tunnel"
+    );
+    assert!(
+        wait_until(15, || ping_ok(&t.h1, "-6 -c1 -W1 fd02::2")),
+        "IPv6 ping through the tunnel"
+    );
+}
+
 fn scenario(k: Kind, tshark_proto: &str, field: &str, ok: fn(&str) -> bool) {
     let t = topo();
     // vecgate sends VXLAN packed in UDP GSO datagrams, which cross veth
@@ -158,15 +171,7 @@ fn scenario(k: Kind, tshark_proto: &str, field: &str, ok: fn(&str) -> bool) {
     }
     let mut ga = Gateway::start(&t.a, &config(0, k));
     let mut gb = Gateway::start(&t.b, &config(1, k));
-    // Warm-up: ARP / ND on the underlay and, for L2 tunnels, through it.
-    assert!(
-        wait_until(15, || ping_ok(&t.h1, "-c1 -W1 10.2.0.2")),
-        "IPv4 ping through the tunnel"
-    );
-    assert!(
-        wait_until(15, || ping_ok(&t.h1, "-6 -c1 -W1 fd02::2")),
-        "IPv6 ping through the tunnel"
-    );
+    warm_up(&t);
     assert!(ping_ok(&t.h2, "-c2 -i0.2 -W1 10.1.0.2"), "reverse IPv4");
     // PMTU: a DF packet bigger than the tunnel MTU gets frag-needed.
     let out = t.h1.try_sh("ping -c1 -W1 -M do -s 1472 10.2.0.2");
@@ -327,14 +332,7 @@ fn packed_vxlan(v6_outer: bool) {
     let t = topo();
     let mut ga = Gateway::start(&t.a, &config(0, k));
     let mut gb = Gateway::start(&t.b, &config(1, k));
-    assert!(
-        wait_until(15, || ping_ok(&t.h1, "-c1 -W1 10.2.0.2")),
-        "IPv4 ping through the tunnel"
-    );
-    assert!(
-        wait_until(15, || ping_ok(&t.h1, "-6 -c1 -W1 fd02::2")),
-        "IPv6 ping through the tunnel"
-    );
+    warm_up(&t);
     let mut cap = common::Capture::start(&t.a, "wan");
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 16 << 20);
     tcp_transfer(&t.h2, &t.h1, "fd01::2", 4 << 20);

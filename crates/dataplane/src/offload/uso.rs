@@ -504,6 +504,14 @@ mod tests {
         (p, udp, udp + 16 + 14)
     }
 
+    fn spec_for(udp: usize, inner_l3: usize) -> PackSpec {
+        PackSpec {
+            udp_offset: udp,
+            inner_l3_offset: inner_l3,
+            mss: 0,
+        }
+    }
+
     /// The reference: what tunnel-encap sent before packing — the
     /// encapsulated super-packet segmented with its outer headers as a
     /// template.
@@ -531,11 +539,7 @@ mod tests {
         let (p, udp, inner_l3) = vxlan_super(v6_outer, v6_inner, payload, mss, udp_csum, &mut pool);
         let want = reference(&p, udp, inner_l3, &mut pool);
         let mut packs = Vec::new();
-        let spec = PackSpec {
-            udp_offset: udp,
-            inner_l3_offset: inner_l3,
-            mss: 0,
-        };
+        let spec = spec_for(udp, inner_l3);
         let n = pack(&p, &spec, &mut pool, &mut packs).unwrap();
         assert_eq!(n, want.len());
         let mut got = Vec::new();
@@ -598,11 +602,7 @@ mod tests {
         let mut pool = Pool::new(512);
         let (p, udp, inner_l3) = vxlan_super(false, false, 60_000, 300, false, &mut pool);
         let mut packs = Vec::new();
-        let spec = PackSpec {
-            udp_offset: udp,
-            inner_l3_offset: inner_l3,
-            mss: 0,
-        };
+        let spec = spec_for(udp, inner_l3);
         let n = pack(&p, &spec, &mut pool, &mut packs).unwrap();
         assert_eq!(n, 200);
         assert_eq!(packs.len(), 2);
@@ -615,11 +615,7 @@ mod tests {
     fn refuses_what_it_cannot_pack() {
         let mut pool = Pool::new(64);
         let (mut p, udp, inner_l3) = vxlan_super(false, false, 3000, 1398, false, &mut pool);
-        let spec = PackSpec {
-            udp_offset: udp,
-            inner_l3_offset: inner_l3,
-            mss: 0,
-        };
+        let spec = spec_for(udp, inner_l3);
         let mut out = Vec::new();
         // A segment size that leaves room for one slice per datagram.
         let big = PackSpec {
@@ -681,11 +677,7 @@ mod tests {
     /// the receiving gateway's AF_PACKET port reports for it.
     fn one_pack(v6o: bool, v6i: bool, pool: &mut Pool) -> (Packet, Packet, usize) {
         let (orig, udp, inner_l3) = vxlan_super(v6o, v6i, 1398 * 7 + 5, 1398, v6o, pool);
-        let spec = PackSpec {
-            udp_offset: udp,
-            inner_l3_offset: inner_l3,
-            mss: 0,
-        };
+        let spec = spec_for(udp, inner_l3);
         let mut packs = Vec::new();
         assert_eq!(pack(&orig, &spec, pool, &mut packs).unwrap(), 8);
         assert_eq!(packs.len(), 1);
