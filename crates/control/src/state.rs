@@ -1134,12 +1134,22 @@ impl Control {
         let cfg = self.config();
         let mut out: Vec<NeighborInfo> = Vec::new();
         let answers: Vec<(usize, Vec<NeighbourEntry>)> = self.ask(Command::Neighbours);
+        // Neighbours on an Ethernet tunnel (VXLAN, NVGRE, GRE TEB) sit on
+        // its virtual port: named after the tunnel.
+        let tunnel_ports = self.tunnel_ports(&cfg);
         for (w, entries) in answers {
             for e in entries {
                 let interface = cfg
                     .interfaces
                     .get(usize::from(e.port))
-                    .map_or_else(|| format!("port{}", e.port), |i| i.name.clone());
+                    .map(|i| i.name.clone())
+                    .or_else(|| {
+                        tunnel_ports
+                            .iter()
+                            .find(|(_, p)| *p == Some(e.port))
+                            .map(|(name, _)| name.clone())
+                    })
+                    .unwrap_or_else(|| format!("port{}", e.port));
                 let address = e.ip.to_string();
                 match out
                     .iter_mut()

@@ -354,8 +354,8 @@ fn nvgre_frames_crafted_and_parsed_by_scapy() {
                 .output()
                 .expect("curl");
             neigh = serde_json::from_slice(&out.stdout).unwrap_or_default();
-            // One entry per tenant's tunnel (listed by port, not by name).
-            neigh
+            // One entry per tenant's tunnel, listed under the tunnel's name.
+            let resolved: Vec<&str> = neigh
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -363,8 +363,9 @@ fn nvgre_frames_crafted_and_parsed_by_scapy() {
                     n["address"] == "10.9.0.2"
                         && !["incomplete", "failed"].contains(&n["state"].as_str().unwrap_or(""))
                 })
-                .count()
-                >= 2
+                .filter_map(|n| n["interface"].as_str())
+                .collect();
+            resolved.contains(&"nvb") && resolved.contains(&"nvr")
         }),
         "10.9.0.2 not resolved in both tenants: {neigh:#}"
     );
