@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{sh, unique, veth, Gateway, Netns};
+use common::{sh, tcp_transfer, unique, veth, Gateway, Netns};
 use std::path::PathBuf;
 
 fn hex(b: &[u8]) -> String {
@@ -94,62 +94,6 @@ key_file = "{in_key}"
     )
 }
 
-const TCP_RX: &str = r#"
-import socket, hashlib, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 7000))
-s.listen(1)
-s.settimeout(60)
-c, _ = s.accept()
-h = hashlib.sha256()
-n = 0
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    h.update(b)
-    n += len(b)
-print(h.hexdigest(), n)
-"#;
-
-const TCP_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, n = sys.argv[1], int(sys.argv[2])
-d = os.urandom(n)
-for i in range(100):
-    try:
-        s = socket.create_connection((addr, 7000), timeout=30)
-        break
-    except ConnectionRefusedError:
-        time.sleep(0.1)
-# A deadline per MiB (the socket timeout bounds each sendall as a whole),
-# not for the whole transfer: a loaded machine may be slow, but a transfer
-# that stops moving still fails.
-s.settimeout(60)
-for off in range(0, len(d), 1 << 20):
-    s.sendall(d[off:off + (1 << 20)])
-s.close()
-print(hashlib.sha256(d).hexdigest(), len(d))
-"#;
-
-fn tcp_transfer(dir: &Dir, from: &Netns, to: &Netns, to_addr: &str, bytes: usize) {
-    let rxs = dir.0.join("rx.py");
-    let txs = dir.0.join("tx.py");
-    std::fs::write(&rxs, TCP_RX).unwrap();
-    std::fs::write(&txs, TCP_TX).unwrap();
-    let rx = to.spawn(&format!("python3 {}", rxs.display()));
-    let sent = from.sh(&format!("python3 {} {to_addr} {bytes}", txs.display()));
-    let out = rx.wait_with_output().unwrap();
-    let got = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        got.trim(),
-        sent.trim(),
-        "receiver saw different bytes: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn esp_in_udp_crosses_source_nat_both_ways() {
     let dir = Dir(std::env::temp_dir().join(unique("natt")));
@@ -214,8 +158,8 @@ fn esp_in_udp_crosses_source_nat_both_ways() {
         "h2 -> h1 (through the NAT mapping): {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    tcp_transfer(&dir, &h1, &h2, "10.2.0.2", 2 << 20);
-    tcp_transfer(&dir, &h2, &h1, "10.1.0.2", 2 << 20);
+    tcp_transfer(&h1, &h2, "10.2.0.2", 2 << 20);
+    tcp_transfer(&h2, &h1, "10.1.0.2", 2 << 20);
     let cap = tcpdump.stop().to_owned();
     // On gwB's wire: only ESP in UDP 4500, to and from the NAT's address.
     let rows = sh(&format!(
