@@ -321,6 +321,8 @@ fn build_report(run: &Run, w: &shared::Window, i: ReportInput<'_>) -> Report {
         connections: i.cfg.connections,
         io_size: i.cfg.io_size,
         duration_s: w.secs,
+        window_start_monotonic_ns: w.start_ns,
+        window_end_monotonic_ns: w.end_ns,
         bytes,
         throughput_gbps: units::gbps(bytes, w.secs),
         throughput_mbyte_s: units::mbyte_s(bytes, w.secs),

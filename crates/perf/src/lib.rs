@@ -20,6 +20,10 @@
 //!   `local`, `peer` (addresses), `threads`, `connections`, `io_size` (bytes)
 //! - `duration_s`: measured window length; `bytes`: payload bytes in it
 //!   (rr: request + response bytes)
+//! - `window_start_monotonic_ns`, `window_end_monotonic_ns`: the window's
+//!   edges on the host's CLOCK_MONOTONIC, so that an observer outside the
+//!   process (interface counters sampled on the same clock) can check
+//!   `bytes` over exactly this window
 //! - `throughput_gbps` (10^9 bit/s), `throughput_mbyte_s` (10^6 B/s)
 //! - `total_bytes`, `peer_total_bytes` (the other side's whole-run count)
 //! - UDP only, else null: `datagrams` (window), `packets_per_s`,

@@ -12,6 +12,26 @@ pub enum Buf {
     Recv,
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock `Instant` reads on Linux,
+/// as a number another process on the host can compare with its own
+/// readings (a test samples interface counters against the report's window
+/// edges this way).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; CLOCK_MONOTONIC always exists.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
 /// `setsockopt(SO_SNDBUF / SO_RCVBUF)`. The kernel doubles the value and
 /// caps it at net.core.{w,r}mem_max (socket(7)).
 pub fn set_buf<S: AsRawFd>(sock: &S, which: Buf, bytes: u64) -> io::Result<()> {

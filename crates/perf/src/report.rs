@@ -64,6 +64,11 @@ pub struct Report {
     pub connections: u32,
     pub io_size: u32,
     pub duration_s: f64,
+    /// The measured window's edges on the host's CLOCK_MONOTONIC (ns): an
+    /// independent observer (interface counters sampled against the same
+    /// clock) can check `bytes` over exactly this window.
+    pub window_start_monotonic_ns: u64,
+    pub window_end_monotonic_ns: u64,
     pub bytes: u64,
     pub throughput_gbps: f64,
     pub throughput_mbyte_s: f64,
@@ -232,6 +237,8 @@ mod tests {
             connections: 1,
             io_size: 1472,
             duration_s: 2.0,
+            window_start_monotonic_ns: 1_000_000_000,
+            window_end_monotonic_ns: 3_000_000_000,
             bytes: 2_944_000,
             throughput_gbps: 0.011776,
             throughput_mbyte_s: 1.472,
@@ -277,6 +284,8 @@ mod tests {
             "connections",
             "io_size",
             "duration_s",
+            "window_start_monotonic_ns",
+            "window_end_monotonic_ns",
             "bytes",
             "throughput_gbps",
             "throughput_mbyte_s",

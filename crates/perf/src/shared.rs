@@ -132,6 +132,9 @@ impl Default for PhaseWatch {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub at: Instant,
+    /// `at` as CLOCK_MONOTONIC nanoseconds (reported, so that an observer
+    /// outside the process can place the window on its own clock).
+    pub at_ns: u64,
     pub totals: Totals,
     pub cpu: Option<CpuTimes>,
     pub process_cpu: Duration,
@@ -140,8 +143,10 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn take(shared: &Shared, cycles: &Cycles) -> Snapshot {
+        let at_ns = crate::os::monotonic_ns();
         Snapshot {
             at: Instant::now(),
+            at_ns,
             totals: shared.totals(),
             cpu: cpu::read_proc_stat().ok(),
             process_cpu: crate::os::process_cpu_time(),
@@ -154,6 +159,9 @@ impl Snapshot {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Window {
     pub secs: f64,
+    /// The window's edges on CLOCK_MONOTONIC, in nanoseconds.
+    pub start_ns: u64,
+    pub end_ns: u64,
     pub totals: Totals,
     pub cpu_pct_system: f64,
     pub cpu_pct_system_sum: f64,
@@ -174,6 +182,8 @@ pub fn window(a: &Snapshot, b: &Snapshot, cycles: &Cycles, ncpus: usize) -> Wind
     let (cs, cp) = cycles.window(&a.cycles, &b.cycles, busy_secs, proc_cpu);
     Window {
         secs: wall.as_secs_f64(),
+        start_ns: a.at_ns,
+        end_ns: b.at_ns,
         totals: Totals {
             bytes: b.totals.bytes.wrapping_sub(a.totals.bytes),
             datagrams: b.totals.datagrams.wrapping_sub(a.totals.datagrams),
