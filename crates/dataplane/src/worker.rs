@@ -23,7 +23,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::io;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -153,6 +153,9 @@ pub struct Worker {
     released: Vec<Packet>,
     mailbox: (Sender<Command>, Receiver<Command>),
     capture: Option<Capture>,
+    /// Loop iterations so far: a supervisor that sees it stand still knows
+    /// the worker is wedged (the loop wakes at least every [`TIMER_MS`]).
+    heartbeat: Arc<AtomicU64>,
 }
 
 impl Worker {
@@ -197,6 +200,7 @@ impl Worker {
             released: Vec::with_capacity(64),
             mailbox: crossbeam_channel::bounded(MAILBOX_DEPTH),
             capture: None,
+            heartbeat: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -278,6 +282,12 @@ impl Worker {
 
     pub fn counters(&self) -> Arc<WorkerCounters> {
         self.graph.counters()
+    }
+
+    /// The worker's loop count, advanced by [`Worker::run`] at least every
+    /// [`TIMER_MS`] while it is healthy (the systemd watchdog reads it).
+    pub fn heartbeat(&self) -> Arc<AtomicU64> {
+        self.heartbeat.clone()
     }
 
     /// Graph and worker state (tests, `show` commands).
@@ -568,6 +578,7 @@ impl Worker {
         let now = || start.elapsed().as_millis() as u64;
         self.announce_all(now());
         while !stop.load(Ordering::Relaxed) {
+            self.heartbeat.fetch_add(1, Ordering::Relaxed);
             // Control commands: once per iteration, never blocking.
             self.handle_commands();
             let received = self.step(now());

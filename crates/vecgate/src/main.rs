@@ -8,6 +8,7 @@ mod check;
 mod cli;
 mod esp;
 mod ike;
+mod notify;
 mod run;
 mod setup;
 

@@ -169,6 +169,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let mut threads = Vec::new();
     let mut counters = Vec::new();
     let mut mailboxes = Vec::new();
+    let mut beats = Vec::new();
     for (w, ports) in per_worker.into_iter().enumerate() {
         let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
         worker.set_neighbour_shared(neigh.clone());
@@ -177,6 +178,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         }
         counters.push(worker.counters());
         mailboxes.push(worker.mailbox());
+        beats.push(worker.heartbeat());
         let drivers: Vec<(&'static str, String)> = cfg
             .interfaces
             .iter()
@@ -246,6 +248,18 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
               offloads = nd.offloads, vrf = %ifc.vrf, addresses = %addrs.join(","), "attached");
     }
 
+    // systemd (Type=notify): ready now that every port is attached and the
+    // API's socket is bound (it answers from here on).
+    let notifier = crate::notify::Notifier::from_env();
+    let mut watchdog = notifier
+        .as_ref()
+        .and_then(|_| crate::notify::Watchdog::from_env(beats));
+    if let Some(n) = &notifier {
+        n.send(&format!(
+            "READY=1\nSTATUS=forwarding: {nports} interfaces, {nworkers} workers, API on {}",
+            api.endpoint
+        ));
+    }
     let show = |counters: &[Arc<dataplane::counters::WorkerCounters>]| {
         let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
         let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
@@ -283,6 +297,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        if let (Some(n), Some(w)) = (&notifier, &mut watchdog) {
+            w.tick(n);
+        }
         if let (true, Some(reg)) = (hup.swap(false, Ordering::Relaxed), &esp) {
             match vecgate_config::load(path)
                 .map_err(|e| e.to_string())
@@ -310,6 +327,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         }
     }
     info!("stopping");
+    if let Some(n) = &notifier {
+        n.send("STOPPING=1\nSTATUS=stopping");
+    }
     api.shutdown();
     if let Some(h) = ike {
         h.join();
