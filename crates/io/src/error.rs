@@ -36,6 +36,13 @@ pub enum IoError {
     /// The `nft` command failed (ingress guard).
     #[error("nft failed: {0}")]
     Nft(String),
+    /// Another running vecgate holds the netdev's lock.
+    #[error("network interface '{ifname}' is already attached by {holder} (lock {})", lock.display())]
+    InUse {
+        ifname: String,
+        holder: String,
+        lock: std::path::PathBuf,
+    },
     /// Any other failing syscall, with the step that failed.
     #[error("{op}: {source}")]
     Sys {

@@ -7,6 +7,7 @@
 //! - [`tap`]: a TAP device vecgate creates (or attaches to).
 //! - [`netdev`]: ioctl helpers and the nftables ingress guard — the one thing
 //!   vecgate changes on the host, see its module docs.
+//! - [`netdev_lock`]: one gateway per netdev (a `flock`ed file).
 //!
 //! `unsafe` lives only in the private `sys` and `xdp_sys` modules.
 
@@ -14,6 +15,8 @@ pub mod af_packet;
 pub mod af_xdp;
 pub mod error;
 pub mod netdev;
+pub mod netdev_lock;
+mod nft;
 mod sys;
 pub mod tap;
 pub mod vnet;
@@ -23,6 +26,7 @@ pub use af_packet::{AfPacketOpts, AfPacketPort, PortStats};
 pub use af_xdp::{AfXdpOpts, AfXdpPort, XdpMode};
 pub use error::{is_device_gone, IoError};
 pub use netdev::IngressGuard;
+pub use netdev_lock::NetdevLock;
 pub use tap::{TapOpts, TapPort};
 
 use dataplane::Port;

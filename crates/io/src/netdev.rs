@@ -9,16 +9,17 @@
 //! `netdev vecgate_<ifname>` whose ingress chain has `policy drop` on that
 //! netdev: AF_PACKET taps run before the ingress hook, so vecgate still
 //! receives every frame, but the kernel's IP stack gets none. The table is
-//! deleted when the guard is dropped. Nothing else on the host is changed; in
+//! deleted when the guard is dropped, and by the kernel when the process
+//! dies (it is owned by the guard's netlink socket, see [`crate::nft`]).
+//! Nothing else on the host is changed; in
 //! particular the netdev's ethtool offload settings are left alone and only
 //! reported ([`offload_report`]).
 
 use crate::error::IoError;
+use crate::nft::NftSocket;
 use crate::sys;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::process::{Command, Stdio};
 
 pub(crate) fn ctl_socket() -> Result<OwnedFd, IoError> {
     sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0).map_err(|e| IoError::Sys {
@@ -180,50 +181,60 @@ pub fn udp_segmentation(name: &str) -> Result<bool, IoError> {
 
 /// An nftables `netdev` ingress chain with `policy drop` on one netdev, so
 /// the kernel stack neither answers nor forwards what arrives there while
-/// AF_PACKET still receives every frame. Removed on drop, in the network
-/// namespace it was installed in.
+/// AF_PACKET still receives every frame. The table is owned by a netlink
+/// socket this guard holds ([`crate::nft`]): removed on drop, and by the
+/// kernel when the process dies however it dies.
 #[derive(Debug)]
 pub struct IngressGuard {
     table: String,
-    /// The network namespace the table lives in (the installing thread's).
-    netns: File,
-    removed: bool,
+    sock: Option<NftSocket>,
 }
 
 impl IngressGuard {
     /// Installs the guard on `ifname` with the table `vecgate_<ifname>`
-    /// (replacing a stale one left by a crashed run).
+    /// (replacing a stale one left by an older vecgate).
     pub fn install(ifname: &str) -> Result<Self, IoError> {
         Self::install_named(ifname, &format!("vecgate_{}", sanitize(ifname)))
     }
 
     /// Installs the guard under an explicit table name (one per
-    /// gateway + netdev when several gateways share a namespace).
+    /// gateway + netdev when several gateways share a namespace), in the
+    /// calling thread's network namespace.
     pub fn install_named(ifname: &str, table: &str) -> Result<Self, IoError> {
         if sys::Ifreq::new(ifname).is_none() || ifname.contains('"') {
             return Err(IoError::InvalidName(ifname.to_string()));
         }
         ifindex(ifname)?;
         let table = sanitize(table);
-        let netns = File::open("/proc/thread-self/ns/net").map_err(|e| IoError::Sys {
-            op: "open netns",
-            source: e,
+        let errno = |e: i32| std::io::Error::from_raw_os_error(e);
+        let mut sock = NftSocket::open()?;
+        // A table without the owner flag (a vecgate before owner tables,
+        // killed) is stale: replace it. One owned by a live socket is not
+        // ours to take (EPERM).
+        match sock.delete_table(&table) {
+            Ok(()) => tracing::info!(%table, "removed a stale ingress guard table"),
+            Err(libc::ENOENT) => {}
+            Err(libc::EPERM) => {
+                return Err(IoError::Nft(format!(
+                    "table netdev {table} is owned by another running process"
+                )))
+            }
+            Err(e) => {
+                return Err(IoError::Nft(format!(
+                    "deleting stale table {table}: {}",
+                    errno(e)
+                )))
+            }
+        }
+        sock.add_owned_ingress_drop(&table, ifname).map_err(|e| {
+            IoError::Nft(format!(
+                "creating table netdev {table} (owner flag, Linux >= 5.12) on {ifname}: {}",
+                errno(e)
+            ))
         })?;
-        // `add` then `delete` then `add` makes the script idempotent.
-        let script = format!(
-            "add table netdev {table}\n\
-             delete table netdev {table}\n\
-             table netdev {table} {{\n\
-             \x20 chain ingress {{\n\
-             \x20   type filter hook ingress device \"{ifname}\" priority 0; policy drop;\n\
-             \x20 }}\n\
-             }}\n"
-        );
-        nft(&script)?;
         Ok(IngressGuard {
             table,
-            netns,
-            removed: false,
+            sock: Some(sock),
         })
     }
 
@@ -234,48 +245,31 @@ impl IngressGuard {
 
     /// Removes the table now, reporting failure (Drop does it silently).
     pub fn remove(mut self) -> Result<(), IoError> {
-        self.removed = true;
         self.remove_inner()
     }
 
-    fn remove_inner(&self) -> Result<(), IoError> {
-        let script = format!("delete table netdev {}\n", self.table);
-        let same_ns = match (
-            std::fs::metadata("/proc/thread-self/ns/net"),
-            self.netns.metadata(),
-        ) {
-            (Ok(a), Ok(b)) => {
-                use std::os::unix::fs::MetadataExt;
-                a.ino() == b.ino() && a.dev() == b.dev()
-            }
-            _ => false,
+    fn remove_inner(&mut self) -> Result<(), IoError> {
+        // Deleted through the owning socket (synchronous even while a
+        // forked child briefly shares the descriptor), then the socket
+        // closes, which would remove it too.
+        let Some(mut sock) = self.sock.take() else {
+            return Ok(());
         };
-        if same_ns {
-            return nft(&script);
+        match sock.delete_table(&self.table) {
+            Ok(()) | Err(libc::ENOENT) => Ok(()),
+            Err(e) => Err(IoError::Nft(format!(
+                "deleting table {}: {}",
+                self.table,
+                std::io::Error::from_raw_os_error(e)
+            ))),
         }
-        // Dropped on a thread in another namespace: run nft from a helper
-        // thread that enters the guard's namespace first.
-        let fd = self.netns.as_raw_fd();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                sys::setns_net(fd).map_err(|e| IoError::Sys {
-                    op: "setns",
-                    source: e,
-                })?;
-                nft(&script)
-            })
-            .join()
-            .unwrap_or_else(|_| Err(IoError::Nft("helper thread panicked".into())))
-        })
     }
 }
 
 impl Drop for IngressGuard {
     fn drop(&mut self) {
-        if !self.removed {
-            if let Err(e) = self.remove_inner() {
-                tracing::warn!(table = %self.table, error = %e, "could not remove ingress guard");
-            }
+        if let Err(e) = self.remove_inner() {
+            tracing::warn!(table = %self.table, error = %e, "could not remove ingress guard");
         }
     }
 }
@@ -291,32 +285,6 @@ fn sanitize(s: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Runs `nft -f -` with `script` on stdin.
-fn nft(script: &str) -> Result<(), IoError> {
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| IoError::Nft(format!("cannot run nft: {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(script.as_bytes())
-            .map_err(|e| IoError::Nft(format!("writing script: {e}")))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| IoError::Nft(format!("waiting for nft: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(IoError::Nft(
-            String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! queue per worker: AF_PACKET sockets in one fanout group per netdev, or
 //! TAP queues), install the ingress guards, build the tables, start one
 //! pinned worker thread per `workers`, log `ready`. SIGINT/SIGTERM stop the
-//! workers, remove the guards and exit 0. Every startup failure is one clear
+//! workers, remove the guards and exit 0. Whatever kills the process, the
+//! kernel removes the guards (owner tables) and releases the per-netdev
+//! locks with it. Every startup failure is one clear
 //! message and exit 1, never a panic.
 
 use crate::setup::{build_tables_ported, NetdevInfo, TunnelPorts};
@@ -82,6 +84,16 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // before it touches the first one's interfaces and guards.
     vecgate_control::check_endpoint(&cfg.gateway.api)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
+    // One gateway per netdev: claimed before anything is attached, held
+    // (by the kernel, through flock) until this process exits.
+    let _locks = cfg
+        .interfaces
+        .iter()
+        .map(|ifc| {
+            vecgate_io::NetdevLock::acquire(&ifc.host, &cfg.gateway.name)
+                .with_context(|| format!("interface \"{}\"", ifc.name))
+        })
+        .collect::<Result<Vec<_>>>()?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     // Always present (an empty registry costs nothing: the tables get an

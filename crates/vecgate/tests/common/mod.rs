@@ -191,6 +191,14 @@ impl Gateway {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
+    /// Sends SIGKILL and reaps the process: when this returns it is gone
+    /// and the kernel has closed every descriptor it held.
+    pub fn kill9(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("already stopped");
+        let _ = child.kill();
+        child.wait().unwrap()
+    }
+
     /// Sends SIGTERM and waits for a clean exit; returns the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("already stopped");
