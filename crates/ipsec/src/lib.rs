@@ -50,6 +50,7 @@ pub mod lifetime;
 pub mod replay;
 pub mod sa;
 pub mod sad;
+pub mod seqstore;
 
 pub use error::EspError;
 pub use esp::Decrypted;
