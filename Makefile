@@ -4,7 +4,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build release demo test lint unit fuzz-smoke bench clean
+.PHONY: all deps build release demo test test-stress lint unit fuzz-smoke bench clean
 
 all: build
 
@@ -30,8 +30,16 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# Every test binary of the workspace (unit, property, namespace and interop
+# tests), independent binaries in parallel, each one's time shown, then the
+# doc tests; see scripts/test_suite.py.
 unit:
-	$(CARGO) test --workspace --no-fail-fast
+	python3 scripts/test_suite.py
+
+# The same tests beside one busy loop per core: a test that fails only on a
+# loaded machine is a broken test.
+test-stress: deps
+	python3 scripts/test_suite.py --stress
 
 fuzz-smoke:
 	bash scripts/fuzz.sh run $(FUZZ_SECONDS)

@@ -325,6 +325,34 @@ fn iperf(t: &Topo, secs: u32) -> (f64, Vec<f64>) {
     (total, iv)
 }
 
+/// IPv4 packets the gateway's graph dropped on the forwarding path (the
+/// drop reasons of the nodes a routed packet visits) or answered with an
+/// ICMP error, from a `GET /counters` body. Nodes' informational counts
+/// (ignored multicast, router discovery) are not drops of a routed flow.
+fn graph_drops(counters: &str) -> u64 {
+    const PATH: [&str; 5] = [
+        "ip4-input",
+        "ip4-lookup",
+        "ip-rewrite",
+        "ip4-fragment",
+        "interface-output",
+    ];
+    let v: Value = serde_json::from_str(counters).expect("counters JSON");
+    let nodes = v["nodes"].as_array().expect("nodes");
+    let errors: u64 = nodes
+        .iter()
+        .filter(|n| n["node"] == "icmp-error")
+        .filter_map(|n| n["packets"].as_u64())
+        .sum();
+    let dropped: u64 = nodes
+        .iter()
+        .filter(|n| PATH.iter().any(|p| n["node"] == *p))
+        .flat_map(|n| n["drops"].as_array().into_iter().flatten())
+        .filter_map(|d| d["count"].as_u64())
+        .sum();
+    errors + dropped
+}
+
 #[test]
 fn live_route_changes_do_not_disturb_a_flow() {
     let t = topo();
@@ -345,8 +373,7 @@ fn live_route_changes_do_not_disturb_a_flow() {
         .success()));
     common::warm_up(&t.h1, "10.2.0.2");
     t.h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
-    let (base_bps, _) = iperf(&t, 3);
-    assert!(base_bps > 0.0);
+    let drops0 = graph_drops(&curl(&t.gw.name, &base, "GET", "/counters", None, None).1);
 
     // Add and delete routes in another prefix while the flow runs.
     let churn_ns = t.gw.name.clone();
@@ -355,7 +382,7 @@ fn live_route_changes_do_not_disturb_a_flow() {
         let mut n = 0;
         let b = format!("--unix-socket {} http://x", sock2.display());
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
-        while std::time::Instant::now() < deadline {
+        while std::time::Instant::now() < deadline || n < 5 {
             let body = format!(r#"{{"prefix":"10.77.{}.0/24","via":"10.2.0.2"}}"#, n % 200);
             assert_eq!(
                 curl(&churn_ns, &b, "POST", "/routes", Some(&body), None).0,
@@ -380,18 +407,20 @@ fn live_route_changes_do_not_disturb_a_flow() {
     let (live_bps, intervals) = iperf(&t, 5);
     let changes = churn.join().unwrap();
     assert!(changes >= 5, "only {changes} route changes");
+    assert!(live_bps > 0.0);
     assert!(
         intervals.iter().all(|b| *b > 0.0),
         "a 1-s interval moved 0 bytes: {intervals:?}"
     );
-    // Baselines on both sides of the live run: the load other tests put
-    // on the two cores changes from second to second, and the live run is
-    // judged against the quieter of the machines it sat between.
-    let (after_bps, _) = iperf(&t, 3);
-    let base_bps = base_bps.min(after_bps);
-    assert!(
-        live_bps > base_bps * 0.4,
-        "flow slowed down: {live_bps} vs {base_bps} bit/s (the lower baseline)"
+    // Undisturbed means the graph dropped none of the flow's packets while
+    // the tables were swapped under it (a machine busy with other tests
+    // slows the flow, but never makes the graph drop it; ring overflows are
+    // the kernel's, counted apart).
+    let counters = curl(&t.gw.name, &base, "GET", "/counters", None, None).1;
+    assert_eq!(
+        graph_drops(&counters) - drops0,
+        0,
+        "the graph dropped packets during the route churn: {counters}"
     );
     let (st, r) = curl(&t.gw.name, &base, "GET", "/routes", None, None);
     assert_eq!(st, 200);
@@ -528,11 +557,7 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         .success()));
     common::warm_up(&t.h1, "10.2.0.2");
     t.h1.sh("ping -c 2 -i 0.2 -W 2 10.2.0.2 >/dev/null");
-    let base = t.h1.sh("iperf3 -J -c 10.2.0.2 -t 3 -i 1");
-    let base: Value = serde_json::from_str(&base).unwrap();
-    let base_bps = base["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap();
+    let drops0 = [&a, &b].map(|api| graph_drops(&api("GET", "/counters", None).1));
 
     // The flow on the plain route, while the tunnel comes and goes.
     let h1 = t.h1.name.clone();
@@ -718,19 +743,20 @@ fn live_gre_tunnel_on_two_gateways_while_a_flow_runs() {
         drops(&a),
         drops(&b)
     );
-    // A second baseline after the live run: the load other tests put on
-    // the two cores changes from second to second, and the live run is
-    // judged against the quieter of the machines it sat between.
-    let after: Value = serde_json::from_str(&t.h1.sh("iperf3 -J -c 10.2.0.2 -t 3 -i 1")).unwrap();
-    let base_bps = base_bps.min(
-        after["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap(),
-    );
-    assert!(
-        live_bps > base_bps * 0.4,
-        "flow slowed down: {live_bps} vs {base_bps} bit/s (the lower baseline)"
-    );
+    // Undisturbed means neither graph dropped a packet while the tunnel
+    // came and went (a machine busy with other tests slows the flow, but
+    // never makes the graph drop it; the pings lost to ring overflows were
+    // matched with the kernel's counts above).
+    assert!(live_bps > 0.0);
+    for ((api, d0), name) in [&a, &b].into_iter().zip(drops0).zip(["ga", "gb"]) {
+        let c = api("GET", "/counters", None).1;
+        assert_eq!(
+            graph_drops(&c) - d0,
+            0,
+            "{name} dropped packets: {}",
+            drops(api)
+        );
+    }
     // The captures are judged after the flow (tshark is CPU-hungry).
     for (pcap, from) in pcaps.iter().zip(["192.0.2.1", "192.0.2.2"]) {
         let keys = common::sh(&format!(

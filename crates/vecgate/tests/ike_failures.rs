@@ -290,7 +290,9 @@ fn stopped_vecgate_deletes_its_sas_and_comes_back() {
     let status = gw.stop();
     let took = t0.elapsed();
     assert!(status.success(), "{status:?}\n{}", gw.log_text());
-    assert!(took < Duration::from_secs(5), "stopping took {took:?}");
+    // A bound on hanging (vecgate does not wait for the peer to answer its
+    // DELETE), generous for a loaded machine.
+    assert!(took < Duration::from_secs(20), "stopping took {took:?}");
     assert!(
         wait_until(5, || ch.log().contains("received DELETE for IKE_SA")),
         "charon was not told:\n{}\n---- vecgate ----\n{}",

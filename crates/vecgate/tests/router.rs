@@ -100,10 +100,15 @@ fn iperf3_runs_through_the_gateway() {
     let out = t.h1.sh("iperf3 -c 10.2.0.2 -t 2 -J");
     let _ = srv.wait();
     let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
-    let bps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap();
-    assert!(bps > 50e6, "iperf3 through vecgate: {bps} bit/s");
+    // What crossed is judged by bytes, not by a rate (a busy machine slows
+    // the flow, it does not break it): the receiver got every byte the
+    // sender's kernel acknowledged, and they were many.
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+    let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(
+        got > 1 << 20 && got <= sent,
+        "iperf3 through vecgate: sent {sent}, received {got} B"
+    );
 }
 
 #[test]
@@ -399,26 +404,21 @@ fn two_vecgates_in_series_with_super_packets() {
     let unreach0 = unreach(&h1);
     let mut srv = h2.spawn("iperf3 -s -1");
     assert!(iperf3_listening(&h2), "iperf3 server not listening");
-    let out = h1.sh("iperf3 -J -c 10.2.0.2 -t 5 -i 1");
+    // A fixed amount, not a fixed time: the regression stalled the flow in
+    // RTO back-off (next to nothing per second after the first), which
+    // cannot move 256 MB within 120 s; a machine busy with other tests only
+    // makes it take longer (seconds, at worst tens of them).
+    let out = h1.sh("timeout 120 iperf3 -J -c 10.2.0.2 -n 256M -i 1");
     let _ = srv.wait();
     let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
-    let intervals: Vec<f64> = v["intervals"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|i| i["sum"]["bytes"].as_f64().unwrap_or(0.0))
-        .collect();
-    // The regression stalled the flow (RTO back-off: next to nothing per
-    // second after the first). Not a rate comparison: other tests' flows
-    // come and go on the two cores, and a loaded second was seen at 9 % of
-    // the first ([635, 905, 205, 183, 58] MB), so 2 % of the first is the
-    // line between "slowed by the machine" and "stalled".
-    let first = intervals.first().copied().unwrap_or(0.0);
+    // iperf3's receiver stops counting when the sender says it is done, so
+    // up to a socket buffer (tcp_wmem max, 4 MB) may be missing from its sum.
+    let sent = v["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+    let got = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
     assert!(
-        first > 0.0 && intervals.iter().all(|b| *b > first * 0.02),
-        "the flow stalled: {intervals:?}"
+        sent >= 256 << 20 && got + (8 << 20) >= sent,
+        "the flow did not complete: {out}"
     );
-    assert!(intervals.len() >= 5, "{out}");
     assert_eq!(
         unreach(&h1) - unreach0,
         0,
