@@ -4,7 +4,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build release demo test test-stress lint unit fuzz-smoke bench clean
+.PHONY: all deps build release deb demo test test-stress lint unit fuzz-smoke bench clean
 
 all: build
 
@@ -16,6 +16,11 @@ build:
 
 release:
 	$(CARGO) build --release -p vecgate
+
+# The Debian package (cargo-deb): target/debian/vecgate_VERSION_ARCH.deb with
+# the vecgate@.service unit, /etc/vecgate/vecgate.toml, man pages, completions.
+deb: deps release
+	bash scripts/deb.sh target/release/vecgate target/debian
 
 # The demo: a real multi-site topology in network namespaces with traffic
 # flowing through vecgate, ending with a results table.

@@ -8,7 +8,8 @@ PKGS=(iproute2 iputils-ping ethtool tcpdump tshark iperf3 nftables
       python3-scapy python3-cryptography python3-matplotlib
       openvswitch-switch strongswan-charon strongswan-swanctl
       libcharon-extra-plugins libstrongswan-standard-plugins
-      linux-perf cmake clang pkg-config)
+      linux-perf cmake clang pkg-config
+      lintian prometheus systemd man-db)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -22,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Debian starts these services on install; vecgate's tests run their own.
-for svc in openvswitch-switch strongswan-starter ipsec; do
+for svc in openvswitch-switch strongswan-starter ipsec prometheus; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
 
@@ -36,6 +37,11 @@ rustup toolchain list | grep -q nightly || rustup toolchain install nightly --pr
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "install-deps: installing cargo-fuzz"
   cargo install cargo-fuzz --locked -q
+fi
+# The Debian package (make deb, and its test in the suite).
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "install-deps: installing cargo-deb"
+  cargo install cargo-deb --locked -q
 fi
 # Python tools (schemathesis) in the project-local .venv.
 "$(dirname "$0")/venv.sh" >/dev/null

@@ -1,12 +1,13 @@
 //! `vecgate`: the gateway daemon and its command-line tools.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod check;
 mod cli;
 mod esp;
+mod generate;
 mod ike;
 mod notify;
 mod run;
@@ -108,6 +109,12 @@ enum Cmd {
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
     },
+    /// Write man pages into DIR (packaging aid).
+    #[command(hide = true)]
+    GenMan { dir: PathBuf },
+    /// Write bash, zsh and fish completions into DIR (packaging aid).
+    #[command(hide = true)]
+    GenCompletions { dir: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -138,5 +145,7 @@ fn main() -> ExitCode {
             write,
             timeout_ms,
         } => cli::capture(&target, &interface, count, &write, timeout_ms),
+        Cmd::GenMan { dir } => generate::man(Cli::command(), &dir),
+        Cmd::GenCompletions { dir } => generate::completions(Cli::command(), &dir),
     }
 }
