@@ -304,7 +304,8 @@ pub fn soft_of(hard: Option<u64>) -> u64 {
 pub fn parse_key_hex(text: &str) -> Result<Vec<u8>, String> {
     let t = text.trim();
     let t = t.strip_prefix("0x").unwrap_or(t);
-    let digits: Vec<u8> = t
+    // The digits are key material too.
+    let digits: zeroize::Zeroizing<Vec<u8>> = t
         .bytes()
         .filter(|b| !b.is_ascii_whitespace())
         .map(|b| match b {
@@ -313,7 +314,8 @@ pub fn parse_key_hex(text: &str) -> Result<Vec<u8>, String> {
             b'A'..=b'F' => Ok(b - b'A' + 10),
             _ => Err("the key file must hold hex digits only".to_string()),
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<u8>, _>>()
+        .map(zeroize::Zeroizing::new)?;
     if !digits.len().is_multiple_of(2) {
         return Err("the key file holds an odd number of hex digits".to_string());
     }

@@ -44,6 +44,7 @@ mod emit;
 pub mod ipsec;
 mod model;
 mod parse;
+pub mod secret;
 mod validate;
 
 pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};

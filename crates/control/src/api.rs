@@ -304,7 +304,9 @@ async fn add_sa(
     body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<SaInfo>)> {
     let spec: SaSpec = object(body)?;
-    let info = s.ctl.add_sa(&spec)?;
+    // Reads a key file: off the async thread.
+    let ctl = s.ctl.clone();
+    let info = blocking(move || ctl.add_sa(&spec)).await??;
     Ok((StatusCode::CREATED, Json(info)))
 }
 
@@ -337,7 +339,8 @@ async fn switch_sa(
 ) -> ApiResult<Json<SaSwitched>> {
     let Path(name) = name.map_err(path_err)?;
     let spec: SaSwitch = object(body)?;
-    s.ctl.switch_sa(&name, &spec).map(Json)
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.switch_sa(&name, &spec)).await?.map(Json)
 }
 
 #[utoipa::path(get, path = "/ike", tag = "tunnels",

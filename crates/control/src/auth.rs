@@ -8,7 +8,10 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
 /// Longest token file accepted.
-pub const MAX_TOKEN_LEN: usize = 4096;
+pub const MAX_TOKEN_LEN: usize = vecgate_config::secret::MAX_SECRET_LEN;
+/// Shortest token accepted: 32 bytes (e.g. `openssl rand -hex 16` gives
+/// 32 characters) leave nothing to guess within any throttled rate.
+pub const MIN_TOKEN_LEN: usize = 32;
 
 /// A bearer token (zeroized on drop; `Debug` does not show it).
 pub struct Token(Zeroizing<Vec<u8>>);
@@ -21,27 +24,32 @@ impl std::fmt::Debug for Token {
 
 impl Token {
     /// A token from its text; surrounding whitespace (a trailing newline
-    /// in the file) is not part of it. Empty tokens are refused.
-    pub fn new(text: &[u8]) -> Option<Token> {
+    /// in the file) is not part of it. Tokens shorter than
+    /// [`MIN_TOKEN_LEN`] are refused with the reason.
+    pub fn new(text: &[u8]) -> Result<Token, String> {
         let t = text.trim_ascii();
-        (!t.is_empty() && t.len() <= MAX_TOKEN_LEN).then(|| Token(Zeroizing::new(t.to_vec())))
+        if t.len() < MIN_TOKEN_LEN {
+            return Err(format!(
+                "the token is {} bytes: at least {MIN_TOKEN_LEN} are needed (e.g. openssl rand -hex 32)",
+                t.len()
+            ));
+        }
+        if t.len() > MAX_TOKEN_LEN {
+            return Err(format!("the token is longer than {MAX_TOKEN_LEN} bytes"));
+        }
+        if !t.iter().all(|b| b.is_ascii_graphic()) {
+            return Err("the token must be printable ASCII without spaces (it travels in an HTTP header)".into());
+        }
+        Ok(Token(Zeroizing::new(t.to_vec())))
     }
 
-    /// Reads a token file.
+    /// Reads a token file: a regular file that neither group nor others
+    /// may read ([`vecgate_config::secret`]), holding a token
+    /// [`Token::new`] accepts. Errors name the file and the reason.
     pub fn from_file(path: &std::path::Path) -> Result<Token, String> {
-        use std::io::Read;
-        let f =
-            std::fs::File::open(path).map_err(|e| format!("token file {}: {e}", path.display()))?;
-        let mut buf = Zeroizing::new(Vec::new());
-        f.take(MAX_TOKEN_LEN as u64 + 2)
-            .read_to_end(&mut buf)
+        let buf = vecgate_config::secret::read_secret_file(path, MAX_TOKEN_LEN)
             .map_err(|e| format!("token file {}: {e}", path.display()))?;
-        Token::new(&buf).ok_or_else(|| {
-            format!(
-                "token file {}: empty or longer than {MAX_TOKEN_LEN} bytes",
-                path.display()
-            )
-        })
+        Token::new(&buf).map_err(|e| format!("token file {}: {e}", path.display()))
     }
 
     /// Constant-time comparison (length leaks, content does not).
@@ -105,27 +113,57 @@ impl Auth {
 mod tests {
     use super::*;
 
+    const ADMIN: &[u8] = b"adm1n-0123456789abcdef0123456789abcdef";
+    const RO: &[u8] = b"r3ad-0123456789abcdef0123456789abcdef";
+
+    fn bearer(t: &[u8]) -> Vec<u8> {
+        [&b"Bearer "[..], t].concat()
+    }
+
     #[test]
     fn bearer_rules() {
         let a = Auth::Bearer {
-            admin: Token::new(b"adm1n\n").unwrap(),
-            readonly: Token::new(b"r3ad"),
+            admin: Token::new(&[ADMIN, b"\n"].concat()).unwrap(),
+            readonly: Token::new(RO).ok(),
         };
-        assert_eq!(a.check(Some(b"Bearer adm1n"), true), Verdict::Allow);
-        assert_eq!(a.check(Some(b"bearer adm1n"), false), Verdict::Allow);
-        assert_eq!(a.check(Some(b"Bearer r3ad"), false), Verdict::Allow);
-        assert_eq!(a.check(Some(b"Bearer r3ad"), true), Verdict::Forbidden);
+        assert_eq!(a.check(Some(&bearer(ADMIN)), true), Verdict::Allow);
+        let lower = [&b"bearer "[..], ADMIN].concat();
+        assert_eq!(a.check(Some(&lower), false), Verdict::Allow);
+        assert_eq!(a.check(Some(&bearer(RO)), false), Verdict::Allow);
+        assert_eq!(a.check(Some(&bearer(RO)), true), Verdict::Forbidden);
         assert_eq!(
-            a.check(Some(b"Bearer adm1"), false),
+            a.check(Some(&bearer(&ADMIN[..ADMIN.len() - 1])), false),
             Verdict::Unauthenticated
         );
-        assert_eq!(
-            a.check(Some(b"Basic adm1n"), false),
-            Verdict::Unauthenticated
-        );
+        let basic = [&b"Basic "[..], ADMIN].concat();
+        assert_eq!(a.check(Some(&basic), false), Verdict::Unauthenticated);
         assert_eq!(a.check(None, false), Verdict::Unauthenticated);
         assert_eq!(Auth::None.check(None, true), Verdict::Allow);
-        assert!(Token::new(b" \n").is_none());
-        assert_eq!(format!("{:?}", Token::new(b"secret").unwrap()), "Token(..)");
+        assert_eq!(format!("{:?}", Token::new(ADMIN).unwrap()), "Token(..)");
+    }
+
+    #[test]
+    fn short_and_odd_tokens_are_refused() {
+        assert!(Token::new(b" \n").is_err());
+        let short = Token::new(b"secret").unwrap_err();
+        assert!(short.contains("6 bytes") && short.contains("at least 32"), "{short}");
+        assert!(Token::new(&[b'a'; 31]).is_err());
+        assert!(Token::new(&[b'a'; 32]).is_ok());
+        assert!(Token::new(b"0123456789abcdef 0123456789abcdef").is_err());
+    }
+
+    #[test]
+    fn token_files_must_be_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = std::env::temp_dir().join(format!("vg-token-{}", std::process::id()));
+        std::fs::write(&p, [ADMIN, b"\n"].concat()).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Token::from_file(&p).unwrap_err();
+        assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Token::from_file(&p).unwrap().matches(ADMIN));
+        std::fs::write(&p, b"short\n").unwrap();
+        assert!(Token::from_file(&p).unwrap_err().contains("at least 32"));
+        let _ = std::fs::remove_file(&p);
     }
 }

@@ -55,11 +55,25 @@ pub struct Dataplane {
 /// crate needs no IPsec dependency).
 pub type SaSource = Box<dyn Fn() -> Vec<SaInfo> + Send + Sync>;
 
-/// Where an SA's key comes from: the request's hex text or a key file.
+/// Where an SA's key comes from: the request's hex text, or the text of
+/// its key file, read by [`read_key_file`] before any lock is taken.
 #[derive(Clone, Copy)]
 pub enum KeySource<'a> {
     Hex(&'a str),
-    File(&'a std::path::Path),
+    File(&'a [u8]),
+}
+
+/// Reads a key or PSK file named in a request (a private regular file of
+/// at most 4 KiB, [`vecgate_config::secret`]): never blocks on a FIFO,
+/// never reads a device. Called on the blocking pool, before any lock,
+/// so a bad path costs one refused request and nothing else. `field`
+/// names the request field in the error.
+pub fn read_key_file(
+    path: &std::path::Path,
+    field: &str,
+) -> Result<zeroize::Zeroizing<Vec<u8>>, ApiError> {
+    vecgate_config::secret::read_secret_file(path, vecgate_config::secret::MAX_SECRET_LEN)
+        .map_err(|e| ApiError::bad(field, format!("{field} {}: {e}", path.display())))
 }
 
 /// Runtime SA changes on vecgate's SA registry (behind a trait so this
@@ -85,14 +99,16 @@ pub trait SaOps: Send + Sync {
     fn remove_inbound(&self, spi: u32) -> Result<String, ApiError>;
     /// Registers the new ipsec tunnel `t` of `cfg` before it enters the
     /// tables: its static SAs keyed from `keys` (one per `t.ipsec.sas`, in
-    /// order), or its IKEv2 state machine (PSK read, proposals parsed; not
-    /// started yet). Errors name the request field (`sa[1].key`,
-    /// `ike.psk_file`) and never hold key material.
+    /// order), or its IKEv2 state machine keyed with `psk` (the PSK file's
+    /// contents; proposals parsed; not started yet). Errors name the
+    /// request field (`sa[1].key`, `ike.psk_file`) and never hold key
+    /// material.
     fn add_tunnel(
         &self,
         cfg: &vecgate_config::Config,
         t: &vecgate_config::Tunnel,
         keys: &[KeySource<'_>],
+        psk: Option<&[u8]>,
     ) -> Result<(), ApiError>;
     /// The tunnel is in the published tables: an IKEv2 tunnel starts
     /// negotiating (or waits for the peer).
@@ -667,8 +683,6 @@ impl Control {
                 Some("kind"),
             ));
         }
-        let _serial = lock(&self.tunnel_ops);
-        let mut probe = self.config();
         let in_use = || {
             ApiError::new(
                 409,
@@ -676,6 +690,34 @@ impl Control {
                 Some("name"),
             )
         };
+        // Invalid input is refused before any file is opened (checked
+        // again under the lock below)...
+        {
+            let mut probe = self.config();
+            if probe.tunnel(&spec.name).is_some() || probe.interface(&spec.name).is_some() {
+                return Err(in_use());
+            }
+            probe.tunnels.push(tunnel.clone());
+            if let Some(e) = invalid(&probe) {
+                return Err(e);
+            }
+        }
+        // ...then key and PSK files are read, before any lock (this runs
+        // on the blocking pool): a FIFO or a device is refused at once.
+        let sas = tunnel.ipsec.as_ref().map_or(&[][..], |x| &x.sas[..]);
+        let mut file_keys = Vec::with_capacity(sas.len());
+        for (i, (sa, h)) in sas.iter().zip(&hex).enumerate() {
+            file_keys.push(match h {
+                Some(_) => None,
+                None => Some(read_key_file(&sa.key_file, &format!("sa[{i}].key_file"))?),
+            });
+        }
+        let psk = match tunnel.ipsec.as_ref().and_then(|x| x.ike.as_ref()) {
+            Some(k) => Some(read_key_file(&k.psk_file, "ike.psk_file")?),
+            None => None,
+        };
+        let _serial = lock(&self.tunnel_ops);
+        let mut probe = self.config();
         if probe.tunnel(&spec.name).is_some() || probe.interface(&spec.name).is_some() {
             return Err(in_use());
         }
@@ -687,16 +729,16 @@ impl Control {
         let mut recorded = tunnel.clone();
         let ops = if is_ipsec {
             let ops = self.sa_ops()?;
-            let sas = tunnel.ipsec.as_ref().map_or(&[][..], |x| &x.sas[..]);
-            let keys: Vec<KeySource<'_>> = sas
+            let keys: Vec<KeySource<'_>> = hex
                 .iter()
-                .zip(&hex)
-                .map(|(sa, h)| match h {
-                    Some(h) => KeySource::Hex(h),
-                    None => KeySource::File(&sa.key_file),
+                .zip(&file_keys)
+                .map(|(h, f)| match (h, f) {
+                    (Some(h), _) => KeySource::Hex(h),
+                    (None, Some(f)) => KeySource::File(f),
+                    (None, None) => KeySource::File(&[]),
                 })
                 .collect();
-            ops.add_tunnel(&probe, &tunnel, &keys)?;
+            ops.add_tunnel(&probe, &tunnel, &keys, psk.as_deref().map(|p| &p[..]))?;
             // Inline keys are not written into the configuration (as with
             // POST /sas): the tunnel is recorded without its SAs.
             if hex.iter().any(Option::is_some) {
@@ -1013,11 +1055,18 @@ impl Control {
                 spec.lifetime_seconds,
             ],
         )?;
+        // Read before the configuration lock (the caller runs this on the
+        // blocking pool): a bad key file never holds up other requests.
+        let text = match hex {
+            Some(_) => None,
+            None => Some(read_key_file(&sa.key_file, "key_file")?),
+        };
         let mut cfg = lock(&self.config);
         let t = Self::ipsec_tunnel(&cfg, &spec.tunnel, "tunnel")?;
-        let key = match hex {
-            Some(h) => KeySource::Hex(h),
-            None => KeySource::File(&sa.key_file),
+        let key = match (hex, &text) {
+            (Some(h), _) => KeySource::Hex(h),
+            (None, Some(f)) => KeySource::File(f),
+            (None, None) => KeySource::File(&[]),
         };
         ops.install_inbound(t, &sa, key)?;
         if hex.is_none() && !lock(&self.inline_keyed).contains(&spec.tunnel) {
@@ -1057,11 +1106,16 @@ impl Control {
                 spec.lifetime_seconds,
             ],
         )?;
+        let text = match hex {
+            Some(_) => None,
+            None => Some(read_key_file(&sa.key_file, "key_file")?),
+        };
         let mut cfg = lock(&self.config);
         let t = Self::ipsec_tunnel(&cfg, tunnel, "name")?;
-        let key = match hex {
-            Some(h) => KeySource::Hex(h),
-            None => KeySource::File(&sa.key_file),
+        let key = match (hex, &text) {
+            (Some(h), _) => KeySource::Hex(h),
+            (None, Some(f)) => KeySource::File(f),
+            (None, None) => KeySource::File(&[]),
         };
         let old = ops.switch_outbound(t, &sa, key)?;
         if hex.is_none() && !lock(&self.inline_keyed).contains(tunnel) {

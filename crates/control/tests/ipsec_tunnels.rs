@@ -75,7 +75,13 @@ impl SaOps for Ops {
     fn remove_inbound(&self, _: u32) -> Result<String, ApiError> {
         Ok(String::new())
     }
-    fn add_tunnel(&self, _: &Config, t: &Tunnel, keys: &[KeySource<'_>]) -> Result<(), ApiError> {
+    fn add_tunnel(
+        &self,
+        _: &Config,
+        t: &Tunnel,
+        keys: &[KeySource<'_>],
+        _psk: Option<&[u8]>,
+    ) -> Result<(), ApiError> {
         if let Some(e) = self.0.refuse.lock().unwrap().take() {
             return Err(e);
         }
@@ -167,6 +173,50 @@ async fn call(app: &axum::Router, method: &str, uri: &str, body: Option<&str>) -
 fn field(body: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     v["field"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A directory of private key and PSK files (`out.hex`, `in.hex`,
+/// `i1.psk`), a world-readable one (`open.hex`) and a FIFO (`fifo`);
+/// removed on drop.
+struct SecretDir(std::path::PathBuf);
+
+impl SecretDir {
+    fn new() -> SecretDir {
+        use std::os::unix::fs::PermissionsExt;
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "vg-ctl-keys-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (f, mode) in [
+            ("out.hex", 0o600),
+            ("in.hex", 0o600),
+            ("i1.psk", 0o600),
+            ("open.hex", 0o644),
+        ] {
+            let p = d.join(f);
+            std::fs::write(&p, format!("{}\n", "ab".repeat(36))).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        assert!(std::process::Command::new("mkfifo")
+            .arg(d.join("fifo"))
+            .status()
+            .unwrap()
+            .success());
+        SecretDir(d)
+    }
+    fn path(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for SecretDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A static ipsec tunnel body with `sas` as its `sa` array.
@@ -318,6 +368,30 @@ async fn invalid_ipsec_tunnels_are_400_naming_the_field_without_key_echo() {
             "local",
         ),
     ];
+    // Key and PSK files that are not private regular files: refused
+    // before the registry is asked, without blocking on the FIFO or
+    // reading /dev/zero.
+    let dir = SecretDir::new();
+    let mut cases = cases;
+    for (path, why) in [
+        ("/dev/zero".to_owned(), "character device"),
+        (format!("{}/fifo", dir.path()), "FIFO"),
+        (format!("{}/open.hex", dir.path()), "mode 0644"),
+        (format!("{}/missing.hex", dir.path()), "cannot be opened"),
+        (dir.path(), "directory"),
+    ] {
+        let sa = format!(
+            r#"{{"direction":"in","spi":4098,"algorithm":"aes256gcm16","key_file":"{path}"}}"#
+        );
+        cases.push((static_body("x", &format!("[{sa_out},{sa}]")), "sa[1].key_file"));
+        let (st, b) = call(&app, "POST", "/tunnels", Some(&cases.last().unwrap().0)).await;
+        assert!(st == 400 && b.contains(why), "{path}: {st} {b}");
+        let ike = format!(
+            r#"{{"name":"x","kind":"ipsec","local":"192.0.2.1","remote":"192.0.2.2",
+                "ike":{{"psk_file":"{path}"}}}}"#
+        );
+        cases.push((ike, "ike.psk_file"));
+    }
     for (body, want) in &cases {
         let (st, b) = call(&app, "POST", "/tunnels", Some(body)).await;
         assert_eq!(st, 400, "{body}: {b}");
@@ -389,14 +463,17 @@ async fn ipsec_tunnel_lifecycle_duplicate_route_and_rollback() {
     assert!(fake.take().is_empty());
 
     // Key files: recorded as paths, so GET /config reproduces the tunnel.
+    // They are read (private regular files) before the registry is asked.
+    let dir = SecretDir::new();
     let files = r#"[{"direction":"out","spi":"0x3001","algorithm":"aes256gcm16","key_file":"/etc/vg/out.hex"},
                     {"direction":"in","spi":"0x3002","algorithm":"aes256gcm16","key_file":"/etc/vg/in.hex","replay_window":64}]"#;
-    let (st, b) = call(&app, "POST", "/tunnels", Some(&static_body("s2", files))).await;
+    let files = files.replace("/etc/vg", &dir.path());
+    let (st, b) = call(&app, "POST", "/tunnels", Some(&static_body("s2", &files))).await;
     assert_eq!(st, 201, "{b}");
     assert_eq!(fake.take(), vec!["add s2 file,file", "start s2"]);
     let conf = ctl.config().to_toml();
     assert!(
-        conf.contains("/etc/vg/out.hex") && conf.contains("replay_window = 64"),
+        conf.contains(&format!("{}/out.hex", dir.path())) && conf.contains("replay_window = 64"),
         "{conf}"
     );
     // An inbound SPI the file-keyed tunnel already has: the validator's 409-free 400.
@@ -410,13 +487,14 @@ async fn ipsec_tunnel_lifecycle_duplicate_route_and_rollback() {
                   "traffic":["10.9.0.0/24"],
                   "ike":{"psk_file":"/etc/vg/i1.psk","remote_id":"peer.example","initiate":false,
                          "esp_proposals":["aes128gcm16"]}}"#;
-    let (st, b) = call(&app, "POST", "/tunnels", Some(ike)).await;
+    let ike = ike.replace("/etc/vg", &dir.path());
+    let (st, b) = call(&app, "POST", "/tunnels", Some(&ike)).await;
     assert_eq!(st, 201, "{b}");
     assert_eq!(fake.take(), vec!["add i1 ", "start i1"]);
     let conf = ctl.config().to_toml();
     assert!(
         conf.contains("[tunnel.ike]")
-            && conf.contains("/etc/vg/i1.psk")
+            && conf.contains(&format!("{}/i1.psk", dir.path()))
             && conf.contains("initiate = false"),
         "{conf}"
     );

@@ -292,8 +292,8 @@ async fn port_drop_counters_are_exported() {
 async fn tokens() {
     let (ctl, tables) = control();
     let auth = Auth::Bearer {
-        admin: Token::new(b"admin-secret").unwrap(),
-        readonly: Token::new(b"ro-secret"),
+        admin: Token::new(b"admin-secret-0123456789abcdef012345").unwrap(),
+        readonly: Token::new(b"ro-secret-0123456789abcdef0123456789").ok(),
     };
     let app = router(ctl.clone(), auth);
     let gen0 = tables.load().generation;
@@ -301,7 +301,7 @@ async fn tokens() {
     assert_eq!(call(&app, "GET", "/routes", None, None).await.0, 401);
     assert_eq!(call(&app, "GET", "/routes", None, Some("bad")).await.0, 401);
     assert_eq!(
-        call(&app, "GET", "/routes", None, Some("ro-secret"))
+        call(&app, "GET", "/routes", None, Some("ro-secret-0123456789abcdef0123456789"))
             .await
             .0,
         200
@@ -309,7 +309,7 @@ async fn tokens() {
     assert_eq!(call(&app, "POST", "/routes", add, None).await.0, 401);
     assert_eq!(call(&app, "POST", "/routes", add, Some("bad")).await.0, 401);
     assert_eq!(
-        call(&app, "POST", "/routes", add, Some("ro-secret"))
+        call(&app, "POST", "/routes", add, Some("ro-secret-0123456789abcdef0123456789"))
             .await
             .0,
         403
@@ -317,7 +317,7 @@ async fn tokens() {
     assert_eq!(tables.load().generation, gen0, "nothing changed");
     assert!(!ctl.config().to_toml().contains("10.8.0.0/24"));
     assert_eq!(
-        call(&app, "POST", "/routes", add, Some("admin-secret"))
+        call(&app, "POST", "/routes", add, Some("admin-secret-0123456789abcdef012345"))
             .await
             .0,
         201

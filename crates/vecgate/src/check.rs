@@ -10,7 +10,22 @@ use vecgate_config::{Config, LoadError, TunnelKind};
 pub fn main(config: &Path) -> ExitCode {
     match vecgate_config::load(config) {
         Ok(cfg) => {
+            let (errors, notes) = secrets(&cfg);
+            for e in &errors {
+                eprintln!("{}: {e}", config.display());
+            }
+            if !errors.is_empty() {
+                eprintln!(
+                    "{}: {}",
+                    config.display(),
+                    plural(errors.len(), "error", "errors")
+                );
+                return ExitCode::from(1);
+            }
             println!("{}: {}", config.display(), summary(&cfg));
+            for n in &notes {
+                println!("{}: note: {n}", config.display());
+            }
             ExitCode::SUCCESS
         }
         Err(LoadError::Invalid { path, diagnostics }) => {
@@ -30,6 +45,56 @@ pub fn main(config: &Path) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Checks the secret files the configuration names (API tokens, ESP key
+/// files, IKE PSK files) as `vecgate run` will read them: private regular
+/// files, tokens of at least 32 bytes, keys of the algorithm's length.
+/// A file that does not exist here is only noted (the configuration may be
+/// checked on another machine than the gateway's); anything else wrong is
+/// an error. Returns (errors, notes).
+fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut notes = Vec::new();
+    // `r`'s errors are whole sentences naming the file.
+    let mut judge = |key: &str, path: &Path, r: Result<(), String>| {
+        let Err(e) = r else { return };
+        if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            notes.push(format!(
+                "{key} {}: not found here, not checked (vecgate run reads it)",
+                path.display()
+            ));
+        } else {
+            errors.push(e);
+        }
+    };
+    let g = &cfg.gateway;
+    if matches!(g.api, vecgate_config::ApiEndpoint::Tcp(_)) {
+        for (key, path) in [
+            ("api_token_file", &g.api_token_file),
+            ("api_readonly_token_file", &g.api_readonly_token_file),
+        ] {
+            if let Some(p) = path {
+                let r = vecgate_control::Token::from_file(p)
+                    .map(drop)
+                    .map_err(|e| format!("[gateway] {key}: {e}"));
+                judge(key, p, r);
+            }
+        }
+    }
+    for t in &cfg.tunnels {
+        let Some(x) = &t.ipsec else { continue };
+        for sa in &x.sas {
+            let r = crate::esp::read_key(sa, &t.name).map(drop);
+            judge("key_file", &sa.key_file, r);
+        }
+        if let Some(k) = &x.ike {
+            let r = crate::ike::read_psk(&k.psk_file, &t.name).map(drop);
+            judge("psk_file", &k.psk_file, r);
+        }
+    }
+    (errors, notes)
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -13,24 +13,39 @@ use dataplane::fib::Prefix;
 use dataplane::tables::{IfFlags, Route, TablesBuilder};
 use std::sync::Arc;
 use vecgate_config::ipsec::{parse_key_hex, soft_of};
+use vecgate_config::secret::{read_secret_file, MAX_SECRET_LEN};
 use vecgate_config::{Config, SaDirection, StaticSa, Tunnel, TunnelKind};
 use vecgate_ipsec::dp::EspRegistry;
 use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
 use zeroize::Zeroizing;
 
-/// Reads a hex key file; the text and the bytes are zeroized on drop.
+/// Reads a hex key file (a private regular file, see
+/// [`vecgate_config::secret`]); the text and the bytes are zeroized on drop.
 pub fn read_key(sa: &StaticSa, tunnel: &str) -> Result<Zeroizing<Vec<u8>>, String> {
-    let what = || {
-        format!(
-            "tunnel {tunnel} sa {:#x} key_file {}",
-            sa.spi,
-            sa.key_file.display()
-        )
-    };
-    let text = Zeroizing::new(
-        std::fs::read_to_string(&sa.key_file).map_err(|e| format!("{}: {e}", what()))?,
-    );
-    let key = Zeroizing::new(parse_key_hex(&text).map_err(|e| format!("{}: {e}", what()))?);
+    let text = read_secret_file(&sa.key_file, MAX_SECRET_LEN)
+        .map_err(|e| format!("{}: {e}", key_what(sa, tunnel)))?;
+    key_from_text(sa, tunnel, &text)
+}
+
+fn key_what(sa: &StaticSa, tunnel: &str) -> String {
+    format!(
+        "tunnel {tunnel} sa {:#x} key_file {}",
+        sa.spi,
+        sa.key_file.display()
+    )
+}
+
+/// The key held by the text of `sa`'s key file (hex), checked for the
+/// algorithm's length.
+pub fn key_from_text(
+    sa: &StaticSa,
+    tunnel: &str,
+    text: &[u8],
+) -> Result<Zeroizing<Vec<u8>>, String> {
+    let what = || key_what(sa, tunnel);
+    let text = std::str::from_utf8(text)
+        .map_err(|_| format!("{}: the key file must hold hex digits only", what()))?;
+    let key = Zeroizing::new(parse_key_hex(text).map_err(|e| format!("{}: {e}", what()))?);
     let want = sa.algorithm.key_len();
     if key.len() != want {
         return Err(format!(
@@ -446,8 +461,8 @@ impl ApiSaOps {
             vecgate_control::KeySource::Hex(h) => Zeroizing::new(
                 parse_key_hex(h).map_err(|_| api_err(400, "key", "key must be hex digits"))?,
             ),
-            vecgate_control::KeySource::File(_) => {
-                read_key(sa, &t.name).map_err(|e| api_err(400, "key_file", e))?
+            vecgate_control::KeySource::File(text) => {
+                key_from_text(sa, &t.name, text).map_err(|e| api_err(400, "key_file", e))?
             }
         };
         let field = match key {
@@ -514,6 +529,7 @@ impl vecgate_control::SaOps for ApiSaOps {
         cfg: &Config,
         t: &Tunnel,
         keys: &[vecgate_control::KeySource<'_>],
+        psk: Option<&[u8]>,
     ) -> Result<(), vecgate_control::state::ApiError> {
         if self.reg.tunnel_id(&t.name).is_some() {
             return Err(api_err(
@@ -528,7 +544,8 @@ impl vecgate_control::SaOps for ApiSaOps {
                 return Err(api_err(409, "ike", "this gateway runs no IKE thread"));
             }
             let id = self.fresh_id();
-            let built = crate::ike::build_tunnel(cfg, t, s, id)
+            let psk = psk.ok_or_else(|| api_err(500, "ike.psk_file", "PSK not read"))?;
+            let built = crate::ike::build_tunnel(cfg, t, s, id, psk)
                 .map_err(|(f, m)| api_err(400, &format!("ike.{f}"), m))?;
             self.reg
                 .add_pending_tunnel(id, &t.name)

@@ -118,12 +118,21 @@ fn ike_tunnels(cfg: &Config) -> impl Iterator<Item = (&Tunnel, &IkeSettings)> {
         .filter_map(|t| Some((t, t.ipsec.as_ref()?.ike.as_ref()?)))
 }
 
-/// Reads a PSK file: its bytes, one trailing newline ignored. Zeroized.
+/// Reads a PSK file (a private regular file, see
+/// [`vecgate_config::secret`]): its bytes, one trailing newline ignored.
+/// Zeroized.
 pub fn read_psk(path: &std::path::Path, tunnel: &str) -> Result<Zeroizing<Vec<u8>>, String> {
-    let mut b = Zeroizing::new(
-        std::fs::read(path)
-            .map_err(|e| format!("tunnel {tunnel}: psk_file {}: {e}", path.display()))?,
-    );
+    let b = vecgate_config::secret::read_secret_file(path, vecgate_config::secret::MAX_SECRET_LEN)
+        .map_err(|e| format!("tunnel {tunnel}: psk_file {}: {e}", path.display()))?;
+    psk_from_text(b, path, tunnel)
+}
+
+/// The PSK held by a PSK file's contents: one trailing newline ignored.
+pub fn psk_from_text(
+    mut b: Zeroizing<Vec<u8>>,
+    path: &std::path::Path,
+    tunnel: &str,
+) -> Result<Zeroizing<Vec<u8>>, String> {
     for _ in 0..2 {
         if matches!(b.last(), Some(b'\n' | b'\r')) {
             b.pop();
@@ -161,10 +170,20 @@ fn any_of(addr: IpAddr) -> Prefix {
 /// Remote selectors: the tunnel's `traffic`, else any.
 pub fn ike_config(cfg: &Config, t: &Tunnel, s: &IkeSettings) -> Result<IkeConfig, String> {
     let psk = read_psk(&s.psk_file, &t.name)?;
+    ike_config_keyed(cfg, t, s, &psk)
+}
+
+/// [`ike_config`] with the PSK given.
+pub fn ike_config_keyed(
+    cfg: &Config,
+    t: &Tunnel,
+    s: &IkeSettings,
+    psk: &[u8],
+) -> Result<IkeConfig, String> {
     let mut c = IkeConfig::new(
         SocketAddr::new(t.local, dataplane::punt::IKE_PORT),
         SocketAddr::new(t.remote, dataplane::punt::IKE_PORT),
-        &psk,
+        psk,
     );
     if let Some(id) = &s.local_id {
         c.local_id = vecgate_ike::Identity::from_text(id);
@@ -332,13 +351,15 @@ impl IkeControl {
     }
 }
 
-/// The state machine of IKE tunnel `t` of `cfg`, registered as `id`. The
+/// The state machine of IKE tunnel `t` of `cfg`, registered as `id`,
+/// keyed with the contents of its PSK file (read by the caller). The
 /// error names the `[tunnel.ike]` key at fault.
 pub fn build_tunnel(
     cfg: &Config,
     t: &Tunnel,
     s: &IkeSettings,
     id: u32,
+    psk_text: &[u8],
 ) -> Result<NewTunnel, (&'static str, String)> {
     let bad = |e: vecgate_ike::Error| format!("tunnel {}: {e}", t.name);
     if !s.ike_proposals.is_empty() {
@@ -349,7 +370,9 @@ pub fn build_tunnel(
         let v: Vec<&str> = s.esp_proposals.iter().map(String::as_str).collect();
         IkeConfig::parse_esp_proposals(&v).map_err(|e| ("esp_proposals", bad(e)))?;
     }
-    let c = ike_config(cfg, t, s).map_err(|e| ("psk_file", e))?;
+    let psk = psk_from_text(Zeroizing::new(psk_text.to_vec()), &s.psk_file, &t.name)
+        .map_err(|e| ("psk_file", e))?;
+    let c = ike_config_keyed(cfg, t, s, &psk).map_err(|e| ("psk_file", e))?;
     new_tunnel(t, s, id, c)
         .map(|x| NewTunnel(Box::new(x)))
         .map_err(|e| ("ike_proposals", e))
@@ -1292,6 +1315,9 @@ mod tests {
     fn psk_file_trailing_newline_is_ignored() {
         let dir = std::env::temp_dir().join(format!("vg-psk-{}", std::process::id()));
         std::fs::write(&dir, b"s3cret\n").unwrap();
+        assert!(read_psk(&dir, "t").unwrap_err().contains("chmod 600"));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(&read_psk(&dir, "t").unwrap()[..], b"s3cret");
         std::fs::write(&dir, b"\n").unwrap();
         assert!(read_psk(&dir, "t").is_err());

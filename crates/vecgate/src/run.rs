@@ -84,6 +84,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // before it touches the first one's interfaces and guards.
     vecgate_control::check_endpoint(&cfg.gateway.api)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
+    // Its secrets too (token files): refused with the reason before
+    // anything is attached.
+    let auth = api_auth(&cfg)?;
     // One gateway per netdev: claimed before anything is attached, held
     // (by the kernel, through flock) until this process exits.
     let _locks = cfg
@@ -220,6 +223,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // builder as above and publish them; workers never wait for it.
     let api = start_api(
         &cfg,
+        auth,
         &shared,
         &counters,
         mailboxes,
@@ -362,11 +366,31 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Starts the management API on `gateway.api` with the tokens from the
-/// configured files (read once; never logged).
+/// The API's access control: the bearer tokens from the configured files
+/// (read once, never logged; private regular files of at least 32 bytes).
+pub fn api_auth(cfg: &Config) -> Result<vecgate_control::Auth> {
+    use vecgate_control::{Auth, Token};
+    let what = |e: String| anyhow!("management API on {}: {e}", cfg.gateway.api);
+    Ok(match (&cfg.gateway.api, &cfg.gateway.api_token_file) {
+        (vecgate_config::ApiEndpoint::Tcp(_), Some(admin)) => Auth::Bearer {
+            admin: Token::from_file(admin).map_err(what)?,
+            readonly: cfg
+                .gateway
+                .api_readonly_token_file
+                .as_deref()
+                .map(Token::from_file)
+                .transpose()
+                .map_err(what)?,
+        },
+        _ => Auth::None,
+    })
+}
+
+/// Starts the management API on `gateway.api` with access control `auth`.
 #[allow(clippy::too_many_arguments)]
 fn start_api(
     cfg: &Config,
+    auth: vecgate_control::Auth,
     shared: &Arc<SharedTables>,
     counters: &[Arc<dataplane::counters::WorkerCounters>],
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
@@ -375,20 +399,7 @@ fn start_api(
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<TunnelPorts>>,
 ) -> Result<vecgate_control::ServerHandle> {
-    use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
-    let auth = match (&cfg.gateway.api, &cfg.gateway.api_token_file) {
-        (vecgate_config::ApiEndpoint::Tcp(_), Some(admin)) => Auth::Bearer {
-            admin: Token::from_file(admin).map_err(|e| anyhow!(e))?,
-            readonly: cfg
-                .gateway
-                .api_readonly_token_file
-                .as_deref()
-                .map(Token::from_file)
-                .transpose()
-                .map_err(|e| anyhow!(e))?,
-        },
-        _ => Auth::None,
-    };
+    use vecgate_control::{Capabilities, Control, Dataplane, NetdevFacts};
     let nd = netdevs.to_vec();
     let sas = esp
         .clone()

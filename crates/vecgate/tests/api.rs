@@ -58,8 +58,8 @@ impl Tokens {
             admin: dir.join(format!("{}.admin", unique("tok"))),
             ro: dir.join(format!("{}.ro", unique("tok"))),
         };
-        std::fs::write(&t.admin, "admin-0123456789\n").unwrap();
-        std::fs::write(&t.ro, "reader-0123456789\n").unwrap();
+        common::write_secret(&t.admin, "admin-0123456789abcdef0123456789abcdef\n");
+        common::write_secret(&t.ro, "reader-0123456789abcdef0123456789abcdef\n");
         t
     }
 }
@@ -119,8 +119,8 @@ fn tcp_api_tokens_crud_and_config_round_trip() {
     );
     let mut gw = Gateway::start(&t.gw, &cfg);
     let base = "http://127.0.0.1:9191";
-    let admin = Some("admin-0123456789");
-    let ro = Some("reader-0123456789");
+    let admin = Some("admin-0123456789abcdef0123456789abcdef");
+    let ro = Some("reader-0123456789abcdef0123456789abcdef");
     let c =
         |m: &str, p: &str, b: Option<&str>, tk: Option<&str>| curl(&t.gw.name, base, m, p, b, tk);
 
@@ -806,7 +806,7 @@ fn esp_extra(t: &Two, side: usize, out: u32, ins: u32) -> String {
     );
     for (dir, spi) in [("out", out), ("in", ins)] {
         let f = t.dir.join(format!("{spi:x}.hex"));
-        std::fs::write(&f, hexs(&test_key(spi))).unwrap();
+        common::write_secret(&f, hexs(&test_key(spi)));
         s += &format!(
             "\n[[tunnel.sa]]\ndirection = \"{dir}\"\nspi = {spi:#x}\nalgorithm = \"aes256gcm16\"\nkey_file = \"{}\"\n",
             f.display()
@@ -1040,7 +1040,7 @@ fn sa_switch_through_the_api_during_a_tcp_transfer_never_echoes_keys() {
     assert_eq!(n, 2, "{out}");
     // A key file SA is recorded in the running configuration.
     let kf = t.dir.join("1003.hex");
-    std::fs::write(&kf, hexs(&test_key(0x1003))).unwrap();
+    common::write_secret(&kf, hexs(&test_key(0x1003)));
     let (st, r) = b(
         "POST",
         "/sas",
@@ -1111,7 +1111,7 @@ fn a_second_gateway_on_a_live_api_endpoint_fails_a_stale_socket_is_replaced() {
 
     // TCP: a port someone listens on.
     let tok = t.dir.join("tok");
-    std::fs::write(&tok, "admin-0123456789\n").unwrap();
+    common::write_secret(&tok, "admin-0123456789abcdef0123456789abcdef\n");
     let tcp = cfg
         .replace(
             &format!("api = \"unix:{}/g0.sock\"", t.dir.display()),

@@ -84,7 +84,7 @@ impl Topo {
             files: Files(Vec::new()),
         };
         let p = std::env::temp_dir().join(format!("{}.psk", unique("psk")));
-        std::fs::write(&p, format!("{PSK}\n")).unwrap();
+        common::write_secret(&p, format!("{PSK}\n"));
         t.files.0.push(p);
         t
     }

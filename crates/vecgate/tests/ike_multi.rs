@@ -56,7 +56,7 @@ impl Topo {
             gb: Netns::new("gb"),
             psk: std::env::temp_dir().join(format!("{}.psk", unique("psk"))),
         };
-        std::fs::write(&t.psk, format!("{PSK}\n")).unwrap();
+        common::write_secret(&t.psk, format!("{PSK}\n"));
         veth(&t.h1, "eth0", &t.ga, "a-lan1");
         veth(&t.h11, "eth0", &t.ga, "a-lan2");
         veth(&t.ga, "a-wan", &t.gb, "b-wan");

@@ -77,7 +77,7 @@ impl Topo {
 
     fn psk_file(&mut self, psk: &str) -> String {
         let p = std::env::temp_dir().join(format!("{}.psk", unique("psk")));
-        std::fs::write(&p, format!("{psk}\n")).unwrap();
+        common::write_secret(&p, format!("{psk}\n"));
         self.files.0.push(p.clone());
         p.display().to_string()
     }

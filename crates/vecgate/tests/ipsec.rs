@@ -117,7 +117,7 @@ impl Sa {
 
     fn key_file(&self, dir: &Path) -> PathBuf {
         let p = dir.join(format!("{:x}-{}.hex", self.spi, self.alg));
-        std::fs::write(&p, format!("{}\n", hex(&self.key))).unwrap();
+        common::write_secret(&p, format!("{}\n", hex(&self.key)));
         p
     }
 

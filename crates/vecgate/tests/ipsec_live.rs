@@ -44,7 +44,7 @@ impl Drop for Files {
 impl Files {
     fn write(&mut self, tag: &str, text: &str) -> String {
         let p = std::env::temp_dir().join(unique(tag));
-        std::fs::write(&p, text).unwrap();
+        common::write_secret(&p, text);
         self.0.push(p.clone());
         p.display().to_string()
     }

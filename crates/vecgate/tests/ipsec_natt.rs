@@ -26,7 +26,7 @@ impl Drop for Dir {
 fn key_file(dir: &Dir, spi: u32) -> String {
     let key: Vec<u8> = (0..36u32).map(|i| (i * 13 + spi) as u8).collect();
     let p = dir.0.join(format!("{spi:x}.hex"));
-    std::fs::write(&p, hex(&key)).unwrap();
+    common::write_secret(&p, hex(&key));
     p.display().to_string()
 }
 

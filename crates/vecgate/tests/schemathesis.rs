@@ -33,7 +33,7 @@ fn schemathesis_finds_no_server_errors_or_schema_violations() {
     let gw = Netns::new("gw");
     veth(&h1, "eth0", &gw, "gw-h1");
     let tok = std::env::temp_dir().join(format!("{}.token", unique("st")));
-    std::fs::write(&tok, "schemathesis-token\n").unwrap();
+    common::write_secret(&tok, "schemathesis-token-0123456789abcdef0123456789\n");
     let cfg = format!(
         "[gateway]\nname = \"st\"\napi = \"tcp:127.0.0.1:9292\"\napi_token_file = \"{}\"\n\n[[interface]]\nname = \"lan0\"\nhost = \"gw-h1\"\ndriver = \"af_packet\"\naddresses = [\"10.1.0.1/24\"]\n",
         tok.display()
@@ -54,7 +54,7 @@ fn schemathesis_finds_no_server_errors_or_schema_violations() {
     )
     .unwrap();
     let out = gw.try_sh(&format!(
-        "{} --config-file {} run http://127.0.0.1:9292/openapi.json --checks all --exclude-checks positive_data_acceptance -H 'Authorization: Bearer schemathesis-token' --max-examples 25 --no-color 2>&1",
+        "{} --config-file {} run http://127.0.0.1:9292/openapi.json --checks all --exclude-checks positive_data_acceptance -H 'Authorization: Bearer schemathesis-token-0123456789abcdef0123456789' --max-examples 25 --no-color 2>&1",
         st.display(),
         st_cfg.display()
     ));

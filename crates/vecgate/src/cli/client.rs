@@ -67,8 +67,14 @@ impl Client {
     pub fn new(endpoint: ApiEndpoint, token_file: Option<&Path>) -> Result<Client, String> {
         let token = match token_file {
             Some(p) => {
-                let t = std::fs::read_to_string(p)
-                    .map_err(|e| format!("reading token file {}: {e}", p.display()))?;
+                // The same rules as the daemon's: a private regular file.
+                let t = vecgate_config::secret::read_secret_file(
+                    p,
+                    vecgate_config::secret::MAX_SECRET_LEN,
+                )
+                .map_err(|e| format!("token file {}: {e}", p.display()))?;
+                let t = std::str::from_utf8(&t)
+                    .map_err(|_| format!("token file {}: not text", p.display()))?;
                 Some(Zeroizing::new(t.trim().to_owned()))
             }
             None => None,

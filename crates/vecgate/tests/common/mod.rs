@@ -20,6 +20,15 @@ pub fn unique(tag: &str) -> String {
     format!("vg{}{}{}", std::process::id() % 100_000, tag, n)
 }
 
+/// Writes a secret file (key, PSK, API token) readable by its owner only:
+/// vecgate refuses secret files that group or others may read.
+pub fn write_secret(path: &std::path::Path, text: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write secret file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod 600 secret file");
+}
+
 /// Runs a shell command on the host and returns its output; panics with the
 /// command's stderr if it fails.
 pub fn sh(cmd: &str) -> String {
