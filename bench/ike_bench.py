@@ -145,6 +145,7 @@ class IkeSetup:
             self.psk = os.path.join(self.dir, "psk")
             with open(self.psk, "w") as f:
                 f.write(PSK + "\n")
+            os.chmod(self.psk, 0o600)  # vecgate refuses PSK files others may read
             conns = "".join(f"""  c{i} {{
     version = 2
     local_addrs = {UNDERLAY_B}
@@ -303,6 +304,7 @@ def _ike_topology(algorithm):
             if not os.path.exists(psk):
                 with open(psk, "w") as f:
                     f.write(PSK + "\n")
+                os.chmod(psk, 0o600)
             return head + f"""
 [tunnel.ike]
 psk_file = "{psk}"

@@ -243,8 +243,10 @@ via = "t{i}"
             klen = {"aes128gcm16": 20, "aes256gcm16": 36, "aes128-sha1": 36, "aes256-sha256": 64,
                     "chacha20poly1305": 36}[self.algorithm]
             for name in ("ab", "ba"):
-                with open(os.path.join(self.dir, f"{name}.hex"), "w") as f:
+                kp = os.path.join(self.dir, f"{name}.hex")
+                with open(os.open(kp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
                     f.write(os.urandom(klen).hex() + "\n")
+                os.chmod(kp, 0o600)  # vecgate refuses key files others may read
         self.gw_logs = []
         for side, ns in (("a", self.gwa), ("b", self.gwb)):
             path = os.path.join(self.dir, f"gw-{side}.toml")

@@ -173,10 +173,7 @@ mod tests {
         // Missing and below a file read the same.
         let missing = read_secret_file(&d.0.join("nope"), 64).unwrap_err();
         assert_eq!(missing, SecretError::Unreadable);
-        assert_eq!(
-            read_secret_file(&p.join("below"), 64).unwrap_err(),
-            missing
-        );
+        assert_eq!(read_secret_file(&p.join("below"), 64).unwrap_err(), missing);
     }
 
     #[test]

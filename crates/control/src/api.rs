@@ -340,7 +340,9 @@ async fn switch_sa(
     let Path(name) = name.map_err(path_err)?;
     let spec: SaSwitch = object(body)?;
     let ctl = s.ctl.clone();
-    blocking(move || ctl.switch_sa(&name, &spec)).await?.map(Json)
+    blocking(move || ctl.switch_sa(&name, &spec))
+        .await?
+        .map(Json)
 }
 
 #[utoipa::path(get, path = "/ike", tag = "tunnels",

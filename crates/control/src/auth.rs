@@ -38,7 +38,10 @@ impl Token {
             return Err(format!("the token is longer than {MAX_TOKEN_LEN} bytes"));
         }
         if !t.iter().all(|b| b.is_ascii_graphic()) {
-            return Err("the token must be printable ASCII without spaces (it travels in an HTTP header)".into());
+            return Err(
+                "the token must be printable ASCII without spaces (it travels in an HTTP header)"
+                    .into(),
+            );
         }
         Ok(Token(Zeroizing::new(t.to_vec())))
     }
@@ -146,7 +149,10 @@ mod tests {
     fn short_and_odd_tokens_are_refused() {
         assert!(Token::new(b" \n").is_err());
         let short = Token::new(b"secret").unwrap_err();
-        assert!(short.contains("6 bytes") && short.contains("at least 32"), "{short}");
+        assert!(
+            short.contains("6 bytes") && short.contains("at least 32"),
+            "{short}"
+        );
         assert!(Token::new(&[b'a'; 31]).is_err());
         assert!(Token::new(&[b'a'; 32]).is_ok());
         assert!(Token::new(b"0123456789abcdef 0123456789abcdef").is_err());

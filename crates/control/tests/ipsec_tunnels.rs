@@ -383,7 +383,10 @@ async fn invalid_ipsec_tunnels_are_400_naming_the_field_without_key_echo() {
         let sa = format!(
             r#"{{"direction":"in","spi":4098,"algorithm":"aes256gcm16","key_file":"{path}"}}"#
         );
-        cases.push((static_body("x", &format!("[{sa_out},{sa}]")), "sa[1].key_file"));
+        cases.push((
+            static_body("x", &format!("[{sa_out},{sa}]")),
+            "sa[1].key_file",
+        ));
         let (st, b) = call(&app, "POST", "/tunnels", Some(&cases.last().unwrap().0)).await;
         assert!(st == 400 && b.contains(why), "{path}: {st} {b}");
         let ike = format!(

@@ -301,25 +301,43 @@ async fn tokens() {
     assert_eq!(call(&app, "GET", "/routes", None, None).await.0, 401);
     assert_eq!(call(&app, "GET", "/routes", None, Some("bad")).await.0, 401);
     assert_eq!(
-        call(&app, "GET", "/routes", None, Some("ro-secret-0123456789abcdef0123456789"))
-            .await
-            .0,
+        call(
+            &app,
+            "GET",
+            "/routes",
+            None,
+            Some("ro-secret-0123456789abcdef0123456789")
+        )
+        .await
+        .0,
         200
     );
     assert_eq!(call(&app, "POST", "/routes", add, None).await.0, 401);
     assert_eq!(call(&app, "POST", "/routes", add, Some("bad")).await.0, 401);
     assert_eq!(
-        call(&app, "POST", "/routes", add, Some("ro-secret-0123456789abcdef0123456789"))
-            .await
-            .0,
+        call(
+            &app,
+            "POST",
+            "/routes",
+            add,
+            Some("ro-secret-0123456789abcdef0123456789")
+        )
+        .await
+        .0,
         403
     );
     assert_eq!(tables.load().generation, gen0, "nothing changed");
     assert!(!ctl.config().to_toml().contains("10.8.0.0/24"));
     assert_eq!(
-        call(&app, "POST", "/routes", add, Some("admin-secret-0123456789abcdef012345"))
-            .await
-            .0,
+        call(
+            &app,
+            "POST",
+            "/routes",
+            add,
+            Some("admin-secret-0123456789abcdef012345")
+        )
+        .await
+        .0,
         201
     );
     assert_eq!(call(&app, "GET", "/openapi.json", None, None).await.0, 200);

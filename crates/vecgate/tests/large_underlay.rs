@@ -140,16 +140,14 @@ fn gre_super_packets_cross_a_large_mtu_underlay_whole() {
 #[test]
 fn esp_encrypts_whole_super_packets_over_a_large_mtu_underlay() {
     let t = topo();
-    std::fs::write(
-        t.dir.join("ab.hex"),
+    common::write_secret(
+        &t.dir.join("ab.hex"),
         "00112233445566778899aabbccddeeff01020304\n",
-    )
-    .unwrap();
-    std::fs::write(
-        t.dir.join("ba.hex"),
+    );
+    common::write_secret(
+        &t.dir.join("ba.hex"),
         "ffeeddccbbaa9988776655443322110005060708\n",
-    )
-    .unwrap();
+    );
     let tun = |side: char| {
         let (me, peer, remote, out_spi, out_key, in_spi, in_key) = if side == 'a' {
             (

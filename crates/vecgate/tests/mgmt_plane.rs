@@ -120,7 +120,10 @@ impl Poller {
                     ))
                     .output()
                     .unwrap();
-                let code = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+                let code = String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
                 c.lock().unwrap().push(code);
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -256,9 +259,15 @@ fn unsafe_key_files_are_refused_while_the_api_keeps_answering() {
     // Nothing was installed or recorded, and the API still works.
     let (st, sas, _) = curl(&target, "GET", "/sas", None);
     assert_eq!(st, 200);
-    assert!(!sas.contains("0x0000300") && !sas.contains("0x0000400"), "{sas}");
+    assert!(
+        !sas.contains("0x0000300") && !sas.contains("0x0000400"),
+        "{sas}"
+    );
     let (_, conf, _) = curl(&target, "GET", "/config", None);
-    assert!(!conf.contains("/dev/zero") && !conf.contains("fifo"), "{conf}");
+    assert!(
+        !conf.contains("/dev/zero") && !conf.contains("fifo"),
+        "{conf}"
+    );
     // A private regular key file still works.
     let good = dir.0.join("good.hex");
     common::write_secret(&good, format!("{KEY_IN}\n"));
@@ -341,5 +350,8 @@ fn short_or_exposed_tokens_are_refused_at_check_and_run() {
     common::sh(&format!("chmod 644 {}", dir.0.join("in.hex").display()));
     let (code, _, err) = check(&cfg_path);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("key_file") && err.contains("mode 0644"), "{err}");
+    assert!(
+        err.contains("key_file") && err.contains("mode 0644"),
+        "{err}"
+    );
 }
