@@ -3,6 +3,7 @@
 
 use crate::crypto::SkKeys;
 use crate::error::{Error, Result};
+use crate::payload::typed::Kind;
 use crate::payload::{self, kind, Payload, RawPayloads};
 
 /// Upper bound on a message we accept or build: IKE over UDP never needs
@@ -169,6 +170,16 @@ impl Message {
             }
         }
         Err(Error::Malformed("missing SK payload"))
+    }
+
+    /// The first payload of kind `K` ([`payload::typed`]).
+    pub fn get<K: Kind>(&self) -> Option<K::Body<'_>> {
+        self.payloads.iter().find_map(K::body)
+    }
+
+    /// The first payload of kind `K`; its absence is malformed input.
+    pub fn need<K: Kind>(&self) -> Result<K::Body<'_>> {
+        self.get::<K>().ok_or(Error::Malformed(K::MISSING))
     }
 
     /// Notify payloads of a type.

@@ -5,6 +5,7 @@
 
 pub mod sa;
 pub mod ts;
+pub mod typed;
 
 use crate::error::{Error, Result};
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -1,0 +1,193 @@
+//! Rekeying the IKE SA in CREATE_CHILD_SA (RFC 7296 §1.3.2, §2.18): a new
+//! IKE SA is keyed from the old one's SK_d and a fresh DH, the children
+//! move over, and the initiator of the rekey deletes the old SA.
+
+use super::sa_init::MAX_SAS;
+use super::table::{nonce, rand_spi64, IkeSa, Req, Request, St, Task};
+use super::{Event, FailReason, Ike};
+use crate::crypto::{DhPrivate, IkeKeys, IkeSuite};
+use crate::error::{Error, Result};
+use crate::message::{exchange, Message};
+use crate::payload::typed::{Ke, Nonce, Sa};
+use crate::payload::{notify, sa as sap, Notify, Payload, Proposal};
+use crate::select;
+use std::time::Instant;
+
+impl Ike {
+    /// Our CREATE_CHILD_SA request rekeying IKE SA `idx`.
+    pub(super) fn ike_rekey_offer(&self, idx: usize) -> Result<Request> {
+        let sa = &self.sas[idx];
+        let suite = sa.suite.ok_or(Error::Malformed("no suite"))?;
+        let spi = rand_spi64()?;
+        let ni = nonce()?;
+        let dh = DhPrivate::generate(suite.dh)?;
+        let props: Vec<Proposal> = self
+            .cfg
+            .ike_proposals
+            .iter()
+            .enumerate()
+            .map(|(i, pr)| pr.to_wire(i as u8 + 1, spi.to_be_bytes().to_vec()))
+            .collect();
+        let payloads = vec![
+            Payload::Sa(props),
+            Payload::Nonce(ni.clone()),
+            Payload::Ke {
+                group: dh.group().id(),
+                data: dh.public().to_vec(),
+            },
+        ];
+        Ok(Request {
+            exchange: exchange::CREATE_CHILD_SA,
+            payloads,
+            req: Req::RekeyIke { spi, dh, ni },
+        })
+    }
+
+    /// Initiator: the response to our IKE rekey.
+    pub(super) fn ike_rekey_response(
+        &mut self,
+        idx: usize,
+        m: &Message,
+        req: Req,
+        now: Instant,
+    ) -> Result<()> {
+        let Req::RekeyIke { spi, dh, ni } = req else {
+            return Ok(());
+        };
+        if m.error_notify() == Some(notify::TEMPORARY_FAILURE) {
+            self.ike_rekey_collided(idx, now)?;
+            return Ok(());
+        }
+        if let Some(e) = m.error_notify() {
+            self.fail(FailReason::from_notify(e), false);
+            return Ok(());
+        }
+        let props = m.need::<Sa>()?;
+        let Some((num, suite)) = select::select_ike(props, &self.cfg.ike_proposals) else {
+            self.fail(FailReason::NoProposalChosen, false);
+            return Ok(());
+        };
+        let peer_spi = props
+            .iter()
+            .find(|p| p.num == num)
+            .and_then(|p| <[u8; 8]>::try_from(p.spi.as_slice()).ok())
+            .map(u64::from_be_bytes)
+            .ok_or(Error::Malformed("rekey SPI"))?;
+        let nr = m.need::<Nonce>()?.to_vec();
+        let (group, ke) = m.need::<Ke>()?;
+        if group != dh.group().id() || suite.dh != dh.group() {
+            self.fail(FailReason::InvalidKePayload, false);
+            return Ok(());
+        }
+        let shared = dh.agree(ke)?;
+        self.finish_ike_rekey(idx, suite, &shared, &ni, &nr, spi, peer_spi, true, now)
+    }
+
+    pub(super) fn ike_rekey_request(
+        &mut self,
+        idx: usize,
+        m: &Message,
+        props: &[Proposal],
+        ni: &[u8],
+        nr: &[u8],
+        now: Instant,
+    ) -> Result<Vec<Payload>> {
+        let Some((num, suite)) = select::select_ike(props, &self.cfg.ike_proposals) else {
+            self.fail(FailReason::NoProposalChosen, false);
+            return Ok(vec![Payload::Notify(Notify::new(
+                notify::NO_PROPOSAL_CHOSEN,
+                vec![],
+            ))]);
+        };
+        let Some(peer_spi) = props
+            .iter()
+            .find(|p| p.num == num && p.protocol == sap::PROTO_IKE)
+            .and_then(|p| <[u8; 8]>::try_from(p.spi.as_slice()).ok())
+            .map(u64::from_be_bytes)
+        else {
+            return Ok(vec![Payload::Notify(Notify::new(
+                notify::INVALID_SYNTAX,
+                vec![],
+            ))]);
+        };
+        let (group, ke) = m.need::<Ke>()?;
+        if group != suite.dh.id() {
+            return Ok(vec![Payload::Notify(Notify::new(
+                notify::INVALID_KE_PAYLOAD,
+                suite.dh.id().to_be_bytes().to_vec(),
+            ))]);
+        }
+        let dh = DhPrivate::generate(suite.dh)?;
+        let shared = dh.agree(ke)?;
+        let my_spi = rand_spi64()?;
+        self.finish_ike_rekey(idx, suite, &shared, ni, nr, peer_spi, my_spi, false, now)?;
+        Ok(vec![
+            Payload::Sa(vec![select::ike_reply(
+                num,
+                &suite,
+                my_spi.to_be_bytes().to_vec(),
+            )]),
+            Payload::Nonce(nr.to_vec()),
+            Payload::Ke {
+                group: suite.dh.id(),
+                data: dh.public().to_vec(),
+            },
+        ])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_ike_rekey(
+        &mut self,
+        idx: usize,
+        suite: IkeSuite,
+        shared: &[u8],
+        ni: &[u8],
+        nr: &[u8],
+        spi_i: u64,
+        spi_r: u64,
+        we_initiated: bool,
+        now: Instant,
+    ) -> Result<()> {
+        if self.sas.len() >= MAX_SAS {
+            return Err(Error::TooMany("IKE SAs"));
+        }
+        let old = &mut self.sas[idx];
+        let old_keys = old.keys()?;
+        let keys = IkeKeys::rekeyed(
+            old.prf()?,
+            &old_keys.sk_d,
+            &suite,
+            shared,
+            ni,
+            nr,
+            spi_i,
+            spi_r,
+        )?;
+        let mut sa = IkeSa::new(we_initiated, old.local, old.remote, now);
+        sa.spi_i = spi_i;
+        sa.spi_r = spi_r;
+        sa.ni = ni.to_vec();
+        sa.nr = nr.to_vec();
+        sa.sk = Some(keys.sk_keys(&suite, we_initiated));
+        sa.keys = Some(keys);
+        sa.suite = Some(suite);
+        sa.natt = old.natt;
+        sa.frag_size = old.frag_size;
+        sa.state = St::Established;
+        (sa.rekey_at, sa.expire_at) = super::lifetime::ike_deadlines(&self.cfg, now);
+        // Children move to the new IKE SA (RFC 7296 §2.18).
+        sa.children = std::mem::take(&mut old.children);
+        old.rekey_at = None;
+        let old_spis = (old.spi_i, old.spi_r);
+        self.sas.push(sa);
+        self.event(Event::IkeRekeyed {
+            old: old_spis,
+            new: (spi_i, spi_r),
+        });
+        if we_initiated {
+            self.sas[idx].queue.clear();
+            self.sas[idx].queue.push_back(Task::DeleteIke);
+        }
+        Ok(())
+    }
+}
