@@ -173,6 +173,62 @@ pub fn render(ctl: &Control) -> String {
         }
     }
 
+    // IKEv2 tunnels: state as a 0/1 gauge per state name (the usual
+    // Prometheus enum encoding), SA counts and rekeys since start.
+    let ike_state = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ike_state",
+        "IKEv2 tunnel state: 1 for the current state, 0 for the others",
+        ike_state.clone(),
+    );
+    let ike_sas = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ike_sas",
+        "IKE SAs of an IKEv2 tunnel",
+        ike_sas.clone(),
+    );
+    let child_sas = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ike_child_sas",
+        "Child (ESP) SAs of an IKEv2 tunnel",
+        child_sas.clone(),
+    );
+    let rekeys = counter_family(
+        &mut reg,
+        "vecgate_ike_rekeys",
+        "Rekeys of an IKEv2 tunnel's IKE SA (kind=ike) or child SAs (kind=child)",
+    );
+    for t in ctl.ike() {
+        for st in ["connecting", "waiting", "established", "failed", "down"] {
+            let l = vec![
+                ("tunnel".to_owned(), t.tunnel.clone()),
+                ("state".to_owned(), st.to_owned()),
+            ];
+            ike_state.get_or_create(&l).set(i64::from(t.state == st));
+        }
+        let l = vec![("tunnel".to_owned(), t.tunnel.clone())];
+        ike_sas.get_or_create(&l).set(t.ike_sas.len() as i64);
+        child_sas.get_or_create(&l).set(t.child_sas.len() as i64);
+        for (kind, n) in [("ike", t.ike_rekeys), ("child", t.child_rekeys)] {
+            let mut l = l.clone();
+            l.push(("kind".to_owned(), kind.to_owned()));
+            rekeys.get_or_create(&l).inc_by(n);
+        }
+    }
+
+    // CPU time of each worker thread (the kernel's own account, so a
+    // dashboard shows busy cores without trusting the gateway's counters).
+    let cpu = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+    reg.register(
+        "vecgate_worker_cpu_seconds",
+        "CPU time a dataplane worker thread has run, from /proc/self/task/*/schedstat",
+        cpu.clone(),
+    );
+    for (worker, secs) in worker_cpu_seconds() {
+        cpu.get_or_create(&vec![("worker".to_owned(), worker)])
+            .inc_by(secs);
+    }
+
     let workers = Gauge::<i64>::default();
     workers.set(ctl.workers() as i64);
     reg.register("vecgate_workers", "Dataplane worker threads", workers);
@@ -195,5 +251,77 @@ pub fn render(ctl: &Control) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &reg);
+    text_004(&out)
+}
+
+/// The encoder writes OpenMetrics, where a counter family `x` has samples
+/// `x_total`; the endpoint serves the Prometheus text format 0.0.4 (its
+/// Content-Type), where HELP and TYPE name the samples themselves — so
+/// promtool and 0.0.4 scrapers see the metadata of every sample. Sample
+/// names and values are unchanged; the OpenMetrics `# EOF` goes.
+fn text_004(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len() + 16 * counters.len());
+    for line in om.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{p}{name}_total {tail}\n"));
+                } else {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
     out
+}
+
+/// (worker index, seconds on CPU) of the threads named `vg-worker-N` in
+/// this process: the first field of schedstat is nanoseconds run.
+fn worker_cpu_seconds() -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let Some(w) = comm.trim().strip_prefix("vg-worker-") else {
+            continue;
+        };
+        let ns = std::fs::read_to_string(e.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+        if let Some(ns) = ns {
+            out.push((w.to_owned(), ns as f64 / 1e9));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counters_metadata_names_their_samples() {
+        let om = "# HELP a_b Things.\n# TYPE a_b counter\na_b_total{x=\"1\"} 3\n# HELP g A gauge.\n# TYPE g gauge\ng 2\n# EOF\n";
+        assert_eq!(
+            super::text_004(om),
+            "# HELP a_b_total Things.\n# TYPE a_b_total counter\na_b_total{x=\"1\"} 3\n# HELP g A gauge.\n# TYPE g gauge\ng 2\n"
+        );
+    }
 }
