@@ -6,7 +6,7 @@
 //! reaches the replay window, padding and next-header checks.
 #![no_main]
 
-use dataplane::{Packet, Pool};
+use packet::{Packet, Pool};
 use libfuzzer_sys::fuzz_target;
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr};

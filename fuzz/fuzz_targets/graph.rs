@@ -7,13 +7,13 @@
 //! every buffer must come back to the pool.
 #![no_main]
 
-use dataplane::buffer::{Gso, Offload};
+use packet::buffer::{Gso, Offload};
 use dataplane::fib::Prefix;
 use dataplane::tables::{Route, SharedTables, TablesBuilder};
 use dataplane::testing::{MockHandle, MockPort};
 use dataplane::tunnel::{TunnelDef, TunnelKind};
 use dataplane::worker::{Worker, WorkerConfig};
-use dataplane::Port;
+use packet::Port;
 use libfuzzer_sys::fuzz_target;
 use std::cell::RefCell;
 

@@ -5,7 +5,7 @@
 //! its buffer and keep its headers' lengths consistent with its size.
 #![no_main]
 
-use dataplane::buffer::{Gso, Offload, Pool};
+use packet::buffer::{Gso, Offload, Pool};
 use dataplane::offload::uso::{pack, unpack, PackSpec};
 use libfuzzer_sys::fuzz_target;
 use std::cell::RefCell;

@@ -58,7 +58,7 @@ impl NodeCounters {
 /// was down) plus `rx_missed` plus `rx_errors`. The other three break part
 /// of it down, like `ip -s link`'s columns; `tx_errors` is a subset of the
 /// transmit shortfall already in `drops`, never added to it a second time.
-/// Receive-side losses come from [`crate::Port::take_drops`], polled every
+/// Receive-side losses come from [`packet::Port::take_drops`], polled every
 /// timer tick (~100 ms), so they lag the packet counters by up to that much.
 #[derive(Debug, Default)]
 pub struct PortCounters {

@@ -11,93 +11,23 @@
 //! tunnel's selectors and delivers it to ip4/ip6-input as if received on the
 //! virtual port.
 //!
-//! Why traits: the crypto, the SAs and the SAD live in `vecgate-ipsec`, which
-//! depends on this crate (for [`Packet`]). The nodes therefore work against
-//! two small object-safe traits ([`EspOutbound`], [`EspInbound`]) that
-//! `vecgate_ipsec::dp` implements; the tables hold `Arc<dyn ...>`. No
-//! dependency cycle, one crate per concern, and the dataplane can be tested
-//! with a mock transform. The SA objects are shared, not rebuilt, when the
-//! control plane publishes new tables, so sequence numbers and replay
-//! windows survive route changes, and an SA switch (make-before-break
-//! rekey) is a pointer swap inside the implementation, not a table rebuild.
+//! The SAs themselves live in `vecgate-ipsec`: the tables hold shared
+//! pointers to a tunnel's [`TunnelTx`] and to the [`InboundSad`], which the
+//! registry there owns. They are shared, not rebuilt, when the control plane
+//! publishes new tables, so sequence numbers and replay windows survive
+//! route changes, and an SA switch (make-before-break rekey) is a pointer
+//! swap inside the registry, not a table rebuild.
 
-use crate::buffer::Packet;
 use crate::fib::Prefix;
-use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
-
-/// Drop reasons of the crypto, in the order of `vecgate_ipsec::EspError::ALL`
-/// with the names of `EspError::as_str` (a test in vecgate-ipsec keeps them
-/// equal). A [`Reason`] indexes this table.
-pub const CRYPTO_REASONS: [&str; 17] = [
-    "truncated",
-    "bad-length",
-    "bad-spi",
-    "replay",
-    "too-old",
-    "icv-fail",
-    "bad-padding",
-    "bad-next-header",
-    "dummy",
-    "seq-exhausted",
-    "sa-expired",
-    "lifetime-hard",
-    "no-room",
-    "bad-inner",
-    "bad-config",
-    "crypto",
-    "no-sa",
-];
-
-/// Index into [`CRYPTO_REASONS`].
-pub type Reason = u8;
-
-/// Reason used when an implementation reports an index out of range.
-pub const REASON_CRYPTO: Reason = 15;
-
-/// The outbound side of one ESP tunnel: its current outbound SA.
-pub trait EspOutbound: Send + Sync + fmt::Debug {
-    /// Encrypts a vector in place. Each packet holds an inner IPv4/IPv6
-    /// packet (data at the IP header, checksums complete, no GSO) and
-    /// leaves as outer IP (+ UDP for NAT-T) + ESP. `status[i]` receives the
-    /// result of `pkts[i]`; `Err` means the SA refused the whole vector
-    /// (expired, sequence numbers exhausted) and nothing was encrypted.
-    fn encrypt(&self, pkts: &mut [Packet], status: &mut [Result<(), Reason>])
-        -> Result<(), Reason>;
-
-    /// Most bytes encryption adds to a packet (outer headers, ESP header,
-    /// IV, padding, trailer, ICV): the tunnel MTU is the underlay MTU
-    /// minus this.
-    fn overhead(&self) -> usize;
-
-    /// The current outbound SPI (for `show` commands and traces).
-    fn spi(&self) -> u32;
-}
-
-/// What esp-decrypt learns about an authentic packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RxOk {
-    /// [`EspTunnelDef::id`] of the tunnel the SA belongs to.
-    pub tunnel: u32,
-    /// The inner packet is IPv6.
-    pub inner_v6: bool,
-}
-
-/// The inbound SAD: SAs by SPI, of every tunnel.
-pub trait EspInbound: Send + Sync + fmt::Debug {
-    /// Decrypts a vector in place; each packet's data starts at the ESP
-    /// header (outer IP and UDP already pulled). `out[i]` receives the
-    /// result of `pkts[i]`; on success the data is the inner IP packet.
-    /// Packets with an unknown SPI get `bad-spi`.
-    fn decrypt(&self, pkts: &mut [Packet], out: &mut [Result<RxOk, Reason>]);
-}
+use vecgate_ipsec::{InboundSad, TunnelTx};
 
 /// What the control plane says about an ESP tunnel (see
 /// [`TablesBuilder::add_esp_tunnel`](crate::tables::TablesBuilder::add_esp_tunnel)).
 #[derive(Clone, Debug)]
 pub struct EspTunnelDef {
-    /// Stable tunnel id, the one [`RxOk::tunnel`] reports.
+    /// Stable tunnel id, the one `vecgate_ipsec::RxOk::tunnel` reports.
     pub id: u32,
     /// Outer addresses (local = ours).
     pub local: IpAddr,
@@ -110,7 +40,7 @@ pub struct EspTunnelDef {
     /// in one of these prefixes (the tunnel's remote traffic selectors);
     /// empty = any.
     pub traffic: Vec<Prefix>,
-    pub tx: Arc<dyn EspOutbound>,
+    pub tx: Arc<TunnelTx>,
 }
 
 /// One ESP tunnel as the workers use it.
@@ -142,7 +72,7 @@ pub struct EspTable {
     /// Tunnel id → index into `tunnels`.
     pub by_id: crate::fib::FxMap<u32, u32>,
     /// The SAD shared by every tunnel; `None` without ESP tunnels.
-    pub sad: Option<Arc<dyn EspInbound>>,
+    pub sad: Option<Arc<InboundSad>>,
     /// Some tunnel uses NAT-T: ip-local sends UDP 4500 to esp-decrypt.
     pub nat_t: bool,
 }

@@ -13,13 +13,13 @@
 //! capacity. Growth is bounded: every packet in flight is a buffer of the
 //! worker's fixed-size pool.
 
-use crate::buffer::{Packet, Pool};
 use crate::counters::{Counter, NodeCounters, PortCounters, WorkerCounters};
 use crate::fib::FxMap;
 use crate::neighbour::{Binding, NeighConfig, NeighbourShared, NeighbourTable};
 use crate::nodes::icmp_error::RateLimit;
 use crate::tables::Tables;
 use crate::trace::Trace;
+use packet::buffer::{Packet, Pool};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -168,7 +168,7 @@ pub struct Ctx {
     /// Per port: the backend takes super-packets and partial checksums
     /// (`Port::offloads`), so interface-output leaves them alone.
     pub port_offloads: Vec<bool>,
-    /// Per physical port: [`Port::udp_gso`](crate::port::Port::udp_gso).
+    /// Per physical port: [`Port::udp_gso`](packet::port::Port::udp_gso).
     pub port_udp_gso: Vec<bool>,
     /// Where ip-local punts IKE datagrams ([`crate::punt`]); `None`: IKE
     /// is not running and such datagrams are dropped.
@@ -208,7 +208,7 @@ impl Ctx {
             icmp_limit: RateLimit::new(100, 100),
             pool,
             tx: (0..n_ports)
-                .map(|_| Vec::with_capacity(2 * crate::VECTOR_SIZE))
+                .map(|_| Vec::with_capacity(2 * packet::VECTOR_SIZE))
                 .collect(),
             port_up: vec![true; n_ports],
             port_offloads: vec![false; n_ports],
@@ -291,11 +291,11 @@ impl Graph {
         });
         Graph {
             pending: (0..nodes.len())
-                .map(|_| Vec::with_capacity(2 * crate::VECTOR_SIZE))
+                .map(|_| Vec::with_capacity(2 * packet::VECTOR_SIZE))
                 .collect(),
             nodes,
-            scratch: Vec::with_capacity(2 * crate::VECTOR_SIZE),
-            drops: Vec::with_capacity(2 * crate::VECTOR_SIZE),
+            scratch: Vec::with_capacity(2 * packet::VECTOR_SIZE),
+            drops: Vec::with_capacity(2 * packet::VECTOR_SIZE),
             counters,
             loop_drops: Counter::default(),
         }

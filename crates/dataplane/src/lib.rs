@@ -1,12 +1,11 @@
 //! vecgate's dataplane: packets move through a graph of nodes in vectors.
 //!
-//! Layout: [`buffer`] (packets and the pool), [`port`] (the I/O backend
-//! interface), [`fib`] and [`tables`] (routing state published by the
+//! Layout: packets, their pool and the port trait come from the `packet`
+//! crate; here are [`fib`] and [`tables`] (routing state published by the
 //! control thread), [`neighbour`] (ARP / ND), [`graph`] and [`nodes`] (the
 //! vector graph), [`counters`] and [`trace`], and [`worker`] (the loop that
 //! drives ports and the graph).
 
-pub mod buffer;
 pub mod counters;
 pub mod esp;
 pub mod fib;
@@ -14,7 +13,6 @@ pub mod graph;
 pub mod neighbour;
 pub mod nodes;
 pub mod offload;
-pub mod port;
 pub mod punt;
 pub mod tables;
 pub mod trace;
@@ -26,6 +24,3 @@ pub mod testing;
 
 #[cfg(test)]
 mod tests;
-
-pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
-pub use port::Port;

@@ -17,10 +17,10 @@
 //! worker resolves by itself). Publishing copies the map, which is fine at
 //! neighbour-table scale and at a 100 ms period.
 
-use crate::buffer::Packet;
 use crate::fib::FxMap;
 use arc_swap::ArcSwap;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use packet::buffer::Packet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -427,7 +427,7 @@ impl NeighbourShared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::Pool;
+    use packet::buffer::Pool;
 
     const M1: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
     const M2: [u8; 6] = [2, 0, 0, 0, 0, 0x22];

@@ -25,9 +25,9 @@
 //! on port 4500); `punt` delivers it the same way, marker included, as
 //! the library expects.
 
-use crate::buffer::{Packet, Pool};
 use crate::graph::flags;
 use crossbeam_channel::{bounded, Receiver, Sender};
+use packet::buffer::{Packet, Pool};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

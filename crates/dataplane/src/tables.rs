@@ -290,7 +290,7 @@ pub struct TablesBuilder {
     routes: Vec<(u32, Prefix, Route)>,
     tunnels: Vec<(u16, TunnelDef)>,
     esp: Vec<(u16, crate::esp::EspTunnelDef)>,
-    esp_sad: Option<Arc<dyn crate::esp::EspInbound>>,
+    esp_sad: Option<Arc<vecgate_ipsec::InboundSad>>,
     error: Option<BuildError>,
 }
 
@@ -387,7 +387,7 @@ impl TablesBuilder {
 
     /// The inbound SAD shared by every ESP tunnel (kept across rebuilds by
     /// whoever owns it).
-    pub fn set_esp_sad(&mut self, sad: Arc<dyn crate::esp::EspInbound>) -> &mut Self {
+    pub fn set_esp_sad(&mut self, sad: Arc<vecgate_ipsec::InboundSad>) -> &mut Self {
         self.esp_sad = Some(sad);
         self
     }

@@ -3,8 +3,8 @@
 //! byte handling). Compiled for this crate's tests and with the `testing`
 //! feature.
 
-use crate::buffer::{Offload, Packet, Pool};
-use crate::port::{Port, PortDrops};
+use packet::buffer::{Offload, Packet, Pool};
+use packet::port::{Port, PortDrops};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -8,7 +8,7 @@ use crate::testing::{
     arp, dissect, eth, icmp4_echo, icmp6, ipv4, ipv6, MockHandle, MockPort, Seen,
 };
 use crate::worker::{Worker, WorkerConfig};
-use crate::Port;
+use packet::Port;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use wire::arp::Operation;
@@ -1075,7 +1075,7 @@ fn tables_swap_takes_effect_on_next_vector() {
 
 /// A TCP/IPv4 super-packet of `payload` bytes (GSO TcpV4, partial
 /// checksum as the kernel hands it over: pseudo-header sum in the field).
-fn tcp_super_packet(payload: usize, mss: u16) -> (Vec<u8>, crate::Offload) {
+fn tcp_super_packet(payload: usize, mss: u16) -> (Vec<u8>, packet::Offload) {
     let (src, dst) = (v4("10.1.0.5"), v4("10.2.0.7"));
     let mut tcp = vec![0u8; 20 + payload];
     tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
@@ -1090,12 +1090,12 @@ fn tcp_super_packet(payload: usize, mss: u16) -> (Vec<u8>, crate::Offload) {
     let ph = wire::checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u16);
     tcp[16..18].copy_from_slice(&ph.to_be_bytes());
     let frame = eth(GW0, H1, 0x0800, &ipv4(src, dst, 6, 64, true, &tcp));
-    let o = crate::Offload {
+    let o = packet::Offload {
         needs_csum: true,
         csum_valid: false,
         csum_start: 34,
         csum_offset: 16,
-        gso: crate::Gso::TcpV4,
+        gso: packet::Gso::TcpV4,
         gso_size: mss,
         hdr_len: 54,
     };
@@ -1113,7 +1113,7 @@ fn gso_super_packet_is_segmented_for_a_port_without_offloads() {
     assert_eq!(out.len(), 3, "4000 bytes in segments of 1448");
     let mut total = 0;
     for (f, o) in &out {
-        assert_eq!(o.gso, crate::Gso::None);
+        assert_eq!(o.gso, packet::Gso::None);
         let Seen::Ip4(e, ip) = dissect(f) else {
             panic!()
         };

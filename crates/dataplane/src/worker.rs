@@ -9,17 +9,17 @@
 //! fails (netdev gone) is closed, marked down and re-opened through the
 //! [`PortFactory`] every [`RETRY_MS`].
 
-use crate::buffer::{Packet, Pool};
 use crate::counters::WorkerCounters;
 use crate::graph::{Ctx, Graph, NodeId};
 use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit, State};
 use crate::nodes::icmp_error::RateLimit;
 use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
 use crate::nodes::{self, nd};
-use crate::port::Port;
 use crate::tables::SharedTables;
-use crate::VECTOR_SIZE;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use packet::buffer::{Packet, Pool};
+use packet::port::Port;
+use packet::VECTOR_SIZE;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::io;
 use std::net::IpAddr;
@@ -617,9 +617,9 @@ impl Worker {
 #[cfg(test)]
 mod drop_tests {
     use super::*;
-    use crate::port::PortDrops;
     use crate::tables::TablesBuilder;
     use crate::testing::{arp, eth, MockPort};
+    use packet::port::PortDrops;
     use std::net::Ipv4Addr;
     use wire::arp::Operation;
 

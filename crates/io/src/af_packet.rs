@@ -27,8 +27,8 @@ use crate::error::IoError;
 use crate::netdev;
 use crate::sys;
 use crate::vnet::{self, VNET_HDR_LEN};
-use dataplane::port::PortDrops;
-use dataplane::{Offload, Packet, Pool, Port};
+use packet::PortDrops;
+use packet::{Offload, Packet, Pool, Port};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 

@@ -73,8 +73,8 @@
 use crate::error::IoError;
 use crate::netdev;
 use crate::xdp_sys::{self, Ring, Side, Umem};
-use dataplane::port::PortDrops;
-use dataplane::{Packet, Pool, Port};
+use packet::PortDrops;
+use packet::{Packet, Pool, Port};
 use rustix::net::sockopt;
 use rustix::net::xdp::{
     SocketAddrXdp, SocketAddrXdpFlags, XdpDesc, XdpDescOptions, XdpOptionsFlags, XdpUmemReg,

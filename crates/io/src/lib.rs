@@ -29,7 +29,7 @@ pub use netdev::IngressGuard;
 pub use netdev_lock::NetdevLock;
 pub use tap::{TapOpts, TapPort};
 
-use dataplane::Port;
+use packet::Port;
 
 /// Opens worker `worker_index`'s (of `nworkers`) queue on `ifname` with
 /// `driver` ("af_packet" | "tap" | "af_xdp"). With several workers,

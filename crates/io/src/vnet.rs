@@ -6,7 +6,7 @@
 //! TAP unless TUNSETVNETLE/BE is set (virtio 0.9 "legacy" layout), so the
 //! conversion is native-endian.
 
-use dataplane::{Gso, Offload};
+use packet::{Gso, Offload};
 
 /// Size of the header (no `num_buffers`).
 pub const VNET_HDR_LEN: usize = 10;

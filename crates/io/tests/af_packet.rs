@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use dataplane::{Gso, Offload, Pool, Port};
+use packet::{Gso, Offload, Pool, Port};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;

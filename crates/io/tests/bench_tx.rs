@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use dataplane::{Gso, Offload, Pool, Port};
+use packet::{Gso, Offload, Pool, Port};
 use std::time::{Duration, Instant};
 use vecgate_io::{AfPacketOpts, AfPacketPort};
 

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use dataplane::{Pool, Port};
+use packet::{Pool, Port};
 use std::time::Duration;
 use vecgate_io::{AfPacketOpts, AfPacketPort};
 

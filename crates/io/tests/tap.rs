@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use dataplane::{Gso, Pool, Port};
+use packet::{Gso, Pool, Port};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use vecgate_io::{IoError, TapOpts, TapPort};

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use dataplane::Port;
+use packet::Port;
 use vecgate_io::{netdev, AfPacketOpts, AfPacketPort};
 
 fn ethtool_uso(ns: &Netns, dev: &str, on: bool) {

@@ -1,108 +1,99 @@
 //! Why an ESP operation refused a packet.
 
-/// A drop reason. Each variant has a stable name ([`EspError::as_str`]) that
-/// the graph uses as a counter/drop-reason label, so the names must not
-/// change once published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
-pub enum EspError {
+/// Defines [`EspError`] from one list: variant, stable name, message. The
+/// name is the drop-reason / counter label the graph publishes, so it must
+/// not change once published; the esp nodes' error tables are derived from
+/// [`EspError::NAMES`] ([`EspError::names_then`]).
+macro_rules! esp_errors {
+    ($( $(#[doc = $doc:literal])* $var:ident = $name:literal, $msg:literal; )*) => {
+        /// Why an ESP operation refused a packet.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+        #[repr(u8)]
+        pub enum EspError {
+            $( $(#[doc = $doc])* #[error($msg)] $var, )*
+        }
+
+        impl EspError {
+            /// Every variant, in declaration order (for counter tables).
+            pub const ALL: [EspError; [$($name),*].len()] = [$(EspError::$var),*];
+            /// Each variant's name, in the order of [`EspError::ALL`].
+            pub const NAMES: [&'static str; [$($name),*].len()] = [$($name),*];
+        }
+    };
+}
+
+esp_errors! {
     /// Shorter than header + IV + trailer + ICV (+ one block for CBC).
-    #[error("truncated ESP packet")]
-    Truncated,
+    Truncated = "truncated", "truncated ESP packet";
     /// A CBC ciphertext that is not a whole number of cipher blocks.
-    #[error("ciphertext not a multiple of the block size")]
-    BadLength,
+    BadLength = "bad-length", "ciphertext not a multiple of the block size";
     /// The SPI is not the one of this SA (or unknown to the SAD).
-    #[error("unknown or wrong SPI")]
-    BadSpi,
+    BadSpi = "bad-spi", "unknown or wrong SPI";
     /// Sequence number already seen (RFC 4303 §3.4.3).
-    #[error("replayed sequence number")]
-    Replay,
+    Replay = "replay", "replayed sequence number";
     /// Sequence number left of the anti-replay window (RFC 4303 §3.4.3).
-    #[error("sequence number older than the replay window")]
-    TooOld,
+    TooOld = "too-old", "sequence number older than the replay window";
     /// Integrity check failed: forged, corrupted or wrong key.
-    #[error("ICV verification failed")]
-    IcvFail,
+    IcvFail = "icv-fail", "ICV verification failed";
     /// Decrypted padding is not 1, 2, 3, ... or the pad length overruns.
-    #[error("bad ESP padding")]
-    BadPadding,
+    BadPadding = "bad-padding", "bad ESP padding";
     /// Next header is neither IPv4 (4) nor IPv6 (41) in tunnel mode.
-    #[error("unexpected next header")]
-    BadNextHeader,
+    BadNextHeader = "bad-next-header", "unexpected next header";
     /// A dummy packet (next header 59, RFC 4303 §2.6): to be dropped silently.
-    #[error("dummy packet")]
-    Dummy,
+    Dummy = "dummy", "dummy packet";
     /// The sequence number space is used up (RFC 4303 §3.3.3: never cycle).
-    #[error("sequence numbers exhausted, SA must be rekeyed")]
-    SeqExhausted,
+    SeqExhausted = "seq-exhausted", "sequence numbers exhausted, SA must be rekeyed";
     /// The SA was marked expired (sequence exhaustion or hard lifetime).
-    #[error("SA expired")]
-    SaExpired,
+    SaExpired = "sa-expired", "SA expired";
     /// The hard lifetime (bytes, packets or seconds) was reached.
-    #[error("hard lifetime reached")]
-    LifetimeHard,
+    LifetimeHard = "lifetime-hard", "hard lifetime reached";
     /// Not enough head- or tailroom in the buffer for ESP and outer headers.
-    #[error("no room in buffer for ESP encapsulation")]
-    NoRoom,
+    NoRoom = "no-room", "no room in buffer for ESP encapsulation";
     /// Inner packet is not IPv4/IPv6 or too large for the outer IP header.
-    #[error("bad inner packet")]
-    BadInner,
+    BadInner = "bad-inner", "bad inner packet";
     /// SA configuration rejected: key length, SPI, endpoints.
-    #[error("invalid SA configuration")]
-    BadConfig,
+    BadConfig = "bad-config", "invalid SA configuration";
     /// The crypto library reported an internal failure.
-    #[error("crypto failure")]
-    Crypto,
+    Crypto = "crypto", "crypto failure";
     /// The tunnel has no outbound SA yet (IKEv2 has not negotiated a child
     /// SA, or it was deleted): nothing may leave unprotected.
-    #[error("no SA negotiated")]
-    NoSa,
+    NoSa = "no-sa", "no SA negotiated";
 }
 
 impl EspError {
+    /// Number of reasons.
+    pub const COUNT: usize = Self::ALL.len();
+
     /// Stable, short name used as a drop reason / counter label.
     pub const fn as_str(&self) -> &'static str {
-        match self {
-            EspError::Truncated => "truncated",
-            EspError::BadLength => "bad-length",
-            EspError::BadSpi => "bad-spi",
-            EspError::Replay => "replay",
-            EspError::TooOld => "too-old",
-            EspError::IcvFail => "icv-fail",
-            EspError::BadPadding => "bad-padding",
-            EspError::BadNextHeader => "bad-next-header",
-            EspError::Dummy => "dummy",
-            EspError::SeqExhausted => "seq-exhausted",
-            EspError::SaExpired => "sa-expired",
-            EspError::LifetimeHard => "lifetime-hard",
-            EspError::NoRoom => "no-room",
-            EspError::BadInner => "bad-inner",
-            EspError::BadConfig => "bad-config",
-            EspError::Crypto => "crypto",
-            EspError::NoSa => "no-sa",
-        }
+        Self::NAMES[*self as usize]
     }
 
-    /// Every variant, in declaration order (for counter tables).
-    pub const ALL: [EspError; 17] = [
-        EspError::Truncated,
-        EspError::BadLength,
-        EspError::BadSpi,
-        EspError::Replay,
-        EspError::TooOld,
-        EspError::IcvFail,
-        EspError::BadPadding,
-        EspError::BadNextHeader,
-        EspError::Dummy,
-        EspError::SeqExhausted,
-        EspError::SaExpired,
-        EspError::LifetimeHard,
-        EspError::NoRoom,
-        EspError::BadInner,
-        EspError::BadConfig,
-        EspError::Crypto,
-        EspError::NoSa,
-    ];
+    /// Position in [`EspError::ALL`] / [`EspError::NAMES`]: a node's counter
+    /// index when its error table starts with them.
+    #[inline]
+    pub const fn index(self) -> u16 {
+        self as u16
+    }
+
+    /// A node's error table: [`EspError::NAMES`] followed by the node's own
+    /// names. `N` must be `COUNT + M` (checked at compile time).
+    pub const fn names_then<const M: usize, const N: usize>(
+        own: [&'static str; M],
+    ) -> [&'static str; N] {
+        assert!(N == Self::COUNT + M, "N must be EspError::COUNT + M");
+        let mut out = [""; N];
+        let mut i = 0;
+        while i < N {
+            out[i] = if i < Self::COUNT {
+                Self::NAMES[i]
+            } else {
+                own[i - Self::COUNT]
+            };
+            i += 1;
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -112,10 +103,20 @@ mod tests {
     #[test]
     fn names_are_unique_and_stable() {
         let mut names: Vec<_> = EspError::ALL.iter().map(|e| e.as_str()).collect();
+        for (i, e) in EspError::ALL.iter().enumerate() {
+            assert_eq!(usize::from(e.index()), i);
+        }
         assert_eq!(EspError::IcvFail.as_str(), "icv-fail");
         assert_eq!(EspError::LifetimeHard.as_str(), "lifetime-hard");
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), EspError::ALL.len());
+    }
+
+    #[test]
+    fn node_tables_start_with_the_reasons() {
+        const T: [&str; EspError::COUNT + 2] = EspError::names_then(["own-a", "own-b"]);
+        assert_eq!(&T[..EspError::COUNT], &EspError::NAMES[..]);
+        assert_eq!(&T[EspError::COUNT..], &["own-a", "own-b"]);
     }
 }

@@ -1,5 +1,5 @@
 //! ESP tunnel mode (RFC 4303): encapsulation and decapsulation in place in a
-//! [`dataplane::Packet`].
+//! [`packet::Packet`].
 //!
 //! Outbound, the packet's data is the inner IP packet. Padding, pad length
 //! and next header are appended in the tailroom, ESP header + IV and the
@@ -19,7 +19,7 @@ use std::sync::MutexGuard;
 use aws_lc_rs::cipher::{DecryptionContext, EncryptionContext};
 use aws_lc_rs::iv::FixedLength;
 use aws_lc_rs::{aead, constant_time, hmac, rand};
-use dataplane::Packet;
+use packet::Packet;
 use wire::esp::{padding_len, EspTrailer, HEADER_LEN, NEXT_HEADER_NONE, TRAILER_LEN};
 
 use crate::lifetime::LifetimeEvent;

@@ -8,7 +8,7 @@
 
 use std::net::Ipv4Addr;
 
-use dataplane::Pool;
+use packet::Pool;
 use zeroize::Zeroizing;
 
 use crate::sa::{Algorithm, InboundSa, OutboundSa, SaConfig, TunnelEndpoints};

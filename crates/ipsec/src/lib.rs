@@ -2,7 +2,7 @@
 //! the AEAD and CBC+HMAC transforms, anti-replay, lifetimes and the SAD.
 //!
 //! This crate does no I/O and owns no graph: the dataplane's esp-encrypt and
-//! esp-decrypt nodes hand it [`dataplane::Packet`]s (one at a time or as a
+//! esp-decrypt nodes hand it [`packet::Packet`]s (one at a time or as a
 //! vector) and get back typed drop reasons ([`EspError::as_str`]). All
 //! cryptography is aws-lc-rs; nothing here implements a cipher.
 //!
@@ -11,7 +11,7 @@
 //! without a lock, the way wireguard-go assigns nonces at dispatch.
 //!
 //! ```
-//! use dataplane::Pool;
+//! use packet::Pool;
 //! use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
 //! use zeroize::Zeroizing;
 //!
@@ -43,10 +43,10 @@
 //! assert_eq!(pkt.data(), &inner);
 //! ```
 
-pub mod dp;
 pub mod error;
 pub mod esp;
 pub mod lifetime;
+pub mod registry;
 pub mod replay;
 pub mod sa;
 pub mod sad;
@@ -55,6 +55,7 @@ pub mod seqstore;
 pub use error::EspError;
 pub use esp::Decrypted;
 pub use lifetime::{Lifetime, LifetimeEvent};
+pub use registry::{EspRegistry, InboundSad, RegistryError, RxOk, SaEvent, SaInfo, TunnelTx};
 pub use replay::ReplayWindow;
 pub use sa::{Algorithm, InboundSa, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap};
 pub use sad::{Sad, TunnelSas};

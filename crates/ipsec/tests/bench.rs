@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dataplane::{Packet, Pool};
+use packet::{Packet, Pool};
 use vecgate_ipsec::{Algorithm, EspError, InboundSa, OutboundSa};
 
 const BATCH: usize = 32;

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use dataplane::{Packet, Pool};
+use packet::{Packet, Pool};
 use vecgate_ipsec::{
     Algorithm, Decrypted, EspError, InboundSa, Lifetime, LifetimeEvent, OutboundSa, Sad, TunnelSas,
 };
@@ -445,7 +445,7 @@ fn no_room_is_reported_not_panicked() {
     assert_eq!(out.encrypt(&mut p, false, seq), Err(EspError::NoRoom));
     // A maximal frame leaves too little tailroom and too much length.
     let mut p = pool.alloc().unwrap();
-    let big = vec![0x45u8; dataplane::buffer::MAX_FRAME];
+    let big = vec![0x45u8; packet::buffer::MAX_FRAME];
     assert!(p.set_data(&big));
     assert!(out.encrypt(&mut p, false, seq + 1).is_err());
 }

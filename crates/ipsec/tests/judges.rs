@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::*;
-use dataplane::Pool;
+use packet::Pool;
 use vecgate_ipsec::{Algorithm, InboundSa, OutboundSa, SaConfig};
 use wire::pcap::{LinkType, Writer};
 

@@ -8,14 +8,14 @@
 //! it, so a route change through the API keeps sequence numbers and replay
 //! windows.
 
-use dataplane::esp::{EspOutbound, EspTunnelDef};
+use dataplane::esp::EspTunnelDef;
 use dataplane::fib::Prefix;
 use dataplane::tables::{IfFlags, Route, TablesBuilder};
 use std::sync::Arc;
 use vecgate_config::ipsec::{parse_key_hex, soft_of};
 use vecgate_config::secret::{read_secret_file, MAX_SECRET_LEN};
 use vecgate_config::{Config, SaDirection, StaticSa, Tunnel, TunnelKind};
-use vecgate_ipsec::dp::EspRegistry;
+use vecgate_ipsec::EspRegistry;
 use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
 use zeroize::Zeroizing;
 
@@ -490,7 +490,7 @@ impl vecgate_control::SaOps for ApiSaOps {
         let cfg = Self::keyed(t, sa, key)?;
         let sa = InboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
         self.reg.install_inbound(id, sa).map_err(|e| match e {
-            vecgate_ipsec::dp::RegistryError::SpiInUse(_) => api_err(409, "spi", e.to_string()),
+            vecgate_ipsec::RegistryError::SpiInUse(_) => api_err(409, "spi", e.to_string()),
             _ => api_err(409, "tunnel", e.to_string()),
         })
     }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 use vecgate_config::{Config, IkeSettings, Tunnel, TunnelKind};
 use vecgate_ike::{Action, ChildPolicy, ChildSaKeys, Event, Ike, IkeConfig, Prefix};
-use vecgate_ipsec::dp::EspRegistry;
+use vecgate_ipsec::EspRegistry;
 use vecgate_ipsec::{
     Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap,
 };

@@ -14,7 +14,7 @@ use anyhow::{anyhow, Context, Result};
 use dataplane::neighbour::NeighbourShared;
 use dataplane::tables::SharedTables;
 use dataplane::worker::{Worker, WorkerConfig};
-use dataplane::Port;
+use packet::Port;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -395,7 +395,7 @@ fn start_api(
     counters: &[Arc<dataplane::counters::WorkerCounters>],
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
     netdevs: &[NetdevInfo],
-    esp: Option<Arc<vecgate_ipsec::dp::EspRegistry>>,
+    esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<TunnelPorts>>,
 ) -> Result<vecgate_control::ServerHandle> {

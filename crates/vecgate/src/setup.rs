@@ -118,7 +118,7 @@ pub struct Assignment {
 pub fn build_tables_ported(
     cfg: &Config,
     netdevs: &[NetdevInfo],
-    esp: Option<&vecgate_ipsec::dp::EspRegistry>,
+    esp: Option<&vecgate_ipsec::EspRegistry>,
     tunnel_ports: &HashMap<String, u16>,
 ) -> Result<Tables, String> {
     let port_of = |name: &str| {

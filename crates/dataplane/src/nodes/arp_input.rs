@@ -4,9 +4,9 @@
 //! target).
 
 use super::{push_eth, send_released, ETHERTYPE_ARP};
-use crate::buffer::Packet;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::Learn;
+use packet::buffer::Packet;
 use std::net::IpAddr;
 use wire::arp::{ArpRepr, Operation};
 use wire::ethernet::MacAddr;

@@ -11,22 +11,22 @@
 //! counted as "ike-to-control-plane" and dropped until the IKE daemon takes
 //! them, a NAT-keepalive is counted and dropped.
 //!
-//! The whole vector goes to the SAD in one call ([`EspInbound::decrypt`]):
+//! The whole vector goes to the SAD in one call (`InboundSad::decrypt`):
 //! it looks SAs up in one snapshot, decrypts runs of one SA as a batch and
 //! locks each replay window once per run. Failures are counted by the
-//! crypto's reason names ([`CRYPTO_REASONS`]). An authentic packet whose
+//! crypto's reason names ([`EspError::NAMES`]). An authentic packet whose
 //! inner source is outside the tunnel's selectors is dropped as
 //! "policy-mismatch" (RFC 4301 §5.2: the inbound SPD check after
 //! decryption). Delivered packets carry `flags::DECAP`, so TCP segments are
 //! coalesced (RSC) on the way to the host as for the overlays.
 
-use super::esp_encrypt::reason_index;
 use super::tunnel_util::clamp_mss;
 use super::{ip4_at, ip6_at, pull};
-use crate::buffer::{Offload, Packet};
-use crate::esp::{EspTunnel, Reason, RxOk, CRYPTO_REASONS};
+use crate::esp::EspTunnel;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
+use packet::buffer::{Offload, Packet};
 use std::net::IpAddr;
+use vecgate_ipsec::{EspError, RxOk};
 use wire::esp::UdpEncap;
 
 /// Bit of `meta.aux` (set by ip-local): the offset is that of a UDP header
@@ -37,7 +37,7 @@ pub const AUX_UDP: u32 = 1 << 31;
 #[derive(Clone, Copy)]
 #[repr(u16)]
 enum E {
-    NoSad = CRYPTO_REASONS.len() as u16,
+    NoSad = EspError::COUNT as u16,
     BadOffset,
     IkeToControlPlane,
     NatKeepalive,
@@ -47,26 +47,7 @@ enum E {
     Decrypted,
 }
 
-const ERRORS: &[&str] = &[
-    // CRYPTO_REASONS, in order (checked by a test).
-    "truncated",
-    "bad-length",
-    "bad-spi",
-    "replay",
-    "too-old",
-    "icv-fail",
-    "bad-padding",
-    "bad-next-header",
-    "dummy",
-    "seq-exhausted",
-    "sa-expired",
-    "lifetime-hard",
-    "no-room",
-    "bad-inner",
-    "bad-config",
-    "crypto",
-    "no-sa",
-    // esp-decrypt's own.
+const ERRORS: [&str; EspError::COUNT + 8] = EspError::names_then([
     "no-sad",
     "bad-offset",
     "ike-to-control-plane",
@@ -75,14 +56,14 @@ const ERRORS: &[&str] = &[
     "no-tunnel",
     "policy-mismatch",
     "decrypted",
-];
+]);
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Input, NodeId::Ip6Input];
 
 #[derive(Default)]
 pub struct EspDecrypt {
     batch: Vec<Packet>,
-    out: Vec<Result<RxOk, Reason>>,
+    out: Vec<Result<RxOk, EspError>>,
 }
 
 impl Node for EspDecrypt {
@@ -90,7 +71,7 @@ impl Node for EspDecrypt {
         "esp-decrypt"
     }
     fn error_names(&self) -> &'static [&'static str] {
-        ERRORS
+        &ERRORS
     }
     fn next_nodes(&self) -> &'static [NodeId] {
         NEXT
@@ -139,14 +120,14 @@ impl Node for EspDecrypt {
             return;
         }
         self.out.clear();
-        self.out.resize(self.batch.len(), Err(0));
+        self.out.resize(self.batch.len(), Err(EspError::Crypto));
         sad.decrypt(&mut self.batch, &mut self.out);
         let mut ok = 0u64;
         for (p, r) in self.batch.drain(..).zip(self.out.iter()) {
             let rx = match r {
                 Ok(rx) => *rx,
                 Err(e) => {
-                    next.drop(p, reason_index(*e));
+                    next.drop(p, e.index());
                     continue;
                 }
             };
@@ -212,8 +193,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn error_table_starts_with_crypto_reasons() {
-        assert_eq!(&ERRORS[..CRYPTO_REASONS.len()], &CRYPTO_REASONS[..]);
+    fn own_reasons_follow_the_crypto_reasons() {
         assert_eq!(ERRORS[E::PolicyMismatch as usize], "policy-mismatch");
         assert_eq!(ERRORS.len(), E::Decrypted as usize + 1);
     }

@@ -3,7 +3,7 @@
 //! (RFC 4303 tunnel mode) and routed in the underlay VRF.
 //!
 //! The vector is cut into runs of consecutive packets for one tunnel; each
-//! run is encrypted with one call ([`EspOutbound::encrypt`]): the SA is
+//! run is encrypted with one call (`vecgate_ipsec::TunnelTx::encrypt`): the SA is
 //! loaded once, its sequence numbers are reserved once (an atomic add, so
 //! several workers share one SA without a lock), and the crypto runs over
 //! the whole run. The outer IP (+ UDP for NAT-T) header comes from the SA's
@@ -13,7 +13,7 @@
 //! inner segment; RFC 4303 has no segmentation of its own): the inner
 //! segments are at most the tunnel MTU, which ip-rewrite enforced on the
 //! virtual port (ICMP too-big / PMTU) and SYN MSS clamping keeps true, and
-//! the tunnel MTU is the underlay MTU minus [`EspOutbound::overhead`], so
+//! the tunnel MTU is the underlay MTU minus `TunnelTx::overhead`, so
 //! every ESP packet fits the underlay. Partial checksums are completed
 //! first: after encryption nobody can.
 //!
@@ -21,21 +21,22 @@
 //! super-packet are joined into UDP GSO datagrams ([`uso::join`]) and leave
 //! as one kernel send; UDP segmentation gives back the same packets.
 //!
-//! Drop reasons: the crypto's own ([`CRYPTO_REASONS`], the names of
-//! `vecgate_ipsec::EspError::as_str`) followed by this node's.
+//! Drop reasons: the crypto's own ([`EspError::NAMES`]) followed by this
+//! node's.
 
 use super::tunnel_util::clamp_mss;
 use super::{be16, pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
-use crate::buffer::{Gso, Offload, Packet, Pool};
-use crate::esp::{EspTunnel, Reason, CRYPTO_REASONS, REASON_CRYPTO};
+use crate::esp::EspTunnel;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso, uso, SegmentSpec};
+use packet::buffer::{Gso, Offload, Packet, Pool};
+use vecgate_ipsec::EspError;
 
 /// Reasons after the crypto's.
 #[derive(Clone, Copy)]
 #[repr(u16)]
 enum E {
-    NoTunnel = CRYPTO_REASONS.len() as u16,
+    NoTunnel = EspError::COUNT as u16,
     NotIp,
     SegmentationFailed,
     ChecksumFailed,
@@ -45,26 +46,7 @@ enum E {
     UdpGsoDatagrams,
 }
 
-const ERRORS: &[&str] = &[
-    // CRYPTO_REASONS, in order (checked by a test).
-    "truncated",
-    "bad-length",
-    "bad-spi",
-    "replay",
-    "too-old",
-    "icv-fail",
-    "bad-padding",
-    "bad-next-header",
-    "dummy",
-    "seq-exhausted",
-    "sa-expired",
-    "lifetime-hard",
-    "no-room",
-    "bad-inner",
-    "bad-config",
-    "crypto",
-    "no-sa",
-    // esp-encrypt's own.
+const ERRORS: [&str; EspError::COUNT + 8] = EspError::names_then([
     "no-tunnel",
     "not-ip",
     "segmentation-failed",
@@ -73,19 +55,9 @@ const ERRORS: &[&str] = &[
     "segments",
     "encrypted",
     "udp-gso-datagrams",
-];
+]);
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
-
-/// Counter index of a crypto reason (out-of-range values count as "crypto").
-#[inline]
-pub(crate) fn reason_index(r: Reason) -> u16 {
-    if usize::from(r) < CRYPTO_REASONS.len() {
-        u16::from(r)
-    } else {
-        u16::from(REASON_CRYPTO)
-    }
-}
 
 #[derive(Default)]
 pub struct EspEncrypt {
@@ -94,7 +66,7 @@ pub struct EspEncrypt {
     /// Per packet of `batch`: which input packet it came from (the
     /// segments of one super-packet share it).
     origin: Vec<u32>,
-    status: Vec<Result<(), Reason>>,
+    status: Vec<Result<(), EspError>>,
     segs: Vec<Packet>,
     /// Sealed ESP-in-UDP packets of one super-packet, to be joined.
     run: Vec<Packet>,
@@ -106,7 +78,7 @@ impl Node for EspEncrypt {
         "esp-encrypt"
     }
     fn error_names(&self) -> &'static [&'static str] {
-        ERRORS
+        &ERRORS
     }
     fn next_nodes(&self) -> &'static [NodeId] {
         NEXT
@@ -218,7 +190,7 @@ impl EspEncrypt {
         if let Err(r) = tun.def.tx.encrypt(&mut self.batch, &mut self.status) {
             self.origin.clear();
             for p in self.batch.drain(..) {
-                next.drop(p, reason_index(r));
+                next.drop(p, r.index());
             }
             return;
         }
@@ -251,7 +223,7 @@ impl EspEncrypt {
                 Err(r) => {
                     self.emit_run(to, pool, next);
                     run_origin = None;
-                    next.drop(p, reason_index(*r));
+                    next.drop(p, r.index());
                 }
             }
         }
@@ -282,12 +254,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn error_table_starts_with_crypto_reasons() {
-        assert_eq!(&ERRORS[..CRYPTO_REASONS.len()], &CRYPTO_REASONS[..]);
+    fn own_reasons_follow_the_crypto_reasons() {
         assert_eq!(ERRORS[E::NoTunnel as usize], "no-tunnel");
         assert_eq!(ERRORS[E::Encrypted as usize], "encrypted");
         assert_eq!(ERRORS[E::UdpGsoDatagrams as usize], "udp-gso-datagrams");
         assert_eq!(ERRORS.len(), E::UdpGsoDatagrams as usize + 1);
-        assert_eq!(reason_index(200), u16::from(REASON_CRYPTO));
     }
 }

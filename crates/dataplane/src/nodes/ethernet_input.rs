@@ -2,9 +2,9 @@
 //! the header and dispatches by EtherType. Arms the packet trace.
 
 use super::{pull, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
-use crate::buffer::Packet;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
+use packet::buffer::Packet;
 
 pub struct EthernetInput;
 

@@ -16,12 +16,12 @@
 
 use super::tunnel_util::{deliver, outer_addrs, Inner};
 use super::{be16, pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
-use crate::buffer::Packet;
 use crate::graph::{Ctx, Next, Node, NodeId};
 use crate::tunnel::{
     DecapKey, KeyClass, TunnelKind, ETHERTYPE_TEB, GRE_C, GRE_K, GRE_MUST_BE_ZERO, GRE_S,
     GRE_VERSION,
 };
+use packet::buffer::Packet;
 
 #[derive(Default)]
 pub struct GreInput {

@@ -10,8 +10,8 @@
 //! (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)).
 
 use super::{be16, ip4_at, ip6_at, put16};
-use crate::buffer::Packet;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
+use packet::buffer::Packet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use wire::checksum;
 

@@ -4,9 +4,9 @@
 //! tunnel's virtual port go to tunnel-encap instead; decapsulated packets
 //! for a port with offloads and `rsc` on go to rsc-output.
 
-use crate::buffer::{Gso, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso};
+use packet::buffer::{Gso, Packet};
 
 #[derive(Default)]
 pub struct InterfaceOutput {

@@ -4,10 +4,10 @@
 //! kept) for its L2 header.
 
 use super::{icmp_aux, icmp_error::kind};
-use crate::buffer::Packet;
 use crate::graph::{Ctx, Next, Node, NodeId};
 use crate::offload::fragment::fragment_ipv4;
 use crate::offload::OffloadError;
+use packet::buffer::Packet;
 
 #[derive(Default)]
 pub struct Ip4Fragment {

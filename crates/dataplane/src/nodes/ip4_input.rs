@@ -4,8 +4,8 @@
 //! the source address. Trailing Ethernet padding is trimmed.
 
 use super::{be16, ip4_at};
-use crate::buffer::Packet;
 use crate::graph::{Ctx, Next, Node, NodeId};
+use packet::buffer::Packet;
 
 pub struct Ip4Input;
 

@@ -4,9 +4,9 @@
 //! (RFC 1812 §5.2.7.1). The chosen adjacency travels in `meta.adj`.
 
 use super::{icmp_aux, icmp_error::kind, ip4_at};
-use crate::buffer::Packet;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::tables::Adj;
+use packet::buffer::Packet;
 
 pub struct Ip4Lookup;
 

@@ -4,8 +4,8 @@
 //! delivery (ip-local); a router forwards them untouched (RFC 8200 §4).
 
 use super::{be16, ip6_at};
-use crate::buffer::Packet;
 use crate::graph::{Ctx, Next, Node, NodeId};
+use packet::buffer::Packet;
 
 pub struct Ip6Input;
 

@@ -7,9 +7,9 @@
 //! destination unreachable "no route" (RFC 4443 §3.1).
 
 use super::{icmp_aux, icmp_error::kind, ip4_lookup::trace, ip6_at};
-use crate::buffer::Packet;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::tables::Adj;
+use packet::buffer::Packet;
 use std::net::Ipv6Addr;
 
 pub struct Ip6Lookup;

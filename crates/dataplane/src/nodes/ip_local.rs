@@ -11,11 +11,11 @@
 
 use super::nd::{na_reply, ICMP6_NA, ICMP6_NS, NA_OVERRIDE, NA_SOLICITED};
 use super::{be16, ip4_at, ip6_at, push_eth, put16, send_released, ETHERTYPE_IPV6};
-use crate::buffer::{Gso, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::Learn;
 use crate::offload::{gso, uso, SegmentSpec};
 use crate::tables::multicast_mac_v6;
+use packet::buffer::{Gso, Packet};
 use std::net::{IpAddr, Ipv6Addr};
 use wire::checksum;
 

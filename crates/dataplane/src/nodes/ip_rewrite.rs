@@ -10,11 +10,11 @@
 
 use super::nd::{arp_request, neighbor_solicit};
 use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push_eth, put16};
-use crate::buffer::{Gso, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
 use crate::offload::tso;
 use crate::tables::Adj;
+use packet::buffer::{Gso, Packet};
 use std::net::IpAddr;
 use wire::checksum;
 

@@ -28,8 +28,8 @@ mod tunnel_tests;
 pub mod tunnel_util;
 pub mod vxlan_input;
 
-use crate::buffer::{Gso, Packet};
 use crate::graph::{Ctx, Next, Node, NodeId};
+use packet::buffer::{Gso, Packet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// One node per [`NodeId`], in order.

@@ -4,9 +4,9 @@
 //! complete Ethernet frame ready for interface-output.
 
 use super::{push_eth, put16, ETHERTYPE_ARP, ETHERTYPE_IPV6};
-use crate::buffer::{Packet, Pool};
 use crate::graph::flags;
 use crate::tables::{multicast_mac_v6, solicited_node, Interface};
+use packet::buffer::{Packet, Pool};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use wire::arp::{ArpRepr, Operation};
 use wire::ethernet::MacAddr;

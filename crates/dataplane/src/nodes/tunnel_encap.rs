@@ -33,10 +33,10 @@
 
 use super::tunnel_util::{clamp_mss, inner_ip};
 use super::{be16, pull, put16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
-use crate::buffer::{Gso, Offload, Packet};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso, tso, uso, OffloadError, OuterL4, OuterSpec, SegmentSpec};
 use crate::tunnel::{flow_hash, Tunnel, TunnelKind, VXLAN_SPORT_BASE};
+use packet::buffer::{Gso, Offload, Packet};
 
 #[derive(Default)]
 pub struct TunnelEncap {

@@ -15,9 +15,9 @@
 //! next vector; segments are only merged, never reordered or altered in
 //! payload, so switching mid-connection is invisible to TCP.
 
-use crate::buffer::Packet;
 use crate::graph::{Ctx, Next, Node, NodeId};
 use crate::offload::{Coalescer, GroConfig};
+use packet::buffer::Packet;
 
 pub struct RscOutput {
     gro: Coalescer,
@@ -59,7 +59,7 @@ impl Node for RscOutput {
         if self.by_port.len() < cx.tx.len() {
             // Once per worker (the port count is fixed).
             self.by_port
-                .resize_with(cx.tx.len(), || Vec::with_capacity(crate::VECTOR_SIZE));
+                .resize_with(cx.tx.len(), || Vec::with_capacity(packet::VECTOR_SIZE));
         }
         for p in input.drain(..) {
             let port = usize::from(p.meta.tx_port);

@@ -8,7 +8,7 @@ use crate::tables::{IfFlags, Route, SharedTables, Tables, TablesBuilder};
 use crate::testing::{arp, dissect, eth, icmp4_echo, ipv4, ipv6, MockHandle, MockPort, Seen};
 use crate::tunnel::{derived_mac, TunnelDef, TunnelKind};
 use crate::worker::{Worker, WorkerConfig};
-use crate::{Gso, Offload, Port};
+use packet::{Gso, Offload, Port};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use wire::arp::Operation;

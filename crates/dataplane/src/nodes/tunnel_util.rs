@@ -2,9 +2,9 @@
 //! overlay, and inner TCP MSS clamping.
 
 use super::{be16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
-use crate::buffer::{Gso, Offload, Packet};
 use crate::graph::{flags, Ctx, Next, NodeId};
 use crate::tunnel::Tunnel;
+use packet::buffer::{Gso, Offload, Packet};
 
 /// What the decapsulated payload is.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -10,9 +10,9 @@
 
 use super::tunnel_util::{deliver, outer_addrs, Inner};
 use super::{be16, pull};
-use crate::buffer::Packet;
 use crate::graph::{Ctx, Next, Node, NodeId};
 use crate::tunnel::{DecapKey, KeyClass};
+use packet::buffer::Packet;
 
 pub struct VxlanInput;
 

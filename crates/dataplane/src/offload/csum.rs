@@ -14,7 +14,7 @@
 
 use super::hdr::{self, PROTO_TCP, PROTO_UDP};
 use super::OffloadError;
-use crate::buffer::{Gso, Packet};
+use packet::buffer::{Gso, Packet};
 
 /// Adds `data` to a running one's-complement sum (RFC 1071 §4.1), kept
 /// unfolded in 64 bits so several pieces and a pseudo-header can be added
@@ -104,7 +104,7 @@ pub fn verify_l4_at(d: &[u8], l3: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::Pool;
+    use packet::buffer::Pool;
 
     /// Independent RFC 1071 reference: 16-bit words, u32 accumulator.
     fn reference(data: &[u8]) -> u16 {

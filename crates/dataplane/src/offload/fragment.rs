@@ -8,7 +8,7 @@
 use super::csum::{finish, sum};
 use super::hdr::{self, be16, put16, IPV4_DF, IPV4_MF, IPV4_OFF_MASK};
 use super::OffloadError;
-use crate::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
+use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
 
 /// Smallest MTU every IPv4 module must support (RFC 791 §3.2, "Fragment
 /// Offset" and "Total Length").

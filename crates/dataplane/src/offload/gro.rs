@@ -33,7 +33,7 @@ use super::hdr::{
     self, be16, be32, put16, put32, Ip, PROTO_TCP, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH, TCP_RST,
     TCP_SYN, TCP_URG,
 };
-use crate::buffer::{Gso, Packet, Pool, MAX_FRAME, VECTOR_SIZE};
+use packet::buffer::{Gso, Packet, Pool, MAX_FRAME, VECTOR_SIZE};
 
 /// Why a packet was not merged into a super-packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,7 +290,7 @@ impl Coalescer {
         self.stats.refused[r as usize] += 1;
     }
 
-    fn parse(&self, d: &[u8], o: &crate::buffer::Offload) -> Result<Seg, Refusal> {
+    fn parse(&self, d: &[u8], o: &packet::buffer::Offload) -> Result<Seg, Refusal> {
         let l3 = self.cfg.l3_offset;
         let ip = hdr::parse_ip(d, l3, false).map_err(|e| match e {
             super::OffloadError::Unsupported => Refusal::IpLayout,

@@ -22,7 +22,7 @@ use super::hdr::{
     self, be16, be32, put16, put32, Ip, PROTO_TCP, PROTO_UDP, TCP_CWR, TCP_FIN, TCP_PSH,
 };
 use super::OffloadError;
-use crate::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
+use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
 
 /// GRE flag bits (RFC 2784 §2, RFC 2890 §2).
 const GRE_C: u16 = 0x8000;

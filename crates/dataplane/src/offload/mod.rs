@@ -18,7 +18,7 @@
 //! set per segment.
 //!
 //! Every function is a pure transformation over packets from the caller's
-//! [`Pool`](crate::buffer::Pool): no I/O, no heap allocation, and malformed
+//! [`Pool`](packet::buffer::Pool): no I/O, no heap allocation, and malformed
 //! input of any kind yields an [`OffloadError`] instead of a panic.
 
 pub mod csum;

@@ -1,7 +1,7 @@
 //! Test helpers: frame builders and an independent checksum verifier
 //! (RFC 1071 written from scratch, not the code under test).
 
-use crate::buffer::{Packet, Pool};
+use packet::buffer::{Packet, Pool};
 
 pub const SRC4: [u8; 4] = [192, 0, 2, 1];
 pub const DST4: [u8; 4] = [198, 51, 100, 7];

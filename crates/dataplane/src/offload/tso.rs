@@ -16,7 +16,7 @@
 use super::csum::{fold, verify_l4_at};
 use super::hdr::{self, put16};
 use super::OffloadError;
-use crate::buffer::{Gso, Offload, Packet};
+use packet::buffer::{Gso, Offload, Packet};
 
 const PROTO_TCP: u8 = 6;
 
@@ -102,8 +102,8 @@ pub fn mark(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::Pool;
     use crate::offload::{csum, gso};
+    use packet::buffer::Pool;
 
     /// Ethernet + IPv4 + TCP (with a 12-byte timestamp option) carrying
     /// `payload` bytes, all checksums complete.

@@ -20,7 +20,7 @@
 use super::gso::InnerSeg;
 use super::hdr::{self, be16, be32, put16, Ip, PROTO_TCP, PROTO_UDP};
 use super::OffloadError;
-use crate::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
+use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
 
 /// Linux refuses UDP GSO datagrams of more segments than this
 /// (`UDP_MAX_SEGMENTS`, include/linux/udp.h).

@@ -2,7 +2,7 @@
 //! on drop (even when the test fails), plus packet crafting helpers.
 #![allow(dead_code)]
 
-use dataplane::{Packet, Pool, Port};
+use packet::{Packet, Pool, Port};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};

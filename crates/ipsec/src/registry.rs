@@ -1,40 +1,30 @@
-//! The dataplane glue: this crate's SAs behind the graph's ESP traits
-//! ([`dataplane::esp::EspOutbound`], [`dataplane::esp::EspInbound`]).
+//! Every ESP tunnel's SAs as the graph uses them, and the runtime interface
+//! that changes them.
 //!
-//! The dataplane cannot name this crate (it depends on the dataplane for
-//! `Packet`), so its esp-encrypt / esp-decrypt nodes call these trait
-//! objects, which the tables hold. [`EspRegistry`] owns them for the life of
-//! the process: table rebuilds reuse the same objects, and the key manager
-//! (static configuration now, IKEv2 later, the REST API) installs, switches
-//! and removes SAs through it without touching the tables. The SAs
-//! themselves are shared by every worker: sequence numbers are reserved per
-//! vector with an atomic add and the replay window is locked once per run of
-//! one SA, so one tunnel spreads over several cores.
+//! The tables of the dataplane hold an `Arc<`[`TunnelTx`]`>` per tunnel (its
+//! current outbound SA) and one `Arc<`[`InboundSad`]`>` (inbound SAs by
+//! SPI); the esp-encrypt / esp-decrypt nodes call them once per run of
+//! packets. [`EspRegistry`] owns them for the life of the process: table
+//! rebuilds reuse the same objects, and the key manager (static
+//! configuration, IKEv2, the REST API) installs, switches and removes SAs
+//! through it without touching the tables. The SAs themselves are shared by
+//! every worker: sequence numbers are reserved per vector with an atomic
+//! add and the replay window is locked once per run of one SA, so one
+//! tunnel spreads over several cores.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use dataplane::esp::{EspInbound, EspOutbound, Reason, RxOk};
-use dataplane::Packet;
+use packet::Packet;
 
 use crate::{Algorithm, Decrypted, EspError, InboundSa, LifetimeEvent, OutboundSa};
 
-/// Index of `e` in [`EspError::ALL`] (= `dataplane::esp::CRYPTO_REASONS`).
-#[inline]
-pub fn reason(e: EspError) -> Reason {
-    EspError::ALL
-        .iter()
-        .position(|x| *x == e)
-        .map_or(dataplane::esp::REASON_CRYPTO, |i| i as Reason)
-}
-
 thread_local! {
-    // Per-worker scratch for the library's typed results: reused, so the
+    // Per-worker scratch for the SAs' per-packet results: reused, so the
     // fast path does not allocate once a worker has seen its largest
     // vector.
-    static TX_STATUS: RefCell<Vec<Result<(), EspError>>> = const { RefCell::new(Vec::new()) };
     static RX_STATUS: RefCell<Vec<Result<Decrypted, EspError>>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -73,37 +63,49 @@ impl TunnelTx {
     }
 }
 
-impl EspOutbound for TunnelTx {
-    fn encrypt(
+impl TunnelTx {
+    /// Encrypts a vector in place. Each packet holds an inner IPv4/IPv6
+    /// packet (data at the IP header, checksums complete, no GSO) and
+    /// leaves as outer IP (+ UDP for NAT-T) + ESP. `status[i]` receives the
+    /// result of `pkts[i]`; `Err` means the SA refused the whole vector
+    /// (none yet, expired, sequence numbers exhausted) and nothing was
+    /// encrypted.
+    pub fn encrypt(
         &self,
         pkts: &mut [Packet],
-        status: &mut [Result<(), Reason>],
-    ) -> Result<(), Reason> {
+        status: &mut [Result<(), EspError>],
+    ) -> Result<(), EspError> {
         let sa = self.sa.load();
         let Some(sa) = sa.as_ref() else {
-            return Err(reason(EspError::NoSa));
+            return Err(EspError::NoSa);
         };
-        TX_STATUS.with(|s| {
-            let mut s = s.borrow_mut();
-            s.clear();
-            s.resize(pkts.len().min(status.len()), Ok(()));
-            sa.encrypt_batch(pkts, &mut s).map_err(reason)?;
-            for (o, r) in status.iter_mut().zip(s.iter()) {
-                *o = r.map_err(reason);
-            }
-            Ok(())
-        })
+        let n = pkts.len().min(status.len());
+        sa.encrypt_batch(&mut pkts[..n], &mut status[..n])
+            .map(|_| ())
     }
 
-    fn overhead(&self) -> usize {
+    /// Most bytes encryption adds to a packet (outer headers, ESP header,
+    /// IV, padding, trailer, ICV): the tunnel MTU is the underlay MTU
+    /// minus this.
+    pub fn overhead(&self) -> usize {
         self.sa.load().as_ref().map_or(PENDING_OVERHEAD, |sa| {
             sa.overhead_front() + sa.overhead_back_max()
         })
     }
 
-    fn spi(&self) -> u32 {
+    /// The current outbound SPI (for traces), 0 while pending.
+    pub fn spi(&self) -> u32 {
         self.sa.load().as_ref().map_or(0, |sa| sa.spi())
     }
+}
+
+/// What esp-decrypt learns about an authentic packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxOk {
+    /// Id of the tunnel the SA belongs to (the registry's tunnel id).
+    pub tunnel: u32,
+    /// The inner packet is IPv6.
+    pub inner_v6: bool,
 }
 
 /// An inbound SA with the tunnel it belongs to.
@@ -157,8 +159,12 @@ fn spi_of(p: &Packet) -> Option<u32> {
     Some(u32::from_be_bytes([d[0], d[1], d[2], d[3]]))
 }
 
-impl EspInbound for InboundSad {
-    fn decrypt(&self, pkts: &mut [Packet], out: &mut [Result<RxOk, Reason>]) {
+impl InboundSad {
+    /// Decrypts a vector in place; each packet's data starts at the ESP
+    /// header (outer IP and UDP already pulled). `out[i]` receives the
+    /// result of `pkts[i]`; on success the data is the inner IP packet.
+    /// Packets with an unknown SPI get `bad-spi`.
+    pub fn decrypt(&self, pkts: &mut [Packet], out: &mut [Result<RxOk, EspError>]) {
         let map = self.map.load();
         let n = pkts.len().min(out.len());
         RX_STATUS.with(|s| {
@@ -166,7 +172,7 @@ impl EspInbound for InboundSad {
             let mut i = 0;
             while i < n {
                 let Some(spi) = spi_of(&pkts[i]) else {
-                    out[i] = Err(reason(EspError::Truncated));
+                    out[i] = Err(EspError::Truncated);
                     i += 1;
                     continue;
                 };
@@ -176,7 +182,7 @@ impl EspInbound for InboundSad {
                     j += 1;
                 }
                 let Some(e) = map.get(&spi) else {
-                    out[i..j].fill(Err(reason(EspError::BadSpi)));
+                    out[i..j].fill(Err(EspError::BadSpi));
                     i = j;
                     continue;
                 };
@@ -185,7 +191,7 @@ impl EspInbound for InboundSad {
                 match e.sa.decrypt_batch(&mut pkts[i..j], &mut s) {
                     Err(err) => {
                         e.drops.add(err, (j - i) as u64);
-                        out[i..j].fill(Err(reason(err)));
+                        out[i..j].fill(Err(err));
                     }
                     Ok(_) => {
                         for (o, r) in out[i..j].iter_mut().zip(s.iter()) {
@@ -196,7 +202,7 @@ impl EspInbound for InboundSad {
                                 }),
                                 Err(err) => {
                                     e.drops.add(*err, 1);
-                                    Err(reason(*err))
+                                    Err(*err)
                                 }
                             };
                         }
@@ -277,7 +283,7 @@ impl EspRegistry {
     }
 
     /// The SAD, for `TablesBuilder::set_esp_sad`.
-    pub fn sad(&self) -> Arc<dyn EspInbound> {
+    pub fn sad(&self) -> Arc<InboundSad> {
         self.sad.clone()
     }
 
@@ -513,14 +519,10 @@ mod tests {
         assert_eq!(reg.tunnel_id("ike"), Some(3));
         assert_eq!(tx.overhead(), PENDING_OVERHEAD);
         assert_eq!(tx.spi(), 0);
-        let mut pool = dataplane::Pool::new(1);
+        let mut pool = packet::Pool::new(1);
         let mut pkts = vec![pool.alloc().unwrap()];
         let mut st = [Ok(())];
-        let r = tx.encrypt(&mut pkts, &mut st);
-        assert_eq!(
-            r.map_err(|e| dataplane::esp::CRYPTO_REASONS[usize::from(e)]),
-            Err("no-sa")
-        );
+        assert_eq!(tx.encrypt(&mut pkts, &mut st), Err(EspError::NoSa));
         assert!(reg.list().is_empty(), "nothing to show before a child SA");
         assert_eq!(reg.set_outbound(3, None).map(|o| o.is_none()), Ok(true));
         assert_eq!(
@@ -575,7 +577,7 @@ mod tests {
             .unwrap();
         reg.install_inbound(1, InboundSa::new(cfg(0x1000)).unwrap())
             .unwrap();
-        let mut pool = dataplane::Pool::new(4);
+        let mut pool = packet::Pool::new(4);
         let mut pkts = Vec::new();
         for _ in 0..3 {
             let mut p = pool.alloc().unwrap();
@@ -585,7 +587,7 @@ mod tests {
             assert!(p.set_data(&b));
             pkts.push(p);
         }
-        let mut out = vec![Err(0); 3];
+        let mut out = vec![Err(EspError::Crypto); 3];
         reg.sad().decrypt(&mut pkts, &mut out);
         assert!(out.iter().all(|r| r.is_err()));
         let inb = reg.list().into_iter().find(|i| !i.outbound).unwrap();
@@ -593,17 +595,5 @@ mod tests {
         assert_eq!(total, 3, "{:?}", inb.drops);
         let out_sa = reg.list().into_iter().find(|i| i.outbound).unwrap();
         assert!(out_sa.drops.is_empty());
-    }
-
-    #[test]
-    fn reasons_match_the_dataplane_table() {
-        let names: Vec<&str> = EspError::ALL.iter().map(|e| e.as_str()).collect();
-        assert_eq!(names, dataplane::esp::CRYPTO_REASONS.to_vec());
-        for e in EspError::ALL {
-            assert_eq!(
-                dataplane::esp::CRYPTO_REASONS[usize::from(reason(e))],
-                e.as_str()
-            );
-        }
     }
 }

@@ -14,8 +14,8 @@ use dataplane::fib::Prefix;
 use dataplane::tables::{Route, SharedTables, Tables, TablesBuilder};
 use dataplane::testing::{arp, dissect, eth, icmp4_echo, ipv4, MockHandle, MockPort, Seen};
 use dataplane::worker::{Worker, WorkerConfig};
-use dataplane::Port;
-use vecgate_ipsec::dp::EspRegistry;
+use packet::Port;
+use vecgate_ipsec::EspRegistry;
 use vecgate_ipsec::{
     Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap,
 };
@@ -89,7 +89,6 @@ fn tables(side: usize, o: Opts, reg: &EspRegistry, traffic: &str) -> Tables {
     let wan = Prefix::new(outer(side, o.v6), if o.v6 { 64 } else { 24 }).unwrap();
     b.add_interface(1, "wan", WAN[side], 1500, 0, &[wan]);
     let tx = reg.tunnel_tx(7).unwrap();
-    use dataplane::esp::EspOutbound;
     let mtu = 1500 - tx.overhead() as u32;
     b.add_interface(2, "esp0", TUN_MAC, mtu, 1, &[]);
     b.add_esp_tunnel(

@@ -1,0 +1,15 @@
+//! The bottom of vecgate's crate graph: the packet buffer and its
+//! preallocated pool ([`buffer`]), the offload metadata a packet carries
+//! ([`Offload`], [`Gso`]), and the interface an I/O backend implements
+//! ([`port`]).
+//!
+//! Everything that handles packets (the ESP transforms in `vecgate-ipsec`,
+//! the graph in `dataplane`, the backends in `vecgate-io`) imports them from
+//! here, so none of those crates has to depend on another just to name a
+//! packet.
+
+pub mod buffer;
+pub mod port;
+
+pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
+pub use port::{Port, PortDrops};
