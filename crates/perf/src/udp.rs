@@ -144,14 +144,24 @@ mod tests {
         let rh = std::thread::spawn(move || receive(rx, 1000, "127.0.0.1".parse().unwrap(), r2, 0));
         // 8 Mbit/s: slow enough that loopback loses nothing.
         let th = std::thread::spawn(move || send(vec![tx], 1000, Some(8e6), t2, 0));
-        std::thread::sleep(Duration::from_millis(300));
+        // Counts, not times: stop the sender after 120 datagrams (their
+        // ~210 KB of skbs fit the receive buffer even if the receiver is
+        // starved), and the receiver once it has them all (or gives up
+        // after 20 s).
+        let until = |what: &dyn Fn() -> bool| {
+            let t = std::time::Instant::now();
+            while !what() && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        until(&|| ts.totals().datagrams >= 120);
         ts.set_phase(STOP);
         th.join().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        until(&|| rs.totals().datagrams >= ts.totals().datagrams);
         rs.set_phase(STOP);
         rh.join().unwrap();
         let (s, r) = (ts.totals(), rs.totals());
-        assert!(s.datagrams > 100, "{s:?}");
+        assert!(s.datagrams >= 120, "{s:?}");
         assert_eq!(s.datagrams, r.datagrams);
         assert_eq!(r.bytes, r.datagrams * 1000);
     }
