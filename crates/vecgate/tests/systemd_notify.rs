@@ -10,6 +10,12 @@
 //!   of the process runs on), and pings again once it is let go;
 //! - `STOPPING=1` on SIGTERM, then a clean exit.
 //!
+//! The gateway runs as the packaged unit confines it: only the
+//! capabilities of its `CapabilityBoundingSet=` (read from
+//! crates/vecgate/debian/vecgate@.service) and `NoNewPrivileges=yes`,
+//! applied with setpriv — so the test also shows those are enough to
+//! attach, guard and forward.
+//!
 //! No systemd runs as PID 1 here: this proves the protocol, not systemd's
 //! reaction to it (restart on a missed ping is systemd's documented
 //! `WatchdogSec=` behaviour).
@@ -42,6 +48,30 @@ os.waitpid(tid, WALL)
 print("stopped", flush=True)
 sys.stdin.read()
 "#;
+
+/// setpriv's arguments for the unit's capability bounding set and
+/// NoNewPrivileges (`CAP_NET_ADMIN CAP_NET_RAW` → `+net_admin,+net_raw`).
+fn unit_confinement() -> Vec<String> {
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("debian/vecgate@.service"),
+    )
+    .unwrap();
+    let caps: Vec<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("the unit bounds capabilities")
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    assert!(unit.lines().any(|l| l == "NoNewPrivileges=yes"));
+    vec![
+        "setpriv".into(),
+        "--no-new-privs".into(),
+        "--inh-caps=-all".into(),
+        format!("--bounding-set=-all,{}", caps.join(",")),
+        "--".into(),
+    ]
+}
 
 /// Messages received on the socket, with their arrival time.
 type Inbox = Arc<Mutex<Vec<(Instant, String)>>>;
@@ -128,6 +158,7 @@ fn ready_watchdog_stopping() {
 
     let mut child = Command::new("ip")
         .args(["netns", "exec", &gw.name])
+        .args(unit_confinement())
         .arg(common::vecgate_bin())
         .args(["run", "--config"])
         .arg(&cfg)
@@ -180,8 +211,22 @@ fn ready_watchdog_stopping() {
             "WATCHDOG=1 before READY=1"
         );
     }
-    // The interface forwards: the gateway answers on it.
+    // The interface forwards: the gateway answers on it, with no more
+    // than the unit's capabilities.
     common::warm_up(&h1, "10.1.0.1");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap()
+    };
+    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_BPF 39.
+    let allowed = (1u64 << 12) | (1 << 13) | (1 << 14) | (1 << 39);
+    assert_eq!(field("CapBnd:") & !allowed, 0, "{status}");
+    assert_eq!(field("CapEff:") & !allowed, 0, "{status}");
+    assert_eq!(field("NoNewPrivs:"), 1, "{status}");
 
     // WATCHDOG=1 at the promised pace over a 10 s window: never more than
     // one per half WATCHDOG_USEC (+1 for the window's edges), and at least
