@@ -1,10 +1,21 @@
-//! IPsec ESP in tunnel mode (RFC 4303) for vecgate: security associations,
-//! the AEAD and CBC+HMAC transforms, anti-replay, lifetimes and the SAD.
+//! IPsec ESP in tunnel mode (RFC 4303) for vecgate: everything but the
+//! wire format (`wire::esp`) and the graph nodes (`dataplane`'s
+//! esp-encrypt / esp-decrypt).
 //!
-//! This crate does no I/O and owns no graph: the dataplane's esp-encrypt and
-//! esp-decrypt nodes hand it [`packet::Packet`]s (one at a time or as a
-//! vector) and get back typed drop reasons ([`EspError::as_str`]). All
-//! cryptography is aws-lc-rs; nothing here implements a cipher.
+//! - [`sa`]: an SA's configuration, algorithm, keys and outer header
+//!   template; [`tunnel_mode`]: sealing and opening packets with it;
+//!   [`replay`]: the anti-replay window; [`lifetime`]: soft/hard limits.
+//! - [`registry`]: every tunnel's SAs as the graph calls them (outbound
+//!   SA per tunnel, the inbound SAD by SPI) and the runtime interface that
+//!   installs, switches and removes them.
+//! - [`keys`]: key files and configured SAs → [`SaConfig`];
+//!   [`static_sas`]: the configuration file's SAs at start and on SIGHUP.
+//! - [`error`]: the drop reasons, each defined once.
+//!
+//! This crate does no I/O and owns no graph: the esp nodes hand it
+//! [`packet::Packet`]s (one at a time or as a vector) and get back typed
+//! drop reasons ([`EspError::as_str`]). All cryptography is aws-lc-rs;
+//! nothing here implements a cipher.
 //!
 //! Sequence numbers are assigned by the caller in batches
 //! ([`OutboundSa::reserve`]) so several workers can share one outbound SA
@@ -44,18 +55,18 @@
 //! ```
 
 pub mod error;
-pub mod esp;
+pub mod keys;
 pub mod lifetime;
 pub mod registry;
 pub mod replay;
 pub mod sa;
-pub mod sad;
 pub mod seqstore;
+pub mod static_sas;
+pub mod tunnel_mode;
 
 pub use error::EspError;
-pub use esp::Decrypted;
 pub use lifetime::{Lifetime, LifetimeEvent};
 pub use registry::{EspRegistry, InboundSad, RegistryError, RxOk, SaEvent, SaInfo, TunnelTx};
 pub use replay::ReplayWindow;
 pub use sa::{Algorithm, InboundSa, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap};
-pub use sad::{Sad, TunnelSas};
+pub use tunnel_mode::Decrypted;

@@ -126,11 +126,7 @@ pub struct SaDrops([std::sync::atomic::AtomicU64; EspError::ALL.len()]);
 impl SaDrops {
     #[inline]
     fn add(&self, e: EspError, n: u64) {
-        if let Some(c) = EspError::ALL
-            .iter()
-            .position(|x| *x == e)
-            .and_then(|i| self.0.get(i))
-        {
+        if let Some(c) = self.0.get(usize::from(e.index())) {
             c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -470,6 +466,25 @@ impl EspRegistry {
         }
         v.sort_by_key(|s| (s.tunnel, !s.outbound, s.spi));
         v
+    }
+
+    /// SPIs and algorithms of every SA, one line each (never keys).
+    pub fn show(&self) -> String {
+        let mut s = String::new();
+        for i in self.list() {
+            s.push_str(&format!(
+                "{:<12} {:<3} spi {:#010x} {:<16} esn {} nat-t {} packets {} bytes {}\n",
+                i.tunnel_name,
+                if i.outbound { "out" } else { "in" },
+                i.spi,
+                i.algorithm,
+                i.esn,
+                i.nat_t,
+                i.packets,
+                i.bytes
+            ));
+        }
+        s
     }
 
     /// Collects lifetime events (for a control thread that polls). A hard

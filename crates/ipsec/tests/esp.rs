@@ -7,7 +7,8 @@ use std::sync::Arc;
 use common::*;
 use packet::{Packet, Pool};
 use vecgate_ipsec::{
-    Algorithm, Decrypted, EspError, InboundSa, Lifetime, LifetimeEvent, OutboundSa, Sad, TunnelSas,
+    Algorithm, Decrypted, EspError, EspRegistry, InboundSa, Lifetime, LifetimeEvent, OutboundSa,
+    RegistryError,
 };
 
 fn encrypt_one(out: &OutboundSa, pool: &mut Pool, inner: &[u8], v6: bool) -> (Packet, u64) {
@@ -518,15 +519,15 @@ fn concurrent_workers_get_unique_sequence_numbers() {
 }
 
 #[test]
-fn sad_make_before_break() {
+fn registry_make_before_break() {
     let mut pool = Pool::new(4);
-    let sad = Sad::new();
+    let reg = EspRegistry::new();
     let (old_out, old_in) = pair(|| config(Algorithm::AesGcm128, 0xa000, false, false, false));
     let (new_out, new_in) = pair(|| config(Algorithm::AesGcm256, 0xa001, false, false, false));
-    sad.install_inbound(Arc::new(old_in)).unwrap();
-    let tunnel = TunnelSas::new(old_out);
+    let tx = reg.add_tunnel(1, "t", old_out).unwrap();
+    reg.install_inbound(1, old_in).unwrap();
     let in_flight = esp_bytes(
-        &tunnel.outbound(),
+        &tx.current().unwrap(),
         &mut pool,
         &inner_v4(10, 1),
         false,
@@ -535,14 +536,17 @@ fn sad_make_before_break() {
     );
 
     // Rekey: inbound first, then switch outbound.
-    sad.install_inbound(Arc::new(new_in)).unwrap();
+    reg.install_inbound(1, new_in).unwrap();
     let dup = InboundSa::new(config(Algorithm::AesGcm128, 0xa001, false, false, false)).unwrap();
-    assert_eq!(sad.install_inbound(Arc::new(dup)), Err(EspError::BadConfig));
-    let old = tunnel.switch_outbound(new_out);
+    assert_eq!(
+        reg.install_inbound(1, dup),
+        Err(RegistryError::SpiInUse(0xa001))
+    );
+    let old = reg.switch_outbound(1, new_out).unwrap();
     assert_eq!(old.spi(), 0xa000);
-    assert_eq!(tunnel.outbound().spi(), 0xa001);
+    assert_eq!(tx.spi(), 0xa001);
     let fresh = esp_bytes(
-        &tunnel.outbound(),
+        &tx.current().unwrap(),
         &mut pool,
         &inner_v4(10, 2),
         false,
@@ -550,15 +554,26 @@ fn sad_make_before_break() {
         false,
     );
 
-    // Both old (in flight) and new packets are accepted.
-    for esp in [&in_flight, &fresh] {
-        let spi = u32::from_be_bytes(esp[..4].try_into().unwrap());
-        let sa = sad.lookup_inbound(spi).unwrap();
-        assert!(decrypt_bytes(&sa, &mut pool, esp).0.is_ok());
-    }
-    assert_eq!(sad.len(), 2);
-    assert!(sad.remove_inbound(0xa000).is_some());
-    assert!(sad.remove_inbound(0xa000).is_none());
-    assert!(sad.lookup_inbound(0xa000).is_none());
-    assert!(sad.snapshot().contains_key(&0xa001));
+    // Both old (in flight) and new packets are accepted, in one vector.
+    let mut pkts: Vec<Packet> = [&in_flight, &fresh]
+        .iter()
+        .map(|esp| {
+            let mut p = pool.alloc().unwrap();
+            assert!(p.set_data(esp));
+            p
+        })
+        .collect();
+    let mut out = vec![Err(EspError::Crypto); 2];
+    reg.sad().decrypt(&mut pkts, &mut out);
+    assert!(
+        out.iter().all(|r| r.is_ok_and(|ok| ok.tunnel == 1)),
+        "{out:?}"
+    );
+    assert!(reg.remove_inbound(0xa000).is_ok());
+    assert_eq!(
+        reg.remove_inbound(0xa000).err(),
+        Some(RegistryError::NoSa(0xa000))
+    );
+    let spis: Vec<(u32, bool)> = reg.list().iter().map(|i| (i.spi, i.outbound)).collect();
+    assert_eq!(spis, vec![(0xa001, true), (0xa001, false)]);
 }

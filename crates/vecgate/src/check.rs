@@ -86,7 +86,7 @@ fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
     for t in &cfg.tunnels {
         let Some(x) = &t.ipsec else { continue };
         for sa in &x.sas {
-            let r = crate::esp::read_key(sa, &t.name).map(drop);
+            let r = vecgate_ipsec::keys::read_key(sa, &t.name).map(drop);
             judge("key_file", &sa.key_file, r);
         }
         if let Some(k) = &x.ike {

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 mod check;
 mod cli;
-mod esp;
 mod generate;
 mod ike;
+mod ipsec_wiring;
 mod notify;
 mod run;
 mod setup;

@@ -102,7 +102,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // Always present (an empty registry costs nothing: the tables get an
     // ESP part only with ipsec tunnels), so ipsec tunnels can be added live.
     let esp = Some(
-        crate::esp::load(&cfg)
+        vecgate_ipsec::static_sas::load(&cfg)
             .map_err(|e| anyhow!("IPsec: {e}"))?
             .unwrap_or_default(),
     );
@@ -309,7 +309,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handlers")?;
     if let Some(reg) = esp.as_ref().filter(|r| !r.list().is_empty()) {
-        info!("IPsec SAs:\n{}", crate::esp::show(reg));
+        info!("IPsec SAs:\n{}", reg.show());
     }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
@@ -319,13 +319,13 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         if let (true, Some(reg)) = (hup.swap(false, Ordering::Relaxed), &esp) {
             match vecgate_config::load(path)
                 .map_err(|e| e.to_string())
-                .and_then(|c| crate::esp::reload(reg, &c))
+                .and_then(|c| vecgate_ipsec::static_sas::reload(reg, &c))
             {
                 Ok(done) => {
                     for d in done {
                         info!("IPsec: {d}");
                     }
-                    info!("IPsec SAs:\n{}", crate::esp::show(reg));
+                    info!("IPsec SAs:\n{}", reg.show());
                 }
                 Err(e) => error!("IPsec reload: {e}"),
             }
@@ -401,12 +401,12 @@ fn start_api(
 ) -> Result<vecgate_control::ServerHandle> {
     use vecgate_control::{Capabilities, Control, Dataplane, NetdevFacts};
     let nd = netdevs.to_vec();
-    let sas = esp
-        .clone()
-        .map(|reg| -> vecgate_control::SaSource { Box::new(move || crate::esp::sa_infos(&reg)) });
+    let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
+        Box::new(move || crate::ipsec_wiring::sa_infos(&reg))
+    });
     let ike_control = ike.as_ref().map(|(_, c)| c.clone());
     let sa_ops = esp.clone().map(|reg| -> Box<dyn vecgate_control::SaOps> {
-        Box::new(crate::esp::ApiSaOps::new(reg, ike_control))
+        Box::new(crate::ipsec_wiring::ApiSaOps::new(reg, ike_control))
     });
     let dp = Dataplane {
         tables: shared.clone(),

@@ -113,7 +113,7 @@ pub struct Assignment {
 /// Builds the dataplane tables: port `i` is `cfg.interfaces[i]`, `netdevs[i]`
 /// its netdev's facts; tunnel `t` is on virtual port `tunnel_ports[t.name]`
 /// (from a [`TunnelPorts`] that lives as long as the gateway).
-/// The IPsec SAs come from `esp` (created once by [`crate::esp::load`] and
+/// The IPsec SAs come from `esp` (created once by [`vecgate_ipsec::static_sas::load`] and
 /// shared by every rebuild); ipsec tunnels need them.
 pub fn build_tables_ported(
     cfg: &Config,
@@ -162,14 +162,14 @@ pub fn build_tables_ported(
             CfgKind::Vxlan => TunnelKind::Vxlan,
             CfgKind::Ipsec => {
                 let reg = esp.ok_or_else(|| format!("tunnel {}: no IPsec SAs loaded", t.name))?;
-                let pl = crate::esp::Placement {
+                let pl = crate::ipsec_wiring::Placement {
                     port: port_of(&t.name)?,
                     vrf: vrfs[&t.vrf],
                     underlay_vrf: vrfs[&t.underlay_vrf],
                     underlay_mtu: underlay_mtu(cfg, netdevs, t.local),
                     gateway: &cfg.gateway.name,
                 };
-                crate::esp::add_tunnel(&mut b, reg, t, pl)?;
+                crate::ipsec_wiring::add_tunnel(&mut b, reg, t, pl)?;
                 continue;
             }
         };

@@ -1,163 +1,19 @@
-//! IPsec ESP tunnels from the configuration: keys read from their files
-//! (zeroized), SAs created once in an [`EspRegistry`] that outlives every
-//! table rebuild, and the tunnels' virtual ports, SPD routes and SAD added
-//! to a [`TablesBuilder`].
-//!
-//! The registry is the runtime SA interface (install / switch / remove, for
-//! the API now and IKEv2 later); the tables only hold shared pointers into
-//! it, so a route change through the API keeps sequence numbers and replay
-//! windows.
+//! The ipsec crate wired into the rest of the gateway: an ESP tunnel's
+//! virtual port, SPD routes and SAD added to a [`TablesBuilder`], and the
+//! [`EspRegistry`] behind the API (`GET /sas`, SA install / switch /
+//! remove, live tunnels). SAs, keys and reload live in `vecgate-ipsec`;
+//! the tables only hold shared pointers into the registry, so a route
+//! change through the API keeps sequence numbers and replay windows.
 
 use dataplane::esp::EspTunnelDef;
 use dataplane::fib::Prefix;
 use dataplane::tables::{IfFlags, Route, TablesBuilder};
 use std::sync::Arc;
-use vecgate_config::ipsec::{parse_key_hex, soft_of};
-use vecgate_config::secret::{read_secret_file, MAX_SECRET_LEN};
-use vecgate_config::{Config, SaDirection, StaticSa, Tunnel, TunnelKind};
-use vecgate_ipsec::EspRegistry;
-use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
+use vecgate_config::ipsec::parse_key_hex;
+use vecgate_config::{Config, SaDirection, StaticSa, Tunnel};
+use vecgate_ipsec::keys::{key_from_text, sa_config_keyed};
+use vecgate_ipsec::{Algorithm, EspRegistry, InboundSa, OutboundSa, SaConfig};
 use zeroize::Zeroizing;
-
-/// Reads a hex key file (a private regular file, see
-/// [`vecgate_config::secret`]); the text and the bytes are zeroized on drop.
-pub fn read_key(sa: &StaticSa, tunnel: &str) -> Result<Zeroizing<Vec<u8>>, String> {
-    let text = read_secret_file(&sa.key_file, MAX_SECRET_LEN)
-        .map_err(|e| format!("{}: {e}", key_what(sa, tunnel)))?;
-    key_from_text(sa, tunnel, &text)
-}
-
-fn key_what(sa: &StaticSa, tunnel: &str) -> String {
-    format!(
-        "tunnel {tunnel} sa {:#x} key_file {}",
-        sa.spi,
-        sa.key_file.display()
-    )
-}
-
-/// The key held by the text of `sa`'s key file (hex), checked for the
-/// algorithm's length.
-pub fn key_from_text(
-    sa: &StaticSa,
-    tunnel: &str,
-    text: &[u8],
-) -> Result<Zeroizing<Vec<u8>>, String> {
-    let what = || key_what(sa, tunnel);
-    let text = std::str::from_utf8(text)
-        .map_err(|_| format!("{}: the key file must hold hex digits only", what()))?;
-    let key = Zeroizing::new(parse_key_hex(text).map_err(|e| format!("{}: {e}", what()))?);
-    let want = sa.algorithm.key_len();
-    if key.len() != want {
-        return Err(format!(
-            "{}: {} bytes, {} needs {want} (key ‖ salt for GCM/ChaCha, key ‖ integrity key for CBC)",
-            what(),
-            key.len(),
-            sa.algorithm
-        ));
-    }
-    Ok(key)
-}
-
-/// The library's SA configuration for a configured SA of tunnel `t`.
-pub fn sa_config(t: &Tunnel, sa: &StaticSa) -> Result<SaConfig, String> {
-    sa_config_keyed(t, sa, read_key(sa, &t.name)?)
-}
-
-/// [`sa_config`] with the key given (checked for the algorithm's length).
-pub fn sa_config_keyed(
-    t: &Tunnel,
-    sa: &StaticSa,
-    key: Zeroizing<Vec<u8>>,
-) -> Result<SaConfig, String> {
-    let want = sa.algorithm.key_len();
-    if key.len() != want {
-        return Err(format!(
-            "tunnel {} sa {:#x}: key is {} bytes, {} needs {want} (key ‖ salt for GCM/ChaCha, key ‖ integrity key for CBC)",
-            t.name,
-            sa.spi,
-            key.len(),
-            sa.algorithm
-        ));
-    }
-    let x = t.ipsec.as_ref();
-    let algorithm: Algorithm = sa
-        .algorithm
-        .as_str()
-        .parse()
-        .map_err(|_| format!("tunnel {}: algorithm {}", t.name, sa.algorithm))?;
-    Ok(SaConfig {
-        spi: sa.spi,
-        algorithm,
-        key,
-        esn: sa.esn,
-        replay_window: sa.replay_window,
-        lifetime: Lifetime {
-            soft_bytes: soft_of(sa.lifetime_bytes),
-            hard_bytes: sa.lifetime_bytes.unwrap_or(0),
-            soft_packets: soft_of(sa.lifetime_packets),
-            hard_packets: sa.lifetime_packets.unwrap_or(0),
-            soft_seconds: soft_of(sa.lifetime_seconds),
-            hard_seconds: sa.lifetime_seconds.unwrap_or(0),
-        },
-        tunnel: TunnelEndpoints {
-            local: t.local,
-            remote: t.remote,
-        },
-        encap: x
-            .is_some_and(|x| x.nat_t)
-            .then_some(vecgate_ipsec::UdpEncap {
-                sport: wire::esp::NAT_T_PORT,
-                dport: wire::esp::NAT_T_PORT,
-            }),
-        df: true,
-    })
-}
-
-/// Creates every ipsec tunnel's SAs; tunnel ids are the tunnels' order
-/// among the ipsec tunnels. `Ok(None)` without ipsec tunnels.
-pub fn load(cfg: &Config) -> Result<Option<Arc<EspRegistry>>, String> {
-    let mut any = false;
-    let reg = EspRegistry::new();
-    for (id, t) in cfg
-        .tunnels
-        .iter()
-        .filter(|t| t.kind == TunnelKind::Ipsec)
-        .enumerate()
-    {
-        any = true;
-        if t.ipsec.as_ref().is_some_and(|x| x.ike.is_some()) {
-            // Keyed by IKEv2 later (crate::ike); drops as no-sa until then.
-            reg.add_pending_tunnel(id as u32, &t.name)
-                .map_err(|e| format!("tunnel {}: {e}", t.name))?;
-            continue;
-        }
-        let x = t
-            .ipsec
-            .as_ref()
-            .filter(|x| !x.sas.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "tunnel {}: neither [[tunnel.sa]] nor [tunnel.ike]: nothing keys it",
-                    t.name
-                )
-            })?;
-        let out = x
-            .outbound()
-            .ok_or_else(|| format!("tunnel {}: no outbound SA", t.name))?;
-        let sa = OutboundSa::new(sa_config(t, out)?)
-            .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, out.spi))?;
-        reg.add_tunnel(id as u32, &t.name, sa)
-            .map_err(|e| e.to_string())?;
-        for s in x.inbound() {
-            let sa = InboundSa::new(sa_config(t, s)?)
-                .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, s.spi))?;
-            reg.install_inbound(id as u32, sa)
-                .map_err(|e| format!("tunnel {}: {e}", t.name))?;
-        }
-        debug_assert!(x.sas.iter().any(|s| s.direction == SaDirection::Out));
-    }
-    Ok(any.then(|| Arc::new(reg)))
-}
 
 /// Where a tunnel goes in the tables.
 pub struct Placement<'a> {
@@ -239,92 +95,6 @@ pub fn add_tunnel(
     );
     b.set_esp_sad(reg.sad());
     Ok(())
-}
-
-/// SPIs and algorithms of every SA, one line each (never keys).
-pub fn show(reg: &EspRegistry) -> String {
-    let mut s = String::new();
-    for i in reg.list() {
-        s.push_str(&format!(
-            "{:<12} {:<3} spi {:#010x} {:<16} esn {} nat-t {} packets {} bytes {}\n",
-            i.tunnel_name,
-            if i.outbound { "out" } else { "in" },
-            i.spi,
-            i.algorithm,
-            i.esn,
-            i.nat_t,
-            i.packets,
-            i.bytes
-        ));
-    }
-    s
-}
-
-/// Applies the SAs of a re-read configuration to the running registry (on
-/// SIGHUP), in make-before-break order (RFC 7296 §2.8): new inbound SAs
-/// are installed first, then a changed outbound SA is switched to, and
-/// inbound SAs no longer configured are removed last. SAs whose SPI is
-/// unchanged are kept as they are (keys are not re-read for them). Other
-/// configuration changes go through the API. Returns what was done.
-pub fn reload(reg: &EspRegistry, cfg: &Config) -> Result<Vec<String>, String> {
-    let mut done = Vec::new();
-    let installed = reg.list();
-    let mut work = Vec::new();
-    for t in cfg.tunnels.iter().filter(|t| t.kind == TunnelKind::Ipsec) {
-        let Some(x) = t.ipsec.as_ref() else { continue };
-        if x.ike.is_some() {
-            // Keyed by IKEv2, not by the file.
-            continue;
-        }
-        let id = reg
-            .tunnel_id(&t.name)
-            .ok_or_else(|| format!("tunnel {}: new ipsec tunnels need a restart", t.name))?;
-        work.push((t, x, id));
-    }
-    for (t, x, id) in &work {
-        for s in x.inbound() {
-            if !installed
-                .iter()
-                .any(|i| !i.outbound && i.spi == s.spi && i.tunnel == *id)
-            {
-                let sa = InboundSa::new(sa_config(t, s)?)
-                    .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, s.spi))?;
-                reg.install_inbound(*id, sa)
-                    .map_err(|e| format!("tunnel {}: {e}", t.name))?;
-                done.push(format!(
-                    "tunnel {}: installed inbound SA {:#010x}",
-                    t.name, s.spi
-                ));
-            }
-        }
-    }
-    for (t, x, id) in &work {
-        let Some(o) = x.outbound() else { continue };
-        let cur = reg.tunnel_tx(*id).map(|tx| tx.spi());
-        if cur != Some(o.spi) {
-            let sa = OutboundSa::new(sa_config(t, o)?)
-                .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, o.spi))?;
-            let old = reg.switch_outbound(*id, sa).map_err(|e| e.to_string())?;
-            done.push(format!(
-                "tunnel {}: switched outbound SA {:#010x} -> {:#010x}",
-                t.name,
-                old.spi(),
-                o.spi
-            ));
-        }
-    }
-    for (t, x, id) in &work {
-        for i in installed.iter().filter(|i| !i.outbound && i.tunnel == *id) {
-            if !x.inbound().any(|s| s.spi == i.spi) {
-                reg.remove_inbound(i.spi).map_err(|e| e.to_string())?;
-                done.push(format!(
-                    "tunnel {}: removed inbound SA {:#010x}",
-                    t.name, i.spi
-                ));
-            }
-        }
-    }
-    Ok(done)
 }
 
 /// The registry's SAs as the API's `GET /sas` shows them (never keys).
