@@ -43,6 +43,7 @@ pub mod config;
 pub mod crypto;
 pub mod driver;
 pub mod error;
+pub mod group;
 pub mod message;
 pub mod payload;
 pub mod select;

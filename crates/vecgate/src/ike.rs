@@ -29,7 +29,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 use vecgate_config::{Config, IkeSettings, Tunnel, TunnelKind};
-use vecgate_ike::{Action, ChildPolicy, ChildSaKeys, Event, Ike, IkeConfig, Prefix};
+use vecgate_ike::group::{self, Leaving, Member, Reaped};
+use vecgate_ike::{Action, ChildSaKeys, Ike, IkeConfig, Prefix};
 use vecgate_ipsec::EspRegistry;
 use vecgate_ipsec::{
     Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap,
@@ -43,15 +44,16 @@ pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
 const MAX_WAIT: Duration = Duration::from_millis(100);
 /// Delay before an initiator starts over after a failure or deletion.
 const RECONNECT_DELAY: Duration = Duration::from_secs(3);
-/// Initial exchanges in flight at once towards one peer address (below
-/// strongSwan's default per-IP half-open limit of 5).
-const MAX_HALF_OPEN_PER_PEER: usize = 4;
 /// Longest the thread waits at shutdown for the peer to acknowledge our
 /// IKE deletes (the workers wait for it, so this bounds the stop).
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 /// Anti-replay window of negotiated inbound SAs.
 const REPLAY_WINDOW: u32 = 1024;
 
+mod status;
+
+pub use status::show_table;
+use status::ts_text;
 pub use vecgate_control::model::{IkeChildSaInfo as ChildInfo, IkeSaInfo, IkeTunnelInfo};
 
 /// The status the thread publishes (`GET /ike`, `show ike`).
@@ -93,6 +95,18 @@ struct TunnelIke {
     underlay_vrf: Option<u16>,
     /// Retired: the IKE DELETE went out once no sibling child was left.
     delete_sent: bool,
+}
+
+impl Member for TunnelIke {
+    fn tag(&self) -> u32 {
+        self.id
+    }
+    fn ike(&self) -> &Ike {
+        &self.ike
+    }
+    fn ike_mut(&mut self) -> &mut Ike {
+        &mut self.ike
+    }
 }
 
 /// The running IKE thread.
@@ -491,7 +505,7 @@ impl ControlPlane {
             .map(|t| t.id)
             .rev()
             .collect();
-        self.refresh_policies();
+        group::refresh_policies(&mut self.tunnels);
         while !stop.load(Ordering::Relaxed) {
             self.commands(&mut to_start, Instant::now());
             if !to_start.is_empty() {
@@ -499,10 +513,8 @@ impl ControlPlane {
                 self.drain_all();
             }
             let now = Instant::now();
-            let next = self
-                .tunnels
-                .iter()
-                .filter_map(|t| t.ike.next_timeout())
+            let next = group::next_timeout(&self.tunnels)
+                .into_iter()
                 .chain(self.removals.iter().map(|r| r.0))
                 .min();
             let wait = next.map_or(MAX_WAIT, |n| n.saturating_duration_since(now).min(MAX_WAIT));
@@ -516,9 +528,7 @@ impl ControlPlane {
                 }
             }
             let now = Instant::now();
-            for t in &mut self.tunnels {
-                t.ike.handle_timeout(now);
-            }
+            group::handle_timeout(&mut self.tunnels, now);
             self.reap_retired(now);
             self.drain_all();
             self.expire_removals(now);
@@ -540,7 +550,7 @@ impl ControlPlane {
                         to_start.insert(0, t.id);
                     }
                     self.tunnels.push(*t);
-                    self.refresh_policies();
+                    group::refresh_policies(&mut self.tunnels);
                 }
                 Cmd::Remove { name, done } => {
                     let Some(x) = self
@@ -555,42 +565,23 @@ impl ControlPlane {
                     to_start.retain(|i| *i != id);
                     // No reconnection while it goes.
                     self.tunnels[x].reconnect_at = None;
-                    // Its child SAs inside siblings' IKE SAs go one by one
-                    // (INFORMATIONAL DELETE of the ESP SPI, RFC 7296 §1.4.1):
-                    // the siblings' own child SAs stay.
                     let carried: Vec<(u32, u32)> = self.tunnels[x]
                         .children
                         .iter()
-                        .filter(|c| c.via != id)
                         .map(|c| (c.via, c.spi_in))
                         .collect();
-                    for (via, spi) in carried {
-                        if let Some(v) = self.tunnels.iter_mut().find(|t| t.id == via) {
-                            v.ike.delete_child(spi, now);
+                    match group::remove(&mut self.tunnels, x, &carried, now) {
+                        Leaving::Retired => {
+                            info!(tunnel = %name, "IKE: tunnel deleted; its IKE SA stays for the other tunnels' child SAs in it");
+                            let _ = done.send(());
                         }
-                    }
-                    let t = &mut self.tunnels[x];
-                    let policies = t.ike.child_policies();
-                    if policies.iter().any(|(_, p)| p.is_some()) {
-                        // Its IKE SA carries other tunnels' child SAs: only
-                        // its own go; the IKE SA stays (DPD, rekeys) until
-                        // the last of the others is gone (`reap_retired`).
-                        info!(tunnel = %name, "IKE: tunnel deleted; its IKE SA stays for the other tunnels' child SAs in it");
-                        for (spi, p) in policies {
-                            if p.is_none() {
-                                t.ike.delete_child(spi, now);
+                        Leaving::Deleting => {
+                            if self.tunnels[x].ike.is_established() {
+                                info!(tunnel = %name, "IKE: deleting the IKE SA (tunnel deleted)");
                             }
+                            self.deleting.push((id, now + SHUTDOWN_FLUSH, done));
                         }
-                        t.ike.retire();
-                        let _ = done.send(());
-                    } else {
-                        if t.ike.is_established() {
-                            info!(tunnel = %name, "IKE: deleting the IKE SA (tunnel deleted)");
-                            t.ike.delete_ike(now);
-                        }
-                        self.deleting.push((id, now + SHUTDOWN_FLUSH, done));
                     }
-                    self.refresh_policies();
                     self.drain_all();
                 }
             }
@@ -622,92 +613,33 @@ impl ControlPlane {
         }
     }
 
-    /// Tells each tunnel's state machine which other tunnels' selectors its
-    /// IKE SAs may carry child SAs for: the live tunnels towards the same
-    /// peer that authenticate alike ([`siblings`]). A responder binds each
-    /// child to the tunnel its traffic selectors fit (RFC 7296 §2.9), so
-    /// a peer that reuses one IKE SA for several children (strongSwan's
-    /// default) or that lands on "the wrong" tunnel at IKE_SA_INIT (which
-    /// carries nothing that tells tunnels apart) is served.
-    fn refresh_policies(&mut self) {
-        let all: Vec<Vec<ChildPolicy>> = (0..self.tunnels.len())
-            .map(|i| {
-                let me = self.tunnels[i].ike.config();
-                self.tunnels
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, t)| *j != i && !t.ike.is_retired())
-                    .filter(|(_, t)| siblings(me, t.ike.config()))
-                    .map(|(_, t)| {
-                        let c = t.ike.config();
-                        ChildPolicy {
-                            tag: t.id,
-                            local_ts: c.local_ts.clone(),
-                            remote_ts: c.remote_ts.clone(),
-                            esp_proposals: c.esp_proposals.clone(),
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        for (t, p) in self.tunnels.iter_mut().zip(all) {
-            t.ike.set_policies(p);
-        }
-    }
-
-    /// Retired tunnels (deleted while their IKE SA carried other tunnels'
-    /// child SAs): the IKE SA is deleted once it carries none, and the
-    /// tunnel forgotten once it has no IKE SA.
+    /// Retired tunnels ([`group::reap`]): the IKE SA is deleted once it
+    /// carries no other tunnel's child SA, the tunnel forgotten once it has
+    /// no IKE SA.
     fn reap_retired(&mut self, now: Instant) {
         let mut i = 0;
         while i < self.tunnels.len() {
             let t = &mut self.tunnels[i];
-            if t.ike.is_retired() {
-                if !t.ike.has_sa() {
+            match group::reap(&mut t.ike, &mut t.delete_sent, now) {
+                Some(Reaped::Gone) => {
                     info!(tunnel = %t.name, "IKE: retired IKE SA gone, tunnel removed");
                     self.tunnels.remove(i);
                     continue;
                 }
-                let carries = t.ike.child_policies().iter().any(|(_, p)| p.is_some());
-                if !carries && !t.delete_sent && t.ike.is_established() {
-                    t.delete_sent = true;
+                Some(Reaped::DeleteSent) => {
                     info!(tunnel = %t.name, "IKE: retired IKE SA carries no child SA any more, deleting it");
-                    t.ike.delete_ike(now);
                 }
+                None => {}
             }
             i += 1;
         }
     }
 
-    /// Starts initiating tunnels (popped from the back of `to_start`) while
-    /// fewer than [`MAX_HALF_OPEN_PER_PEER`] of ours towards the same peer
-    /// address are half-open: peers cap half-open SAs per source address
-    /// (strongSwan's `block_threshold`, 5) and silently drop the rest, which
-    /// would cost the excess a retransmission schedule each.
+    /// Starts queued initiators, paced per peer ([`group::start_some`]).
     fn start_some(&mut self, to_start: &mut Vec<u32>, now: Instant) {
-        let mut skipped = Vec::new();
-        while let Some(id) = to_start.pop() {
-            let Some(i) = self.tunnels.iter().position(|t| t.id == id) else {
-                continue;
-            };
-            let peer = self.tunnels[i].ike.config().remote_addr.ip();
-            let half_open = self
-                .tunnels
-                .iter()
-                .filter(|t| t.ike.config().remote_addr.ip() == peer)
-                .filter(|t| t.ike.has_sa() && !t.ike.is_established())
-                .count();
-            if half_open >= MAX_HALF_OPEN_PER_PEER {
-                skipped.push(id);
-                continue;
-            }
-            let t = &mut self.tunnels[i];
-            if let Err(e) = t.ike.initiate(now) {
-                error!(tunnel = %t.name, "IKE: cannot initiate: {e}");
-            }
-        }
-        skipped.reverse();
-        *to_start = skipped;
+        group::start_some(&mut self.tunnels, to_start, now, |t, e| {
+            error!(tunnel = %t.name, "IKE: cannot initiate: {e}");
+        });
     }
 
     /// Leaves politely: the peer learns the SAs are gone (RFC 7296 §1.4.1)
@@ -735,10 +667,7 @@ impl ControlPlane {
                 self.datagram(&d);
                 self.punt.release(d);
             }
-            let now = Instant::now();
-            for t in &mut self.tunnels {
-                t.ike.handle_timeout(now);
-            }
+            group::handle_timeout(&mut self.tunnels, Instant::now());
             self.drain_all();
         }
         let left = self
@@ -762,7 +691,13 @@ impl ControlPlane {
     /// without an IKE SA yet — else (a NAT'd peer) the one with our address.
     fn datagram(&mut self, d: &dataplane::punt::Datagram) {
         let now = Instant::now();
-        let pick = tunnel_for(&self.tunnels, d.data(), d.local, d.remote);
+        let pick = group::owner(
+            &self.tunnels,
+            d.data(),
+            d.local,
+            d.remote,
+            dataplane::punt::NAT_T_PORT,
+        );
         match pick {
             Some(i) => self.tunnels[i]
                 .ike
@@ -928,315 +863,6 @@ impl ControlPlane {
             false
         });
     }
-
-    fn event(&mut self, i: usize, e: Event, now: Instant) {
-        // A rekeyed child counts for the tunnel it is installed for, which
-        // may not be the one whose IKE SA carries it.
-        let i = match &e {
-            Event::ChildRekeyed { new_spi_in, .. } => self
-                .tunnels
-                .iter()
-                .position(|t| t.children.iter().any(|c| c.spi_in == *new_spi_in))
-                .unwrap_or(i),
-            _ => i,
-        };
-        let t = &mut self.tunnels[i];
-        match e {
-            Event::IkeEstablished {
-                spi_i,
-                spi_r,
-                suite,
-                nat,
-            } => {
-                let algorithms = suite.name();
-                info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"), spi_r = format_args!("{spi_r:016x}"),
-                      %algorithms, nat, "IKE: SA established");
-                t.state = "established";
-                t.last_error = None;
-                t.reconnect_at = None;
-                t.ike_sas.push(IkeSaState {
-                    spi_i,
-                    spi_r,
-                    algorithms,
-                    nat,
-                    at: now,
-                });
-            }
-            Event::ChildEstablished { spi_in, spi_out } => {
-                info!(tunnel = %t.name, spi_in = format_args!("{spi_in:#010x}"),
-                      spi_out = format_args!("{spi_out:#010x}"), "IKE: child SA established");
-            }
-            Event::ChildRekeyed {
-                old_spi_in,
-                new_spi_in,
-            } => {
-                t.child_rekeys += 1;
-                info!(tunnel = %t.name, old = format_args!("{old_spi_in:#010x}"),
-                      new = format_args!("{new_spi_in:#010x}"), "IKE: child SA rekeyed");
-            }
-            Event::IkeRekeyed { old, new } => {
-                t.ike_rekeys += 1;
-                if let Some(s) = t.ike_sas.iter_mut().find(|s| (s.spi_i, s.spi_r) == old) {
-                    s.spi_i = new.0;
-                    s.spi_r = new.1;
-                    s.at = now;
-                }
-                info!(tunnel = %t.name, old = format_args!("{:016x}/{:016x}", old.0, old.1),
-                      new = format_args!("{:016x}/{:016x}", new.0, new.1), "IKE: SA rekeyed");
-            }
-            Event::ChildDeleted { spi_in, spi_out } => {
-                info!(tunnel = %t.name, spi_in = format_args!("{spi_in:#010x}"),
-                      spi_out = format_args!("{spi_out:#010x}"), "IKE: child SA deleted");
-            }
-            Event::IkeDeleted { spi_i, spi_r } => {
-                t.ike_sas.retain(|s| (s.spi_i, s.spi_r) != (spi_i, spi_r));
-                if t.ike_sas.is_empty() {
-                    t.state = "down";
-                }
-                info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"),
-                      spi_r = format_args!("{spi_r:016x}"), "IKE: SA deleted");
-            }
-            Event::TsRejected { by_peer, tsi, tsr } => {
-                let txt = |v: &[vecgate_ike::payload::TrafficSelector]| {
-                    v.iter().map(ts_text).collect::<Vec<_>>().join(", ")
-                };
-                let (tsi, tsr) = (txt(&tsi), txt(&tsr));
-                if by_peer {
-                    warn!(tunnel = %t.name, %tsi, %tsr, "IKE: the peer refused our child SA's traffic selectors (TS_UNACCEPTABLE)");
-                } else {
-                    warn!(tunnel = %t.name, %tsi, %tsr, "IKE: child SA refused (TS_UNACCEPTABLE): its traffic selectors fit no tunnel towards this peer");
-                }
-            }
-            Event::Failed { reason, child } => {
-                let what = if child { "child SA" } else { "IKE SA" };
-                warn!(tunnel = %t.name, %reason, "IKE: {what} negotiation failed");
-                t.last_error = Some(format!("{what}: {reason}"));
-                // A tunnel without a child SA carries nothing: an IKE SA
-                // whose first child was refused is as failed as no IKE SA.
-                if (!child && t.ike_sas.is_empty()) || (child && t.children.is_empty()) {
-                    t.state = "failed";
-                }
-            }
-        }
-    }
-
-    fn publish(&self, now: Instant) {
-        let sa_infos = |t: &TunnelIke| -> Vec<IkeSaInfo> {
-            let established: Vec<(u64, u64)> = t.ike.ike_sas();
-            t.ike_sas
-                .iter()
-                .filter(|s| established.contains(&(s.spi_i, s.spi_r)))
-                .map(|s| {
-                    let age = now.saturating_duration_since(s.at);
-                    IkeSaInfo {
-                        spi_i: format!("{:016x}", s.spi_i),
-                        spi_r: format!("{:016x}", s.spi_r),
-                        algorithms: s.algorithms.clone(),
-                        nat: s.nat,
-                        age_secs: age.as_secs(),
-                        rekey_in_secs: t.ike_rekey.map(|r| r.saturating_sub(age).as_secs()),
-                    }
-                })
-                .collect()
-        };
-        let v: Vec<IkeTunnelInfo> = self
-            .tunnels
-            .iter()
-            .filter(|t| !t.ike.is_retired())
-            .map(|t| {
-                let c = t.ike.config();
-                // Its own IKE SAs, then those of siblings carrying its children.
-                let mut ike_sas = sa_infos(t);
-                let mut vias: Vec<u32> = t
-                    .children
-                    .iter()
-                    .map(|ch| ch.via)
-                    .filter(|v| *v != t.id)
-                    .collect();
-                vias.sort_unstable();
-                vias.dedup();
-                for v in vias {
-                    if let Some(o) = self.tunnels.iter().find(|o| o.id == v) {
-                        ike_sas.extend(sa_infos(o));
-                    }
-                }
-                IkeTunnelInfo {
-                    tunnel: t.name.clone(),
-                    local: c.local_addr.ip().to_string(),
-                    remote: c.remote_addr.ip().to_string(),
-                    initiator: c.initiate,
-                    state: t.state.to_string(),
-                    last_error: t.last_error.clone(),
-                    ike_sas,
-                    child_sas: t
-                        .children
-                        .iter()
-                        .map(|ch| {
-                            let age = now.saturating_duration_since(ch.at);
-                            let mut m = ch.keys_meta.clone();
-                            m.age_secs = age.as_secs();
-                            m.rekey_in_secs =
-                                t.child_rekey.map(|r| r.saturating_sub(age).as_secs());
-                            m
-                        })
-                        .collect(),
-                    ike_rekeys: t.ike_rekeys,
-                    child_rekeys: t.child_rekeys,
-                }
-            })
-            .collect();
-        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
-    }
-}
-
-/// Whether two tunnels may share IKE SAs: same gateway addresses, same
-/// identities and PSK (RFC 7296 §2.15: an IKE SA authenticates the peer,
-/// not a tunnel), so one's child SA may arrive in the other's IKE SA.
-fn siblings(a: &IkeConfig, b: &IkeConfig) -> bool {
-    a.local_addr.ip() == b.local_addr.ip()
-        && a.remote_addr.ip() == b.remote_addr.ip()
-        && a.local_id == b.local_id
-        && a.remote_id == b.remote_id
-        && a.psk[..] == b.psk[..]
-}
-
-/// The tunnel a datagram belongs to (see `ControlPlane::datagram`).
-fn tunnel_for(
-    tunnels: &[TunnelIke],
-    data: &[u8],
-    local: SocketAddr,
-    remote: SocketAddr,
-) -> Option<usize> {
-    // RFC 3948 §2.2: on the NAT-T port IKE follows a 4-byte zero marker.
-    let msg = if local.port() == dataplane::punt::NAT_T_PORT {
-        vecgate_ike::state::strip_marker(data).unwrap_or(data)
-    } else {
-        data
-    };
-    let spi = |r: std::ops::Range<usize>| {
-        msg.get(r)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map_or(0, u64::from_be_bytes)
-    };
-    let (spi_i, spi_r) = (spi(0..8), spi(8..16));
-    if let Some(i) = tunnels
-        .iter()
-        .position(|t| t.ike.owns_spi(spi_i) || t.ike.owns_spi(spi_r))
-    {
-        return Some(i);
-    }
-    // A retired tunnel (deleted) takes no new IKE SA.
-    let same = |t: &&TunnelIke| {
-        let c = t.ike.config();
-        !t.ike.is_retired() && c.local_addr.ip() == local.ip() && c.remote_addr.ip() == remote.ip()
-    };
-    let mut matching = tunnels.iter().enumerate().filter(|(_, t)| same(t));
-    let first = matching.next().map(|(i, _)| i);
-    if let Some(i) = tunnels
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| same(t))
-        .find(|(_, t)| !t.ike.has_sa())
-        .map(|(i, _)| i)
-    {
-        return Some(i);
-    }
-    if first.is_some() {
-        return first;
-    }
-    let mut it = tunnels
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !t.ike.is_retired() && t.ike.config().local_addr.ip() == local.ip());
-    match (it.next(), it.next()) {
-        (Some((i, _)), None) => Some(i),
-        _ => None,
-    }
-}
-
-/// A traffic selector as strongSwan prints it: `10.1.0.0/24` when it is a
-/// prefix, else `first..last`; protocol and ports only when restricted.
-fn ts_text(s: &vecgate_ike::payload::TrafficSelector) -> String {
-    // The prefix length of [a, b] in a `bits`-wide space, if it is one.
-    let prefix = |a: u128, b: u128, bits: u32| -> Option<u32> {
-        let span = a ^ b;
-        let len = bits - (128 - span.leading_zeros());
-        let host = if len == bits {
-            0
-        } else {
-            u128::MAX >> (128 - (bits - len))
-        };
-        (span == host && a & host == 0).then_some(len)
-    };
-    let range = match (s.start, s.end) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => prefix(u32::from(a).into(), u32::from(b).into(), 32),
-        (IpAddr::V6(a), IpAddr::V6(b)) => prefix(a.into(), b.into(), 128),
-        _ => None,
-    }
-    .map(|len| format!("{}/{len}", s.start))
-    .unwrap_or_else(|| format!("{}..{}", s.start, s.end));
-    let ports = if (s.start_port, s.end_port) == (0, 65535) {
-        String::new()
-    } else {
-        format!(" ports {}-{}", s.start_port, s.end_port)
-    };
-    if s.ip_proto == 0 {
-        format!("{range}{ports}")
-    } else {
-        format!("{range} proto {}{ports}", s.ip_proto)
-    }
-}
-
-/// `vecgate show ike` as a table.
-pub fn show_table(v: &[IkeTunnelInfo]) -> String {
-    let mut s = String::new();
-    for t in v {
-        s.push_str(&format!(
-            "{:<12} {} -> {} {} state {}{} ike-rekeys {} child-rekeys {}\n",
-            t.tunnel,
-            t.local,
-            t.remote,
-            if t.initiator {
-                "initiator"
-            } else {
-                "responder"
-            },
-            t.state,
-            t.last_error
-                .as_deref()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default(),
-            t.ike_rekeys,
-            t.child_rekeys
-        ));
-        for i in &t.ike_sas {
-            s.push_str(&format!(
-                "  ike   {}/{} {} nat {} age {}s{}\n",
-                i.spi_i,
-                i.spi_r,
-                i.algorithms,
-                i.nat,
-                i.age_secs,
-                i.rekey_in_secs
-                    .map(|r| format!(" rekey in {r}s"))
-                    .unwrap_or_default()
-            ));
-        }
-        for c in &t.child_sas {
-            s.push_str(&format!(
-                "  child in {} out {} {} udp-encap {} age {}s{}\n",
-                c.spi_in,
-                c.spi_out,
-                c.algorithm,
-                c.udp_encap,
-                c.age_secs,
-                c.rekey_in_secs
-                    .map(|r| format!(" rekey in {r}s"))
-                    .unwrap_or_default()
-            ));
-        }
-    }
-    s
 }
 
 #[cfg(test)]
@@ -1292,23 +918,6 @@ mod tests {
         assert!(InboundSa::new(inb).is_ok());
         k2.algorithm = "3des-md5".into();
         assert!(child_sa_configs(&k2).is_err());
-    }
-
-    #[test]
-    fn selectors_print_as_prefixes_or_ranges() {
-        use vecgate_ike::payload::TrafficSelector;
-        let p = |a: &str, l: u8| ts_text(&TrafficSelector::from_prefix(a.parse().unwrap(), l));
-        assert_eq!(p("10.1.0.0", 24), "10.1.0.0/24");
-        assert_eq!(p("0.0.0.0", 0), "0.0.0.0/0");
-        assert_eq!(p("10.1.0.7", 32), "10.1.0.7/32");
-        assert_eq!(p("fd01::", 64), "fd01::/64");
-        assert_eq!(p("::", 0), "::/0");
-        let mut t = TrafficSelector::from_prefix("10.1.0.0".parse().unwrap(), 24);
-        t.end = "10.1.0.9".parse().unwrap();
-        t.ip_proto = 6;
-        t.start_port = 80;
-        t.end_port = 80;
-        assert_eq!(ts_text(&t), "10.1.0.0..10.1.0.9 proto 6 ports 80-80");
     }
 
     #[test]
