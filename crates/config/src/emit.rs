@@ -39,10 +39,15 @@ impl Config {
         for (key, f) in [
             ("api_token_file", &g.api_token_file),
             ("api_readonly_token_file", &g.api_readonly_token_file),
+            ("api_tls_cert_file", &g.api_tls_cert_file),
+            ("api_tls_key_file", &g.api_tls_key_file),
         ] {
             if let Some(p) = f {
                 let _ = writeln!(s, "{key} = {}", quote(&p.to_string_lossy()));
             }
+        }
+        if g.api_insecure_loopback {
+            let _ = writeln!(s, "api_insecure_loopback = true");
         }
         for i in &self.interfaces {
             let _ = writeln!(s, "\n[[interface]]");

@@ -44,6 +44,18 @@ pub struct Gateway {
     /// File holding a read-only bearer token (GET only); TCP `api` only.
     #[serde(default)]
     pub api_readonly_token_file: Option<PathBuf>,
+    /// PEM certificate chain the TCP `api` presents (TLS, RFC 8446);
+    /// required for a TCP `api` unless `api_insecure_loopback`.
+    #[serde(default)]
+    pub api_tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `api_tls_cert_file`: a secret file (private,
+    /// regular, at most 4 KiB: [`crate::secret`]).
+    #[serde(default)]
+    pub api_tls_key_file: Option<PathBuf>,
+    /// Allows a TCP `api` without TLS, on a loopback address only (tokens
+    /// would cross the network in clear otherwise).
+    #[serde(default)]
+    pub api_insecure_loopback: bool,
 }
 
 /// Where the control API listens: `unix:/path` or `tcp:addr:port`.

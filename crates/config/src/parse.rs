@@ -60,6 +60,9 @@ const GATEWAY_KEYS: &[&str] = &[
     "api",
     "api_token_file",
     "api_readonly_token_file",
+    "api_tls_cert_file",
+    "api_tls_key_file",
+    "api_insecure_loopback",
 ];
 const INTERFACE_KEYS: &[&str] = &[
     "name",
@@ -417,6 +420,9 @@ pub(crate) fn shape(text: &str) -> Shaped {
                 let api_readonly_token_file = r
                     .string("api_readonly_token_file", false)
                     .map(PathBuf::from);
+                let api_tls_cert_file = r.string("api_tls_cert_file", false).map(PathBuf::from);
+                let api_tls_key_file = r.string("api_tls_key_file", false).map(PathBuf::from);
+                let api_insecure_loopback = r.boolean("api_insecure_loopback", false);
                 positions.gateway = r.pos;
                 name.map(|name| Gateway {
                     api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
@@ -424,6 +430,9 @@ pub(crate) fn shape(text: &str) -> Shaped {
                     workers,
                     api_token_file,
                     api_readonly_token_file,
+                    api_tls_cert_file,
+                    api_tls_key_file,
+                    api_insecure_loopback,
                 })
             }
             other => {
@@ -654,6 +663,9 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
             workers: 1,
             api_token_file: None,
             api_readonly_token_file: None,
+            api_tls_cert_file: None,
+            api_tls_key_file: None,
+            api_insecure_loopback: false,
             api: ApiEndpoint::default_for("unnamed"),
         },
         interfaces,

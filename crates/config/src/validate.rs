@@ -211,9 +211,56 @@ fn gateway(v: &mut V<'_>) {
         );
         v.err(p.key("api"), "[gateway]", m);
     }
+    // Tokens cross the network only inside TLS (RFC 6750 §5.3); plain
+    // HTTP only when asked for, and only on loopback.
+    let tls = g.api_tls_cert_file.is_some() || g.api_tls_key_file.is_some();
+    match &g.api {
+        ApiEndpoint::Tcp(addr) => {
+            if g.api_tls_cert_file.is_some() != g.api_tls_key_file.is_some() {
+                let (have, need) = if g.api_tls_cert_file.is_some() {
+                    ("api_tls_cert_file", "api_tls_key_file")
+                } else {
+                    ("api_tls_key_file", "api_tls_cert_file")
+                };
+                v.err(p.key(have), "[gateway]", format!("{have} needs {need} too"));
+            }
+            if tls && g.api_insecure_loopback {
+                let m = "api_insecure_loopback = true with api_tls_cert_file: choose one (TLS, or plain HTTP on loopback)".to_owned();
+                v.err(p.key("api_insecure_loopback"), "[gateway]", m);
+            } else if !tls && !g.api_insecure_loopback {
+                let m = format!(
+                    "api \"{}\" is a TCP endpoint: api_tls_cert_file and api_tls_key_file are required (TLS), or api_insecure_loopback = true on a loopback address",
+                    g.api
+                );
+                v.err(p.key("api"), "[gateway]", m);
+            } else if !tls && !addr.ip().is_loopback() {
+                let m = format!(
+                    "api_insecure_loopback: api \"{}\" is not a loopback address (plain HTTP would carry the token over the network): configure api_tls_cert_file and api_tls_key_file",
+                    g.api
+                );
+                v.err(p.key("api_insecure_loopback"), "[gateway]", m);
+            }
+        }
+        ApiEndpoint::Unix(_) => {
+            for (key, set) in [
+                ("api_tls_cert_file", g.api_tls_cert_file.is_some()),
+                ("api_tls_key_file", g.api_tls_key_file.is_some()),
+                ("api_insecure_loopback", g.api_insecure_loopback),
+            ] {
+                if set {
+                    let m = format!(
+                        "{key} applies to a TCP api only (a unix socket is guarded by its permissions)"
+                    );
+                    v.err(p.key(key), "[gateway]", m);
+                }
+            }
+        }
+    }
     for (key, f) in [
         ("api_token_file", &g.api_token_file),
         ("api_readonly_token_file", &g.api_readonly_token_file),
+        ("api_tls_cert_file", &g.api_tls_cert_file),
+        ("api_tls_key_file", &g.api_tls_key_file),
     ] {
         if let Some(path) = f {
             if !path.is_absolute() {

@@ -19,6 +19,7 @@ fn api() -> impl Strategy<Value = ApiEndpoint> {
             .prop_map(|(a, p)| ApiEndpoint::Tcp((Ipv4Addr::from(a), p).into())),
         (any::<[u16; 8]>(), 1u16..)
             .prop_map(|(a, p)| ApiEndpoint::Tcp((Ipv6Addr::from(a), p).into())),
+        (1u16..).prop_map(|p| ApiEndpoint::Tcp((Ipv4Addr::LOCALHOST, p).into())),
     ]
 }
 
@@ -221,6 +222,12 @@ fn config() -> impl Strategy<Value = Config> {
                     api_token_file: matches!(api, ApiEndpoint::Tcp(_))
                         .then(|| "/etc/vecgate/token".into()),
                     api_readonly_token_file: None,
+                    // TLS on a TCP api; plain HTTP when allowed (loopback).
+                    api_tls_cert_file: matches!(api, ApiEndpoint::Tcp(a) if !a.ip().is_loopback())
+                        .then(|| "/etc/vecgate/api.crt".into()),
+                    api_tls_key_file: matches!(api, ApiEndpoint::Tcp(a) if !a.ip().is_loopback())
+                        .then(|| "/etc/vecgate/api.key".into()),
+                    api_insecure_loopback: matches!(api, ApiEndpoint::Tcp(a) if a.ip().is_loopback()),
                     name,
                     workers,
                     api,
@@ -323,6 +330,9 @@ proptest! {
                 api: ApiEndpoint::default_for("g"),
                 api_token_file: None,
                 api_readonly_token_file: None,
+                api_tls_cert_file: None,
+                api_tls_key_file: None,
+                api_insecure_loopback: false,
             },
             interfaces: vec![Interface {
                 name: "a".into(),

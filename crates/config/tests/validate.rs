@@ -91,7 +91,7 @@ fn unknown_keys_all_reported() {
     assert_eq!(
         e,
         vec![
-            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file)",
+            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]])",
@@ -239,9 +239,10 @@ fn api_endpoint() {
         3,
         "must be absolute",
     );
-    let cfg =
-        parse("[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_token_file = \"/etc/t\"\n")
-            .unwrap();
+    let cfg = parse(
+        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_token_file = \"/etc/t\"\napi_insecure_loopback = true\n",
+    )
+    .unwrap();
     assert_eq!(
         cfg.gateway.api,
         ApiEndpoint::Tcp("[::1]:9090".parse().unwrap())
@@ -250,12 +251,12 @@ fn api_endpoint() {
     assert!(cfg.to_toml().contains("api_token_file = \"/etc/t\""));
     // TCP without a token file; relative token path; read-only alone.
     one(
-        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\n",
+        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_insecure_loopback = true\n",
         3,
         "api_token_file (a file holding the admin bearer token) is required",
     );
     one(
-        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_token_file = \"t\"\n",
+        "[gateway]\nname = \"gw\"\napi = \"tcp:[::1]:9090\"\napi_token_file = \"t\"\napi_insecure_loopback = true\n",
         4,
         "api_token_file \"t\" must be an absolute path",
     );
@@ -263,6 +264,49 @@ fn api_endpoint() {
         "[gateway]\nname = \"gw\"\napi_readonly_token_file = \"/t\"\n",
         3,
         "api_readonly_token_file needs api_token_file too",
+    );
+}
+
+/// A TCP api speaks TLS, or plain HTTP only when asked for on loopback.
+#[test]
+fn tcp_api_needs_tls_or_explicit_loopback() {
+    let gw = |rest: &str| format!("[gateway]\nname = \"gw\"\napi_token_file = \"/etc/t\"\n{rest}");
+    let cfg = parse(&gw(
+        "api = \"tcp:192.0.2.1:9090\"\napi_tls_cert_file = \"/etc/c.pem\"\napi_tls_key_file = \"/etc/k.pem\"\n",
+    ))
+    .unwrap();
+    assert_eq!(cfg.gateway.api_tls_key_file, Some("/etc/k.pem".into()));
+    let again = parse(&cfg.to_toml()).unwrap();
+    assert_eq!(again, cfg);
+    let cfg = parse(&gw(
+        "api = \"tcp:127.0.0.1:9090\"\napi_insecure_loopback = true\n",
+    ))
+    .unwrap();
+    assert!(cfg.to_toml().contains("api_insecure_loopback = true"));
+    one(
+        &gw("api = \"tcp:127.0.0.1:9090\"\n"),
+        4,
+        "api_tls_cert_file and api_tls_key_file are required (TLS), or api_insecure_loopback = true",
+    );
+    one(
+        &gw("api = \"tcp:192.0.2.1:9090\"\napi_insecure_loopback = true\n"),
+        5,
+        "is not a loopback address",
+    );
+    one(
+        &gw("api = \"tcp:192.0.2.1:9090\"\napi_tls_cert_file = \"/etc/c.pem\"\n"),
+        5,
+        "api_tls_cert_file needs api_tls_key_file too",
+    );
+    one(
+        &gw("api = \"tcp:192.0.2.1:9090\"\napi_tls_cert_file = \"c.pem\"\napi_tls_key_file = \"/k\"\n"),
+        5,
+        "api_tls_cert_file \"c.pem\" must be an absolute path",
+    );
+    one(
+        "[gateway]\nname = \"gw\"\napi = \"unix:/run/gw.sock\"\napi_tls_key_file = \"/k\"\n",
+        4,
+        "applies to a TCP api only",
     );
 }
 
@@ -628,6 +672,9 @@ fn validate_works_on_code_built_configs() {
             api: ApiEndpoint::default_for("api"),
             api_token_file: None,
             api_readonly_token_file: None,
+            api_tls_cert_file: None,
+            api_tls_key_file: None,
+            api_insecure_loopback: false,
         },
         interfaces: vec![Interface {
             name: "lan".into(),

@@ -6,7 +6,7 @@
 //! that wait for workers (neighbours, trace, capture) run on the blocking
 //! pool so the API stays responsive.
 
-use crate::auth::{Auth, Verdict};
+use crate::auth::{Auth, Throttle, Verdict};
 use crate::model::*;
 use crate::state::{ApiError, Control};
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -26,6 +26,7 @@ use utoipa::{Modify, OpenApi};
 pub struct AppState {
     pub ctl: Arc<Control>,
     pub auth: Arc<Auth>,
+    pub throttle: Arc<Throttle>,
 }
 
 impl IntoResponse for ApiError {
@@ -552,12 +553,27 @@ async fn authorize(State(s): State<AppState>, req: Request, next: Next) -> Respo
     match s.auth.check(h, writes) {
         Verdict::Allow => next.run(req).await,
         Verdict::Unauthenticated => {
+            // Every failure costs its sender time (a timer: other requests
+            // go on); over budget, more, with Retry-After.
+            let source = req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip());
+            drop(req);
+            let over = s.throttle.fail(source);
+            s.throttle.delay(over).await;
             let mut r = ApiError::new(401, "missing or wrong bearer token", Some("Authorization"))
                 .into_response();
             r.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"vecgate\""),
             );
+            if over {
+                let secs = crate::auth::THROTTLED_DELAY.as_secs().max(1);
+                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+            }
             r
         }
         Verdict::Forbidden => ApiError::new(
@@ -576,6 +592,7 @@ async fn not_found() -> ApiError {
 /// The whole API.
 pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
     let st = AppState {
+        throttle: Arc::new(Throttle::new(ctl.auth_stats().clone())),
         ctl,
         auth: Arc::new(auth),
     };

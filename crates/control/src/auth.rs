@@ -4,6 +4,11 @@
 //! otherwise); a missing or wrong token is 401 (RFC 6750 §3.1). Tokens are
 //! compared in constant time, never logged, and zeroized when dropped.
 
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
@@ -112,6 +117,154 @@ impl Auth {
     }
 }
 
+/// Counters of the API's access control (`/metrics`).
+#[derive(Debug, Default)]
+pub struct AuthStats {
+    /// Requests refused with 401 (no or wrong token).
+    pub failures: AtomicU64,
+    /// Of those, the ones over their source's or the global budget
+    /// (answered after [`THROTTLED_DELAY`]).
+    pub throttled: AtomicU64,
+    /// TCP connections that did not complete a TLS handshake (plain HTTP
+    /// to the TLS port, scanners, timeouts).
+    pub tls_handshake_failures: AtomicU64,
+}
+
+/// Every 401 is answered after this long: a guess costs the guesser time,
+/// not the gateway (the wait is a timer, other requests go on).
+pub const FAIL_DELAY: Duration = Duration::from_millis(200);
+/// A 401 over budget is answered after this long (with `Retry-After`).
+pub const THROTTLED_DELAY: Duration = Duration::from_secs(1);
+/// Failed attempts a source may make at once, then per second.
+const SOURCE_BURST: f64 = 10.0;
+const SOURCE_RATE: f64 = 2.0;
+/// The same for all sources together (many spoofed or borrowed sources).
+const GLOBAL_BURST: f64 = 100.0;
+const GLOBAL_RATE: f64 = 20.0;
+/// Sources remembered at most (a full table evicts refilled buckets; past
+/// that, unknown sources share one bucket).
+const MAX_SOURCES: usize = 4096;
+/// 401s waiting out their delay at once; more wait in line behind them,
+/// so many connections do not buy more guesses per second.
+const MAX_WAITING: usize = 64;
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(burst: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, burst: f64, rate: f64, now: Instant) {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(burst);
+        self.at = now;
+    }
+
+    /// Takes one token if there is one.
+    fn take(&mut self, burst: f64, rate: f64, now: Instant) -> bool {
+        self.refill(burst, rate, now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Throttles failed authentications (401s) per source address (IPv6 by
+/// its /64, what one host usually holds) and globally. Only failures are
+/// counted: a request with a valid token is never delayed, whoever else
+/// is guessing.
+#[derive(Debug)]
+pub struct Throttle {
+    sources: Mutex<HashMap<IpAddr, Bucket>>,
+    overflow: Mutex<Bucket>,
+    global: Mutex<Bucket>,
+    waiting: tokio::sync::Semaphore,
+    pub stats: Arc<AuthStats>,
+}
+
+fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
+impl Throttle {
+    pub fn new(stats: Arc<AuthStats>) -> Throttle {
+        let now = Instant::now();
+        Throttle {
+            sources: Mutex::new(HashMap::new()),
+            overflow: Mutex::new(Bucket::full(SOURCE_BURST, now)),
+            global: Mutex::new(Bucket::full(GLOBAL_BURST, now)),
+            waiting: tokio::sync::Semaphore::new(MAX_WAITING),
+            stats,
+        }
+    }
+
+    /// Records a failed attempt from `source` (unknown: `None`) and
+    /// returns whether it is over budget.
+    pub fn fail(&self, source: Option<IpAddr>) -> bool {
+        let now = Instant::now();
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        let lock = |m: &'_ Mutex<Bucket>| -> bool {
+            let mut b = m.lock().unwrap_or_else(|e| e.into_inner());
+            b.take(SOURCE_BURST, SOURCE_RATE, now)
+        };
+        let by_source = match source.map(source_key) {
+            None => lock(&self.overflow),
+            Some(k) => {
+                let mut map = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+                if !map.contains_key(&k) && map.len() >= MAX_SOURCES {
+                    // Forget sources whose budget is whole again.
+                    map.retain(|_, b| {
+                        b.refill(SOURCE_BURST, SOURCE_RATE, now);
+                        b.tokens < SOURCE_BURST
+                    });
+                }
+                if map.len() < MAX_SOURCES || map.contains_key(&k) {
+                    map.entry(k)
+                        .or_insert_with(|| Bucket::full(SOURCE_BURST, now))
+                        .take(SOURCE_BURST, SOURCE_RATE, now)
+                } else {
+                    drop(map);
+                    lock(&self.overflow)
+                }
+            }
+        };
+        let global = self.global.lock().unwrap_or_else(|e| e.into_inner()).take(
+            GLOBAL_BURST,
+            GLOBAL_RATE,
+            now,
+        );
+        let over = !(by_source && global);
+        if over {
+            self.stats.throttled.fetch_add(1, Ordering::Relaxed);
+        }
+        over
+    }
+
+    /// Waits out a failed attempt's delay (in line behind at most
+    /// `MAX_WAITING` others): a timer, not a blocked thread.
+    pub async fn delay(&self, over: bool) {
+        let _permit = self.waiting.acquire().await;
+        tokio::time::sleep(if over { THROTTLED_DELAY } else { FAIL_DELAY }).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +296,27 @@ mod tests {
         assert_eq!(a.check(None, false), Verdict::Unauthenticated);
         assert_eq!(Auth::None.check(None, true), Verdict::Allow);
         assert_eq!(format!("{:?}", Token::new(ADMIN).unwrap()), "Token(..)");
+    }
+
+    #[test]
+    fn failures_are_throttled_per_source_and_globally() {
+        let t = Throttle::new(Arc::default());
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "2001:db8::1".parse().unwrap();
+        let b2: IpAddr = "2001:db8::2".parse().unwrap();
+        let over: Vec<bool> = (0..12).map(|_| t.fail(Some(a))).collect();
+        assert!(over[..10].iter().all(|o| !o) && over[10..].iter().all(|o| *o));
+        // Another source has its own budget; a /64 is one source.
+        assert!(!t.fail(Some(b)));
+        assert!((0..9).all(|_| !t.fail(Some(b2))));
+        assert!(t.fail(Some(b)));
+        assert_eq!(t.stats.failures.load(Ordering::Relaxed), 23);
+        assert_eq!(t.stats.throttled.load(Ordering::Relaxed), 3);
+        // The global budget: many sources together.
+        let many = (0..200u32)
+            .filter(|i| t.fail(Some(IpAddr::from((0x0a00_0000 + i).to_be_bytes()))))
+            .count();
+        assert!(many >= 200 - (GLOBAL_BURST as usize - 20), "{many}");
     }
 
     #[test]

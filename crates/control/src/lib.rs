@@ -31,7 +31,7 @@ pub mod server;
 pub mod state;
 
 pub use auth::{Auth, Token};
-pub use server::{check_endpoint, serve, ServerHandle};
+pub use server::{check_endpoint, serve, ServerHandle, Tls};
 pub use state::{
     Capabilities, Control, Dataplane, IkeSource, KeySource, NetdevFacts, SaOps, SaSource,
     TableBuilder,

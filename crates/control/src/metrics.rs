@@ -248,6 +248,31 @@ pub fn render(ctl: &Control) -> String {
             .set(v.routes as i64);
     }
 
+    // The API's access control (RFC 6750 §3.1 401s, throttled per source
+    // and globally; TLS handshakes that never completed).
+    let a = ctl.auth_stats();
+    for (name, help, v) in [
+        (
+            "vecgate_api_auth_failures",
+            "API requests refused with 401 (no or wrong bearer token)",
+            &a.failures,
+        ),
+        (
+            "vecgate_api_auth_throttled",
+            "Of the 401s, those over their source's or the global budget (answered late, with Retry-After)",
+            &a.throttled,
+        ),
+        (
+            "vecgate_api_tls_handshake_failures",
+            "TCP connections to the TLS API that did not complete a TLS handshake",
+            &a.tls_handshake_failures,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(v.load(std::sync::atomic::Ordering::Relaxed));
+        reg.register(name, help, c);
+    }
+
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &reg);

@@ -175,6 +175,8 @@ pub struct Control {
     /// not in the running configuration, so later SA changes are not
     /// recorded either (a partial set would not validate).
     inline_keyed: Mutex<std::collections::HashSet<String>>,
+    /// The API's access-control counters (`/metrics`).
+    auth_stats: Arc<crate::auth::AuthStats>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -282,7 +284,14 @@ impl Control {
             tunnel_base: Mutex::new(Default::default()),
             tunnel_ops: Mutex::new(()),
             inline_keyed: Mutex::new(Default::default()),
+            auth_stats: Arc::default(),
         })
+    }
+
+    /// The API's access-control counters (401s, throttled 401s, failed
+    /// TLS handshakes).
+    pub fn auth_stats(&self) -> &Arc<crate::auth::AuthStats> {
+        &self.auth_stats
     }
 
     /// Connects `GET /ike` to the IKE control thread (which starts after

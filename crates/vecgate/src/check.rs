@@ -83,6 +83,19 @@ fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
             }
         }
     }
+    if let (Some(c), Some(k)) = (&g.api_tls_cert_file, &g.api_tls_key_file) {
+        let r = vecgate_control::Tls::from_files(c, k)
+            .map(drop)
+            .map_err(|e| format!("[gateway] {e}"));
+        let missing = [c, k]
+            .into_iter()
+            .find(|p| std::fs::symlink_metadata(p).is_err());
+        judge(
+            "api_tls_cert_file / api_tls_key_file",
+            missing.unwrap_or(k),
+            r,
+        );
+    }
     for t in &cfg.tunnels {
         let Some(x) = &t.ipsec else { continue };
         for sa in &x.sas {

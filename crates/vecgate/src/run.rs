@@ -84,9 +84,10 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // before it touches the first one's interfaces and guards.
     vecgate_control::check_endpoint(&cfg.gateway.api)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
-    // Its secrets too (token files): refused with the reason before
-    // anything is attached.
+    // Its secrets too (token files, TLS key): refused with the reason
+    // before anything is attached.
     let auth = api_auth(&cfg)?;
+    let tls = api_tls(&cfg)?;
     // One gateway per netdev: claimed before anything is attached, held
     // (by the kernel, through flock) until this process exits.
     let _locks = cfg
@@ -224,6 +225,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let api = start_api(
         &cfg,
         auth,
+        tls,
         &shared,
         &counters,
         mailboxes,
@@ -386,11 +388,25 @@ pub fn api_auth(cfg: &Config) -> Result<vecgate_control::Auth> {
     })
 }
 
+/// The TCP API's TLS certificate and key, if configured.
+pub fn api_tls(cfg: &Config) -> Result<Option<vecgate_control::Tls>> {
+    let g = &cfg.gateway;
+    match (&g.api, &g.api_tls_cert_file, &g.api_tls_key_file) {
+        (vecgate_config::ApiEndpoint::Tcp(_), Some(cert), Some(key)) => {
+            vecgate_control::Tls::from_files(cert, key)
+                .map(Some)
+                .map_err(|e| anyhow!("management API on {}: {e}", g.api))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Starts the management API on `gateway.api` with access control `auth`.
 #[allow(clippy::too_many_arguments)]
 fn start_api(
     cfg: &Config,
     auth: vecgate_control::Auth,
+    tls: Option<vecgate_control::Tls>,
     shared: &Arc<SharedTables>,
     counters: &[Arc<dataplane::counters::WorkerCounters>],
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
@@ -440,6 +456,6 @@ fn start_api(
             st.lock().unwrap_or_else(|e| e.into_inner()).clone()
         }));
     }
-    vecgate_control::serve(&cfg.gateway.api, ctl, auth)
+    vecgate_control::serve(&cfg.gateway.api, ctl, auth, tls)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))
 }

@@ -45,18 +45,21 @@ addresses = ["10.2.0.1/24"]
 "#
 }
 
-/// Token files, removed on drop.
+/// Token files (and the TLS certificate beside them), removed on drop.
 struct Tokens {
+    dir: std::path::PathBuf,
     admin: std::path::PathBuf,
     ro: std::path::PathBuf,
 }
 
 impl Tokens {
     fn new() -> Tokens {
-        let dir = std::env::temp_dir();
+        let dir = std::env::temp_dir().join(unique("tok"));
+        std::fs::create_dir_all(&dir).unwrap();
         let t = Tokens {
-            admin: dir.join(format!("{}.admin", unique("tok"))),
-            ro: dir.join(format!("{}.ro", unique("tok"))),
+            admin: dir.join("admin"),
+            ro: dir.join("ro"),
+            dir,
         };
         common::write_secret(&t.admin, "admin-0123456789abcdef0123456789abcdef\n");
         common::write_secret(&t.ro, "reader-0123456789abcdef0123456789abcdef\n");
@@ -66,8 +69,7 @@ impl Tokens {
 
 impl Drop for Tokens {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.admin);
-        let _ = std::fs::remove_file(&self.ro);
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -111,14 +113,18 @@ fn field(body: &str) -> String {
 fn tcp_api_tokens_crud_and_config_round_trip() {
     let t = topo();
     let tok = Tokens::new();
+    let (cert, key) = common::tls_cert(&tok.dir);
     let cfg = format!(
-        "[gateway]\nname = \"api\"\napi = \"tcp:127.0.0.1:9191\"\napi_token_file = \"{}\"\napi_readonly_token_file = \"{}\"\n{}\n[[route]]\nprefix = \"10.9.0.0/16\"\nvia = \"10.2.0.2\"\n",
+        "[gateway]\nname = \"api\"\napi = \"tcp:127.0.0.1:9191\"\napi_token_file = \"{}\"\napi_readonly_token_file = \"{}\"\napi_tls_cert_file = \"{}\"\napi_tls_key_file = \"{}\"\n{}\n[[route]]\nprefix = \"10.9.0.0/16\"\nvia = \"10.2.0.2\"\n",
         tok.admin.display(),
         tok.ro.display(),
+        cert.display(),
+        key.display(),
         interfaces()
     );
     let mut gw = Gateway::start(&t.gw, &cfg);
-    let base = "http://127.0.0.1:9191";
+    // TLS, the server checked against its own certificate.
+    let base = &format!("--cacert {} https://127.0.0.1:9191", cert.display());
     let admin = Some("admin-0123456789abcdef0123456789abcdef");
     let ro = Some("reader-0123456789abcdef0123456789abcdef");
     let c =
@@ -1116,7 +1122,7 @@ fn a_second_gateway_on_a_live_api_endpoint_fails_a_stale_socket_is_replaced() {
         .replace(
             &format!("api = \"unix:{}/g0.sock\"", t.dir.display()),
             &format!(
-                "api = \"tcp:127.0.0.1:9393\"\napi_token_file = \"{}\"",
+                "api = \"tcp:127.0.0.1:9393\"\napi_token_file = \"{}\"\napi_insecure_loopback = true",
                 tok.display()
             ),
         )

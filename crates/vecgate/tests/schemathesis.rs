@@ -35,7 +35,7 @@ fn schemathesis_finds_no_server_errors_or_schema_violations() {
     let tok = std::env::temp_dir().join(format!("{}.token", unique("st")));
     common::write_secret(&tok, "schemathesis-token-0123456789abcdef0123456789\n");
     let cfg = format!(
-        "[gateway]\nname = \"st\"\napi = \"tcp:127.0.0.1:9292\"\napi_token_file = \"{}\"\n\n[[interface]]\nname = \"lan0\"\nhost = \"gw-h1\"\ndriver = \"af_packet\"\naddresses = [\"10.1.0.1/24\"]\n",
+        "[gateway]\nname = \"st\"\napi = \"tcp:127.0.0.1:9292\"\napi_token_file = \"{}\"\napi_insecure_loopback = true\n\n[[interface]]\nname = \"lan0\"\nhost = \"gw-h1\"\ndriver = \"af_packet\"\naddresses = [\"10.1.0.1/24\"]\n",
         tok.display()
     );
     let _g = Gateway::start(&gw, &cfg);

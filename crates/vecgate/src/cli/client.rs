@@ -1,10 +1,13 @@
 //! A small blocking HTTP/1.1 client for the management API over a unix
-//! socket or TCP: one request per connection (`Connection: close`),
-//! Content-Length or chunked responses, bounded in size.
+//! socket or TCP (TLS with rustls when a CA is given; plain HTTP only for
+//! a gateway that allows it on loopback): one request per connection
+//! (`Connection: close`), Content-Length or chunked responses, bounded in
+//! size.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use vecgate_config::ApiEndpoint;
 use zeroize::Zeroizing;
@@ -16,7 +19,38 @@ const MAX_RESPONSE: u64 = 1 << 30;
 pub struct Client {
     pub endpoint: ApiEndpoint,
     token: Option<Zeroizing<String>>,
+    /// TLS for a TCP endpoint (the server is checked against these roots).
+    tls: Option<Arc<rustls::ClientConfig>>,
     pub timeout: Duration,
+}
+
+/// A TLS client configuration trusting the PEM certificates of `ca_file`
+/// (a CA, or the gateway's own self-signed certificate).
+pub fn tls_config(ca_file: &Path) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let what = |e: &dyn std::fmt::Display| format!("CA file {}: {e}", ca_file.display());
+    let mut pem = Vec::new();
+    std::fs::File::open(ca_file)
+        .map_err(|e| what(&e))?
+        .take(1 << 20)
+        .read_to_end(&mut pem)
+        .map_err(|e| what(&e))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.map_err(|e| what(&e))?).map_err(|e| what(&e))?;
+    }
+    if roots.is_empty() {
+        return Err(what(&"no PEM certificate in it"));
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| what(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
 }
 
 /// A response: status, content type, body.
@@ -64,7 +98,16 @@ trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
 
 impl Client {
-    pub fn new(endpoint: ApiEndpoint, token_file: Option<&Path>) -> Result<Client, String> {
+    /// A client of `endpoint`; `ca_file` makes a TCP endpoint TLS.
+    pub fn new(
+        endpoint: ApiEndpoint,
+        token_file: Option<&Path>,
+        ca_file: Option<&Path>,
+    ) -> Result<Client, String> {
+        let tls = match (&endpoint, ca_file) {
+            (ApiEndpoint::Tcp(_), Some(ca)) => Some(tls_config(ca)?),
+            _ => None,
+        };
         let token = match token_file {
             Some(p) => {
                 // The same rules as the daemon's: a private regular file.
@@ -82,6 +125,7 @@ impl Client {
         Ok(Client {
             endpoint,
             token,
+            tls,
             timeout: Duration::from_secs(30),
         })
     }
@@ -100,7 +144,16 @@ impl Client {
                     .map_err(|e| connect_error(&a.to_string(), &e))?;
                 let _ = s.set_read_timeout(Some(self.timeout));
                 let _ = s.set_write_timeout(Some(self.timeout));
-                Ok(Box::new(s))
+                match &self.tls {
+                    None => Ok(Box::new(s)),
+                    Some(cfg) => {
+                        // The certificate must name the address dialled.
+                        let name = rustls::pki_types::ServerName::from(a.ip());
+                        let conn = rustls::ClientConnection::new(cfg.clone(), name)
+                            .map_err(|e| format!("TLS to {a}: {e}"))?;
+                        Ok(Box::new(rustls::StreamOwned::new(conn, s)))
+                    }
+                }
             }
         }
     }

@@ -23,6 +23,13 @@ pub struct Target {
     /// File holding the bearer token (TCP endpoints).
     #[arg(long, global = true)]
     pub token_file: Option<PathBuf>,
+    /// PEM CA (or the gateway's self-signed certificate) to check a TCP
+    /// endpoint's TLS certificate against; also VECGATE_API_CA_FILE. With
+    /// --config, the configuration's api_tls_cert_file is trusted.
+    /// Without any, a TCP endpoint is spoken to in plain HTTP (a gateway
+    /// with api_insecure_loopback).
+    #[arg(long, global = true)]
+    pub ca_file: Option<PathBuf>,
     /// Print the API's JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
@@ -274,6 +281,10 @@ pub enum TraceCmd {
 
 fn resolve(t: &Target) -> Result<Client, String> {
     let mut token = t.token_file.clone();
+    let mut ca = t
+        .ca_file
+        .clone()
+        .or_else(|| std::env::var_os("VECGATE_API_CA_FILE").map(PathBuf::from));
     let endpoint = if let Some(a) = &t.api {
         if a.starts_with("unix:") || a.starts_with("tcp:") {
             a.parse::<ApiEndpoint>()?
@@ -285,11 +296,14 @@ fn resolve(t: &Target) -> Result<Client, String> {
         if token.is_none() {
             token = cfg.gateway.api_token_file.clone();
         }
+        if ca.is_none() {
+            ca = cfg.gateway.api_tls_cert_file.clone();
+        }
         cfg.gateway.api
     } else {
         ApiEndpoint::Unix(client::default_socket(Path::new("/run/vecgate"))?)
     };
-    Client::new(endpoint, token.as_deref())
+    Client::new(endpoint, token.as_deref(), ca.as_deref())
 }
 
 fn json(r: &client::Response) -> Result<Value, String> {

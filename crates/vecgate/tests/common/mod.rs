@@ -29,6 +29,31 @@ pub fn write_secret(path: &std::path::Path, text: impl AsRef<[u8]>) {
         .expect("chmod 600 secret file");
 }
 
+/// A self-signed TLS certificate for the API (EC P-256, names 127.0.0.1,
+/// ::1 and localhost; not a CA, as a server certificate must be) and its
+/// private key (0600), written by openssl into `dir`: (cert, key).
+pub fn tls_cert(dir: &std::path::Path) -> (PathBuf, PathBuf) {
+    let cnf = dir.join("tls.cnf");
+    std::fs::write(
+        &cnf,
+        "[req]\ndistinguished_name = dn\nx509_extensions = ext\nprompt = no\n\
+         [dn]\nCN = vecgate-api-test\n\
+         [ext]\nbasicConstraints = critical,CA:FALSE\n\
+         subjectAltName = IP:127.0.0.1,IP:::1,DNS:localhost\n\
+         extendedKeyUsage = serverAuth\nkeyUsage = critical,digitalSignature\n",
+    )
+    .expect("write openssl config");
+    let (cert, key) = (dir.join("api-cert.pem"), dir.join("api-key.pem"));
+    sh(&format!(
+        "umask 077 && openssl req -x509 -config {} -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+         -nodes -keyout {} -out {} -days 2 2>&1",
+        cnf.display(),
+        key.display(),
+        cert.display()
+    ));
+    (cert, key)
+}
+
 /// Runs a shell command on the host and returns its output; panics with the
 /// command's stderr if it fails.
 pub fn sh(cmd: &str) -> String {
