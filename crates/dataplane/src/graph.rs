@@ -3,8 +3,8 @@
 //!
 //! The node set is fixed when the worker starts: every node has a
 //! [`NodeId`], and its pending vector is the slot of that id. Adding a node
-//! (gre-encap, esp-encrypt, ...) is adding a variant, a file under
-//! `nodes/`, and arcs from the nodes that feed it. [`Graph::run`] processes
+//! (gre-encap, esp-encrypt, ...) is adding a file under `nodes/`, one line
+//! to the list in `nodes/mod.rs`, and arcs from the nodes that feed it. [`Graph::run`] processes
 //! pending vectors node by node, in id order (roughly topological), until
 //! all are empty or [`MAX_PASSES`] passes ran.
 //!
@@ -44,56 +44,7 @@ pub mod flags {
 /// after that (a routing loop through icmp-error, say) are dropped.
 pub const MAX_PASSES: usize = 8;
 
-/// Every node of the graph, in dispatch order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum NodeId {
-    EthernetInput,
-    ArpInput,
-    Ip4Input,
-    Ip6Input,
-    IpLocal,
-    IcmpError,
-    Ip4Lookup,
-    Ip6Lookup,
-    IpRewrite,
-    Ip4Fragment,
-    InterfaceOutput,
-    GreInput,
-    VxlanInput,
-    TunnelEncap,
-    RscOutput,
-    EspEncrypt,
-    EspDecrypt,
-}
-
-impl NodeId {
-    pub const COUNT: usize = 17;
-    pub const ALL: [NodeId; NodeId::COUNT] = [
-        NodeId::EthernetInput,
-        NodeId::ArpInput,
-        NodeId::Ip4Input,
-        NodeId::Ip6Input,
-        NodeId::IpLocal,
-        NodeId::IcmpError,
-        NodeId::Ip4Lookup,
-        NodeId::Ip6Lookup,
-        NodeId::IpRewrite,
-        NodeId::Ip4Fragment,
-        NodeId::InterfaceOutput,
-        NodeId::GreInput,
-        NodeId::VxlanInput,
-        NodeId::TunnelEncap,
-        NodeId::RscOutput,
-        NodeId::EspEncrypt,
-        NodeId::EspDecrypt,
-    ];
-
-    #[inline]
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
+pub use crate::nodes::NodeId;
 
 /// A graph node.
 pub trait Node: Send {
@@ -170,9 +121,9 @@ pub struct Ctx {
     pub port_offloads: Vec<bool>,
     /// Per physical port: [`Port::udp_gso`](packet::port::Port::udp_gso).
     pub port_udp_gso: Vec<bool>,
-    /// Where ip-local punts IKE datagrams ([`crate::punt`]); `None`: IKE
+    /// Where ip-local punts IKE datagrams ([`crate::ike_punt`]); `None`: IKE
     /// is not running and such datagrams are dropped.
-    pub punt: Option<Arc<crate::punt::Punt>>,
+    pub punt: Option<Arc<crate::ike_punt::Punt>>,
     /// This worker's counters, for the tunnel nodes to count traffic of
     /// virtual ports (set by the worker; `None` in bare node tests).
     pub counters: Option<Arc<WorkerCounters>>,

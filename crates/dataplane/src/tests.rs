@@ -1282,7 +1282,7 @@ fn udp4(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8>
 
 #[test]
 fn ike_is_punted_and_injected_datagrams_are_routed() {
-    use crate::punt::Punt;
+    use crate::ike_punt::Punt;
     use std::time::Duration;
     let mut r = Rig::new(1500, WorkerConfig::default());
     r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));

@@ -12,9 +12,10 @@
 use crate::counters::WorkerCounters;
 use crate::graph::{Ctx, Graph, NodeId};
 use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit, State};
+use crate::neighbour_packets;
+use crate::nodes;
 use crate::nodes::icmp_error::RateLimit;
 use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
-use crate::nodes::{self, nd};
 use crate::tables::SharedTables;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use packet::buffer::{Packet, Pool};
@@ -249,9 +250,9 @@ impl Worker {
         }
     }
 
-    /// Connects the IKE punt / inject path ([`crate::punt`]): ip-local
+    /// Connects the IKE punt / inject path ([`crate::ike_punt`]): ip-local
     /// punts to it, and each loop iteration routes what it injects.
-    pub fn set_punt(&mut self, punt: Arc<crate::punt::Punt>) {
+    pub fn set_punt(&mut self, punt: Arc<crate::ike_punt::Punt>) {
         self.cx.punt = Some(punt);
     }
 
@@ -325,7 +326,7 @@ impl Worker {
     pub fn announce_port(&mut self, port: u16) {
         let t = self.shared.load();
         if let Some(ifc) = t.iface(port) {
-            nd::announce(&mut self.cx.pool, ifc, &mut self.announce);
+            neighbour_packets::announce(&mut self.cx.pool, ifc, &mut self.announce);
             self.graph
                 .input(NodeId::InterfaceOutput, &mut self.announce);
         }
@@ -413,8 +414,12 @@ impl Worker {
         for s in self.solicit.drain(..) {
             let Some(ifc) = t.iface(s.port) else { continue };
             let p = match s.ip {
-                IpAddr::V4(a) => nd::arp_request(&mut self.cx.pool, ifc, a, s.unicast),
-                IpAddr::V6(a) => nd::neighbor_solicit(&mut self.cx.pool, ifc, a, s.unicast),
+                IpAddr::V4(a) => {
+                    neighbour_packets::arp_request(&mut self.cx.pool, ifc, a, s.unicast)
+                }
+                IpAddr::V6(a) => {
+                    neighbour_packets::neighbor_solicit(&mut self.cx.pool, ifc, a, s.unicast)
+                }
             };
             if let Some(p) = p {
                 self.graph.input_one(NodeId::InterfaceOutput, p);

@@ -5,7 +5,7 @@
 //! Why the datagrams go through the dataplane: the gateway owns its
 //! netdevs (AF_PACKET + an nftables ingress guard), so a kernel socket on
 //! UDP 500/4500 would never see IKE. ip-local punts IKE into
-//! [`dataplane::punt::Punt`] and the thread injects its answers there; the
+//! [`dataplane::ike_punt::Punt`] and the thread injects its answers there; the
 //! workers route them in the tunnel's underlay VRF (see `dataplane::punt`).
 //!
 //! Keying (RFC 7296 §2.8, make-before-break): a new child SA's inbound SA
@@ -20,7 +20,7 @@
 //! built with UDP encapsulation between the negotiated ports (4500 on our
 //! side, whatever the peer's NAT shows on its side).
 
-use dataplane::punt::Punt;
+use dataplane::ike_punt::Punt;
 use dataplane::tables::SharedTables;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -195,8 +195,8 @@ pub fn ike_config_keyed(
     psk: &[u8],
 ) -> Result<IkeConfig, String> {
     let mut c = IkeConfig::new(
-        SocketAddr::new(t.local, dataplane::punt::IKE_PORT),
-        SocketAddr::new(t.remote, dataplane::punt::IKE_PORT),
+        SocketAddr::new(t.local, dataplane::ike_punt::IKE_PORT),
+        SocketAddr::new(t.remote, dataplane::ike_punt::IKE_PORT),
         psk,
     );
     if let Some(id) = &s.local_id {
@@ -689,14 +689,14 @@ impl ControlPlane {
     /// its IKE SPI (several tunnels may join the same two gateways), else
     /// (a new IKE_SA_INIT) one whose addresses match — preferably one
     /// without an IKE SA yet — else (a NAT'd peer) the one with our address.
-    fn datagram(&mut self, d: &dataplane::punt::Datagram) {
+    fn datagram(&mut self, d: &dataplane::ike_punt::Datagram) {
         let now = Instant::now();
         let pick = group::owner(
             &self.tunnels,
             d.data(),
             d.local,
             d.remote,
-            dataplane::punt::NAT_T_PORT,
+            dataplane::ike_punt::NAT_T_PORT,
         );
         match pick {
             Some(i) => self.tunnels[i]

@@ -119,7 +119,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     };
     let punt = ike
         .as_ref()
-        .map(|_| dataplane::punt::Punt::new(dataplane::punt::DEFAULT_SLOTS));
+        .map(|_| dataplane::ike_punt::Punt::new(dataplane::ike_punt::DEFAULT_SLOTS));
     let nworkers = cfg.gateway.workers.max(1);
     let nports = cfg.interfaces.len();
 

@@ -8,10 +8,10 @@
 //! unresolved next hop queues the packet in the neighbour table and sends
 //! an ARP request / Neighbor Solicitation.
 
-use super::nd::{arp_request, neighbor_solicit};
 use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push_eth, put16};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
+use crate::neighbour_packets::{arp_request, neighbor_solicit};
 use crate::offload::tso;
 use crate::tables::Adj;
 use packet::buffer::{Gso, Packet};

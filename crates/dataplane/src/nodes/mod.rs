@@ -20,39 +20,65 @@ pub mod ip6_input;
 pub mod ip6_lookup;
 pub mod ip_local;
 pub mod ip_rewrite;
-pub mod nd;
+pub mod rsc_output;
 pub mod tunnel_encap;
-pub mod tunnel_rsc;
 #[cfg(test)]
 mod tunnel_tests;
 pub mod tunnel_util;
 pub mod vxlan_input;
 
-use crate::graph::{Ctx, Next, Node, NodeId};
+use crate::graph::{Ctx, Next, Node};
 use packet::buffer::{Gso, Packet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// One node per [`NodeId`], in order.
-pub fn standard() -> Vec<Box<dyn Node>> {
-    vec![
-        Box::new(ethernet_input::EthernetInput),
-        Box::new(arp_input::ArpInput::default()),
-        Box::new(ip4_input::Ip4Input),
-        Box::new(ip6_input::Ip6Input),
-        Box::new(ip_local::IpLocal::default()),
-        Box::new(icmp_error::IcmpError),
-        Box::new(ip4_lookup::Ip4Lookup),
-        Box::new(ip6_lookup::Ip6Lookup),
-        Box::new(ip_rewrite::IpRewrite),
-        Box::new(ip4_fragment::Ip4Fragment::default()),
-        Box::new(interface_output::InterfaceOutput::default()),
-        Box::new(gre_input::GreInput::default()),
-        Box::new(vxlan_input::VxlanInput),
-        Box::new(tunnel_encap::TunnelEncap::default()),
-        Box::new(tunnel_rsc::RscOutput::default()),
-        Box::new(esp_encrypt::EspEncrypt::default()),
-        Box::new(esp_decrypt::EspDecrypt::default()),
-    ]
+/// Declares the graph's nodes from one list (id, constructor), in
+/// dispatch order (roughly topological, see [`crate::graph::Graph::run`]):
+/// the [`NodeId`] enum, [`NodeId::ALL`], [`NodeId::COUNT`] and
+/// [`standard`] all come from it.
+macro_rules! graph_nodes {
+    ($($id:ident => $node:expr,)*) => {
+        /// Every node of the graph, in dispatch order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum NodeId {
+            $($id,)*
+        }
+
+        impl NodeId {
+            pub const ALL: [NodeId; [$(NodeId::$id),*].len()] = [$(NodeId::$id),*];
+            pub const COUNT: usize = NodeId::ALL.len();
+
+            #[inline]
+            pub fn index(self) -> usize {
+                self as usize
+            }
+        }
+
+        /// One node per [`NodeId`], in order.
+        pub fn standard() -> Vec<Box<dyn Node>> {
+            vec![$(Box::new($node),)*]
+        }
+    };
+}
+
+graph_nodes! {
+    EthernetInput => ethernet_input::EthernetInput,
+    ArpInput => arp_input::ArpInput::default(),
+    Ip4Input => ip4_input::Ip4Input,
+    Ip6Input => ip6_input::Ip6Input,
+    IpLocal => ip_local::IpLocal::default(),
+    IcmpError => icmp_error::IcmpError,
+    Ip4Lookup => ip4_lookup::Ip4Lookup,
+    Ip6Lookup => ip6_lookup::Ip6Lookup,
+    IpRewrite => ip_rewrite::IpRewrite,
+    Ip4Fragment => ip4_fragment::Ip4Fragment::default(),
+    InterfaceOutput => interface_output::InterfaceOutput::default(),
+    GreInput => gre_input::GreInput::default(),
+    VxlanInput => vxlan_input::VxlanInput,
+    TunnelEncap => tunnel_encap::TunnelEncap::default(),
+    RscOutput => rsc_output::RscOutput::default(),
+    EspEncrypt => esp_encrypt::EspEncrypt::default(),
+    EspDecrypt => esp_decrypt::EspDecrypt::default(),
 }
 
 pub(crate) const ETH_LEN: usize = 14;

@@ -3,8 +3,8 @@
 //! unsolicited Neighbor Advertisements (RFC 4861 §7.2.2, §7.2.6). Each is a
 //! complete Ethernet frame ready for interface-output.
 
-use super::{push_eth, put16, ETHERTYPE_ARP, ETHERTYPE_IPV6};
 use crate::graph::flags;
+use crate::nodes::{push_eth, put16, ETHERTYPE_ARP, ETHERTYPE_IPV6};
 use crate::tables::{multicast_mac_v6, solicited_node, Interface};
 use packet::buffer::{Packet, Pool};
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -1,0 +1,59 @@
+//! ip-local's IKE punt: IKEv2 datagrams addressed to the gateway are
+//! copied to the control plane's punt queue ([`crate::ike_punt`]).
+
+use super::E;
+use crate::graph::Ctx;
+use crate::nodes::be16;
+use packet::buffer::Packet;
+use std::net::IpAddr;
+use wire::checksum;
+
+/// IKE for the control plane: UDP to port 500, or to 4500 with the non-ESP
+/// marker (RFC 3948 §2.2), punted as a copy ([`crate::ike_punt::Punt::punt`]).
+/// `None`: not IKE, or no control plane (the packet goes its usual way);
+/// otherwise the reason to count before freeing the packet.
+#[inline]
+pub(super) fn punt_ike(
+    cx: &Ctx,
+    p: &Packet,
+    proto: u8,
+    l4: usize,
+    src: IpAddr,
+    dst: IpAddr,
+) -> Option<E> {
+    let punt = cx.punt.as_ref()?;
+    if proto != crate::tunnel::IP_PROTO_UDP {
+        return None;
+    }
+    let d = p.data();
+    let udp = d.get(l4..)?;
+    if udp.len() < 8 {
+        return None;
+    }
+    let (sport, dport, ulen) = (be16(udp, 0), be16(udp, 2), usize::from(be16(udp, 4)));
+    if ulen < 8 || ulen > udp.len() {
+        return Some(E::TooShort);
+    }
+    let udp = &udp[..ulen];
+    let payload = &udp[8..];
+    if !crate::ike_punt::Punt::wants(dport, payload) {
+        return None;
+    }
+    // The checksum (optional over IPv4, RFC 768) unless the sender is a
+    // local stack that left it partial or the backend verified it.
+    let o = &p.meta.offload;
+    let sum = be16(udp, 6);
+    if !o.needs_csum && !o.csum_valid && (sum != 0 || dst.is_ipv6()) {
+        let ph = checksum::pseudo_header(&src, &dst, 17, ulen as u32).ok()?;
+        if checksum::combine(&[ph, checksum::data(udp)]) != 0xffff {
+            return Some(E::BadChecksum);
+        }
+    }
+    let ok = punt.punt(
+        payload,
+        std::net::SocketAddr::new(dst, dport),
+        std::net::SocketAddr::new(src, sport),
+        p.meta.vrf,
+    );
+    Some(if ok { E::IkePunted } else { E::PuntFull })
+}
