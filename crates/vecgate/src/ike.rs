@@ -6,7 +6,7 @@
 //! netdevs (AF_PACKET + an nftables ingress guard), so a kernel socket on
 //! UDP 500/4500 would never see IKE. ip-local punts IKE into
 //! [`dataplane::ike_punt::Punt`] and the thread injects its answers there; the
-//! workers route them in the tunnel's underlay VRF (see `dataplane::punt`).
+//! workers route them in the tunnel's underlay VRF (see `dataplane::ike_punt`).
 //!
 //! Keying (RFC 7296 §2.8, make-before-break): a new child SA's inbound SA
 //! is installed first, then the tunnel's outbound SA is switched to it. A
