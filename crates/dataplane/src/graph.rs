@@ -16,7 +16,7 @@
 use crate::counters::{Counter, NodeCounters, PortCounters, WorkerCounters};
 use crate::fib::FxMap;
 use crate::neighbour::{Binding, NeighConfig, NeighbourShared, NeighbourTable};
-use crate::nodes::icmp_error::RateLimit;
+use crate::nodes::icmp_error::IcmpBudgets;
 use crate::tables::Tables;
 use crate::trace::Trace;
 use packet::buffer::{Packet, Pool};
@@ -110,7 +110,7 @@ pub struct Ctx {
     /// Monotonic time in milliseconds.
     pub now: u64,
     pub trace: Trace,
-    pub icmp_limit: RateLimit,
+    pub icmp_limit: IcmpBudgets,
     pub pool: Pool,
     /// Per-port transmit vectors filled by interface-output.
     pub tx: Vec<Vec<Packet>>,
@@ -156,7 +156,7 @@ impl Ctx {
             neigh_hints: Arc::new(FxMap::default()),
             now: 0,
             trace: Trace::default(),
-            icmp_limit: RateLimit::new(100, 100),
+            icmp_limit: IcmpBudgets::new(100, 100),
             pool,
             tx: (0..n_ports)
                 .map(|_| Vec::with_capacity(2 * packet::VECTOR_SIZE))

@@ -886,6 +886,88 @@ fn icmp_errors_are_rate_limited() {
     assert_eq!(icmp(r.tx(0)), 5);
 }
 
+/// Tenant A's TTL-1 flood spends VRF A's ICMP budget only: tenant B, in
+/// its own VRF behind the same worker, still gets its "fragmentation
+/// needed" (its PMTU discovery) and its own time-exceeded errors. Before
+/// (one budget per worker) B's errors were all rate-limited.
+#[test]
+fn one_tenants_icmp_flood_does_not_spend_anothers_budget() {
+    const GW2: [u8; 6] = [2, 0, 0, 0, 0, 0x12];
+    const GW3: [u8; 6] = [2, 0, 0, 0, 0, 0x13];
+    const HB1: [u8; 6] = [2, 0, 0, 0, 0, 0x22];
+    const HB2: [u8; 6] = [2, 0, 0, 0, 0, 0x23];
+    let cfg = WorkerConfig {
+        icmp_rate: 10,
+        icmp_burst: 5,
+        ..Default::default()
+    };
+    // The same addresses in both tenants; B's far side has MTU 1400.
+    let mut b = TablesBuilder::new();
+    b.add_vrf(1, "a")
+        .add_vrf(2, "b")
+        .add_interface(0, "a-lan", GW0, 1500, 1, &[p("10.1.0.1/24")])
+        .add_interface(1, "a-wan", GW1, 1500, 1, &[p("10.2.0.1/24")])
+        .add_interface(2, "b-lan", GW2, 1500, 2, &[p("10.1.0.1/24")])
+        .add_interface(3, "b-wan", GW3, 1400, 2, &[p("10.2.0.1/24")]);
+    let mut r = Rig::with_tables(
+        b,
+        &[
+            ("a-lan", GW0),
+            ("a-wan", GW1),
+            ("b-lan", GW2),
+            ("b-wan", GW3),
+        ],
+        cfg,
+    );
+    r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.learn4(2, HB1, v4("10.1.0.5"), v4("10.1.0.1"));
+    r.learn4(3, HB2, v4("10.2.0.7"), v4("10.2.0.1"));
+    let flood = echo4("10.1.0.5", "10.2.0.7", 1, false, 1);
+    for _ in 0..50 {
+        r.h[0].inject(eth(GW0, H1, 0x0800, &flood));
+    }
+    r.step();
+    // B, after A's flood, in the same millisecond: one DF packet too big
+    // for b-wan, then two TTL-1 packets.
+    r.h[2].inject(eth(
+        GW2,
+        HB1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, true, 1472),
+    ));
+    for _ in 0..2 {
+        r.h[2].inject(eth(GW2, HB1, 0x0800, &flood));
+    }
+    r.step();
+    let a = r.tx(0);
+    assert_eq!(
+        a.iter()
+            .filter(|s| matches!(s, Seen::Icmp4(_, _, 11, 0, _)))
+            .count(),
+        5,
+        "A gets its burst"
+    );
+    let out = r.tx(2);
+    let too_big: Vec<u16> = out
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Icmp4(e, ip, 3, 4, body) if e.dst_addr == MacAddr(HB1) => {
+                assert_eq!(ip.dst_addr, v4("10.1.0.5"));
+                Some(u16::from_be_bytes([body[6], body[7]]))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(too_big, vec![1400], "B's frag-needed: {out:?}");
+    let exceeded = out
+        .iter()
+        .filter(|s| matches!(s, Seen::Icmp4(e, _, 11, 0, _) if e.dst_addr == MacAddr(HB1)))
+        .count();
+    assert_eq!(exceeded, 2, "{out:?}");
+    assert!(r.tx(3).is_empty(), "nothing crossed to b-wan");
+    assert_eq!(r.snap().error("icmp-error", "rate-limited"), 45);
+}
+
 #[test]
 fn no_error_about_errors_or_broadcasts() {
     let mut r = Rig::new(1500, WorkerConfig::default());

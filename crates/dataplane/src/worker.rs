@@ -14,7 +14,7 @@ use crate::graph::{Ctx, Graph, NodeId};
 use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit, State};
 use crate::neighbour_packets;
 use crate::nodes;
-use crate::nodes::icmp_error::RateLimit;
+use crate::nodes::icmp_error::IcmpBudgets;
 use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
 use crate::tables::SharedTables;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -113,7 +113,7 @@ pub struct WorkerConfig {
     /// Buffers in the worker's pool.
     pub pool_size: usize,
     pub neigh: NeighConfig,
-    /// ICMP errors per second and burst (RFC 1812 §4.3.2.8).
+    /// ICMP errors per second and burst, per VRF (RFC 1812 §4.3.2.8).
     pub icmp_rate: u32,
     pub icmp_burst: u32,
 }
@@ -169,7 +169,7 @@ impl Worker {
     ) -> Self {
         let n = ports.len();
         let mut cx = Ctx::new(shared.load(), Pool::new(cfg.pool_size), n, cfg.neigh);
-        cx.icmp_limit = RateLimit::new(cfg.icmp_rate, cfg.icmp_burst);
+        cx.icmp_limit = IcmpBudgets::new(cfg.icmp_rate, cfg.icmp_burst);
         for (i, p) in ports.iter().enumerate() {
             cx.port_offloads[i] = p.offloads();
             cx.port_udp_gso[i] = p.udp_gso();

@@ -6,8 +6,10 @@
 //!
 //! Never an error about an error, a multicast or broadcast, a non-first
 //! fragment, or an unspecified/multicast source (RFC 1812 §4.3.2.7,
-//! RFC 4443 §2.4(e)); errors are rate-limited by a per-worker token bucket
-//! (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)).
+//! RFC 4443 §2.4(e)); errors are rate-limited by a token bucket per VRF
+//! in each worker (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)): one tenant's
+//! TTL-1 flood spends its own budget, never another tenant's "fragmentation
+//! needed" / "packet too big" that its PMTU discovery depends on.
 
 use super::{be16, ip4_at, ip6_at, put16};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
@@ -57,6 +59,38 @@ impl RateLimit {
         } else {
             false
         }
+    }
+}
+
+/// ICMP error budgets of one worker: a [`RateLimit`] per VRF (by the
+/// VRF's index in the tables, so at most one per configured VRF), all
+/// with the same rate and burst.
+#[derive(Clone, Debug)]
+pub struct IcmpBudgets {
+    rate: u32,
+    burst: u32,
+    by_vrf: Vec<RateLimit>,
+}
+
+impl IcmpBudgets {
+    pub fn new(rate_per_s: u32, burst: u32) -> Self {
+        IcmpBudgets {
+            rate: rate_per_s,
+            burst,
+            by_vrf: Vec::new(),
+        }
+    }
+
+    /// Takes a token from `vrf`'s bucket at time `now` (ms).
+    #[inline]
+    pub fn allow(&mut self, vrf: u16, now: u64) -> bool {
+        let i = usize::from(vrf);
+        if i >= self.by_vrf.len() {
+            // Bounded by u16: at most 65536 buckets of 32 bytes.
+            let fresh = RateLimit::new(self.rate, self.burst);
+            self.by_vrf.resize(i + 1, fresh);
+        }
+        self.by_vrf[i].allow(now)
     }
 }
 
@@ -150,7 +184,7 @@ fn common_checks(cx: &mut Ctx, p: Packet) -> Result<Packet, (Packet, E)> {
     if p.meta.flags & flags::L2_MULTICAST != 0 {
         return Err((p, E::AboutMulticast));
     }
-    if !cx.icmp_limit.allow(cx.now) {
+    if !cx.icmp_limit.allow(p.meta.vrf, cx.now) {
         return Err((p, E::RateLimited));
     }
     Ok(p)
@@ -309,5 +343,16 @@ mod tests {
         assert!(!r.allow(150));
         let n = (0..100).filter(|_| r.allow(100_000)).count();
         assert_eq!(n, 5);
+    }
+
+    #[test]
+    fn budgets_are_per_vrf() {
+        let mut b = super::IcmpBudgets::new(10, 5);
+        assert_eq!((0..100).filter(|_| b.allow(3, 0)).count(), 5);
+        // VRF 3 spent its budget; VRFs 0 and 7 have theirs.
+        assert_eq!((0..100).filter(|_| b.allow(0, 0)).count(), 5);
+        assert_eq!((0..100).filter(|_| b.allow(7, 0)).count(), 5);
+        assert!(!b.allow(3, 50));
+        assert!(b.allow(3, 150));
     }
 }
