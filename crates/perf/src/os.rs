@@ -207,6 +207,22 @@ pub struct Mmsg {
     hdrs: Vec<libc::mmsghdr>,
 }
 
+/// The C structs [`Mmsg`] holds: all-zero (null pointers, zero lengths)
+/// is a valid value of each.
+trait ZeroIsValid {}
+impl ZeroIsValid for libc::iovec {}
+impl ZeroIsValid for libc::sockaddr_storage {}
+impl ZeroIsValid for libc::mmsghdr {}
+
+/// `n` all-zero values; the pointers are filled in before any use.
+fn zeroed_c_structs<T: ZeroIsValid>(n: usize) -> Vec<T> {
+    (0..n)
+        // SAFETY: `T: ZeroIsValid` is only implemented for plain C structs
+        // for which all-zero bytes are a valid value.
+        .map(|_| unsafe { std::mem::zeroed() })
+        .collect()
+}
+
 impl Mmsg {
     /// For receiving: `batch` buffers of `slot` bytes, each with an address.
     pub fn for_recv(batch: usize, slot: usize) -> Mmsg {
@@ -215,12 +231,9 @@ impl Mmsg {
         let mut m = Mmsg {
             bufs: vec![0u8; batch * slot],
             slot,
-            // SAFETY (zeroed): iovec, sockaddr_storage and mmsghdr are plain
-            // C structs for which all-zero (null pointers, zero lengths) is a
-            // valid value; the pointers are filled in below before any use.
-            iov: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
-            addrs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
-            hdrs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            iov: zeroed_c_structs(batch),
+            addrs: zeroed_c_structs(batch),
+            hdrs: zeroed_c_structs(batch),
         };
         for i in 0..batch {
             m.iov[i].iov_base = m.bufs[i * slot..].as_mut_ptr().cast();
@@ -237,10 +250,9 @@ impl Mmsg {
         let mut m = Mmsg {
             bufs: payload.to_vec(),
             slot: payload.len(),
-            // SAFETY (zeroed): as in `for_recv`.
-            iov: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            iov: zeroed_c_structs(batch),
             addrs: Vec::new(),
-            hdrs: (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            hdrs: zeroed_c_structs(batch),
         };
         let base = m.bufs.as_mut_ptr();
         for v in &mut m.iov {
