@@ -41,8 +41,15 @@ pub struct NeighConfig {
     pub queue_per_entry: usize,
     /// Packets held per port across all its unresolved entries.
     pub queue_per_port: usize,
-    /// Entries per table; new neighbours beyond it are refused.
+    /// Entries per table.
     pub max_entries: usize,
+    /// Entries per port (an interface, a tunnel's virtual port: one
+    /// tenant's side). A new neighbour on a port at its quota, or in a
+    /// full table, replaces the least recently used entry without queued
+    /// packets of that port (of the port with most entries when the
+    /// table is full): a flood on one port churns that port's entries
+    /// only, and every other port can still resolve its next hops.
+    pub max_per_port: usize,
 }
 
 impl Default for NeighConfig {
@@ -55,6 +62,7 @@ impl Default for NeighConfig {
             queue_per_entry: 4,
             queue_per_port: 64,
             max_entries: 4096,
+            max_per_port: 1024,
         }
     }
 }
@@ -114,6 +122,10 @@ pub enum Learn {
 pub struct NeighbourTable {
     map: FxMap<(u16, IpAddr), Entry>,
     queued_per_port: Vec<usize>,
+    /// Entries per port (for the quota).
+    per_port: Vec<usize>,
+    /// Entries replaced to make room (quota or full table).
+    evicted: u64,
     cfg: NeighConfig,
 }
 
@@ -122,7 +134,68 @@ impl NeighbourTable {
         NeighbourTable {
             map: FxMap::default(),
             queued_per_port: Vec::new(),
+            per_port: Vec::new(),
+            evicted: 0,
             cfg,
+        }
+    }
+
+    fn count(&self, port: u16) -> usize {
+        self.per_port.get(usize::from(port)).copied().unwrap_or(0)
+    }
+
+    fn add_count(&mut self, port: u16, up: bool) {
+        let p = usize::from(port);
+        if self.per_port.len() <= p {
+            self.per_port.resize(p + 1, 0);
+        }
+        if up {
+            self.per_port[p] += 1;
+        } else {
+            self.per_port[p] = self.per_port[p].saturating_sub(1);
+        }
+    }
+
+    /// Entries replaced so far to make room for new ones.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Makes room for a new entry on `port`: under its quota and in a
+    /// table that is not full, evicting if needed (see
+    /// [`NeighConfig::max_per_port`]). False if nothing can go (every
+    /// candidate holds packets).
+    fn room(&mut self, port: u16) -> bool {
+        if self.count(port) >= self.cfg.max_per_port && !self.evict(port) {
+            return false;
+        }
+        if self.map.len() >= self.cfg.max_entries {
+            let busiest = (0..self.per_port.len())
+                .max_by_key(|&p| self.per_port[p])
+                .map_or(port, |p| p as u16);
+            return self.evict(busiest);
+        }
+        true
+    }
+
+    /// Removes `port`'s least valuable entry without queued packets: the
+    /// least recently used STALE one, else the least recently used of
+    /// the others.
+    fn evict(&mut self, port: u16) -> bool {
+        let victim = self
+            .map
+            .iter()
+            .filter(|((p, _), e)| *p == port && e.queue.is_empty())
+            .min_by_key(|(_, e)| (e.state != State::Stale, e.used.max(e.confirmed)))
+            .map(|(k, _)| *k);
+        match victim {
+            Some(k) => {
+                self.map.remove(&k);
+                self.add_count(port, false);
+                self.evicted += 1;
+                true
+            }
+            None => false,
         }
     }
 
@@ -167,12 +240,16 @@ impl NeighbourTable {
         if self.queued_per_port[p] >= self.cfg.queue_per_port {
             return Err(pkt);
         }
-        let full = self.map.len() >= self.cfg.max_entries;
         let qcap = self.cfg.queue_per_entry;
         let mut created = false;
+        if !self.map.contains_key(&(port, ip)) {
+            if !self.room(port) {
+                return Err(pkt);
+            }
+            self.add_count(port, true);
+        }
         let e = match self.map.get_mut(&(port, ip)) {
             Some(e) => e,
-            None if full => return Err(pkt),
             None => {
                 created = true;
                 self.map.entry((port, ip)).or_insert(Entry {
@@ -227,9 +304,10 @@ impl NeighbourTable {
             }
             return true;
         }
-        if how == Learn::UpdateOnly || self.map.len() >= self.cfg.max_entries {
+        if how == Learn::UpdateOnly || !self.room(port) {
             return false;
         }
+        self.add_count(port, true);
         self.map.insert(
             (port, ip),
             Entry {
@@ -256,6 +334,7 @@ impl NeighbourTable {
     pub fn tick(&mut self, now: u64, solicit: &mut Vec<Solicit>, failed: &mut Vec<Packet>) {
         let cfg = self.cfg;
         let qpp = &mut self.queued_per_port;
+        let before = self.map.len();
         self.map.retain(|&(port, ip), e| match e.state {
             State::Incomplete | State::Probe => {
                 if now < e.next_probe {
@@ -282,6 +361,17 @@ impl NeighbourTable {
             }
             State::Stale => now.saturating_sub(e.used.max(e.confirmed)) < cfg.gc_ms,
         });
+        if self.map.len() != before {
+            self.recount();
+        }
+    }
+
+    fn recount(&mut self) {
+        self.per_port.iter_mut().for_each(|c| *c = 0);
+        let ports: Vec<u16> = self.map.keys().map(|(p, _)| *p).collect();
+        for p in ports {
+            self.add_count(p, true);
+        }
     }
 
     /// Appends the keys of entries still being resolved (INCOMPLETE): the
@@ -326,6 +416,9 @@ impl NeighbourTable {
         });
         if let Some(q) = self.queued_per_port.get_mut(usize::from(port)) {
             *q = 0;
+        }
+        if let Some(c) = self.per_port.get_mut(usize::from(port)) {
+            *c = 0;
         }
     }
 

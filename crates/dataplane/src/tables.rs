@@ -110,6 +110,29 @@ impl Interface {
         self.ll6 == Some(a) || self.v6.iter().any(|(x, _)| *x == a)
     }
 
+    /// Whether `ip` is on this interface's link: in one of its subnets
+    /// (IPv6 link-local always is). Only on-link senders create neighbour
+    /// entries (an off-link address claimed in ARP or ND is not learned).
+    pub fn on_link(&self, ip: IpAddr) -> bool {
+        fn same(a: u128, b: u128, len: u8, bits: u8) -> bool {
+            let len = u32::from(len.min(bits));
+            len == 0 || (a ^ b) >> (u32::from(bits) - len) == 0
+        }
+        match ip {
+            IpAddr::V4(a) => self
+                .v4
+                .iter()
+                .any(|(x, l)| same(u32::from(a).into(), u32::from(*x).into(), *l, 32)),
+            IpAddr::V6(a) => {
+                a.segments()[0] & 0xffc0 == 0xfe80
+                    || self
+                        .v6
+                        .iter()
+                        .any(|(x, l)| same(u128::from(a), u128::from(*x), *l, 128))
+            }
+        }
+    }
+
     /// Primary IPv4 address (source of ICMP errors sent from this port).
     pub fn primary_v4(&self) -> Option<Ipv4Addr> {
         self.v4.first().map(|(a, _)| *a)

@@ -968,6 +968,112 @@ fn one_tenants_icmp_flood_does_not_spend_anothers_budget() {
     assert_eq!(r.snap().error("icmp-error", "rate-limited"), 45);
 }
 
+/// Tenant A's 5000 unsolicited ARP replies and 5000 ARP requests, from
+/// 5000 on-link sender addresses (plus 1000 off-link ones), fill only its
+/// port's quota; tenant B still resolves a new next hop and forwards
+/// through it. Before (one table of 4096 for all ports, no eviction) B's
+/// packet was dropped without even an ARP request.
+#[test]
+fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
+    let mut b = TablesBuilder::new();
+    b.add_vrf(1, "a")
+        .add_vrf(2, "b")
+        .add_interface(0, "a-lan", GW0, 1500, 1, &[p("10.1.0.1/16")])
+        .add_interface(1, "b-lan", GW1, 1500, 2, &[p("10.2.0.1/24")])
+        .add_route(
+            2,
+            p("10.9.0.0/16"),
+            Route::Via {
+                next_hop: "10.2.0.9".parse().unwrap(),
+                port: None,
+            },
+        );
+    let mut r = Rig::with_tables(
+        b,
+        &[("a-lan", GW0), ("b-lan", GW1)],
+        WorkerConfig::default(),
+    );
+    let quota = r.w.ctx().neigh.config().max_per_port;
+    for i in 0..5000u32 {
+        let ip = Ipv4Addr::from(0x0a01_0000 + 2 + i);
+        let mac = [2, 0xaa, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+        let op = if i % 2 == 0 {
+            Operation::Reply
+        } else {
+            Operation::Request
+        };
+        r.h[0].inject(eth(
+            GW0,
+            mac,
+            0x0806,
+            &arp(op, mac, ip, GW0, v4("10.1.0.1")),
+        ));
+        r.h[0].inject(eth(
+            GW0,
+            mac,
+            0x0806,
+            &arp(Operation::Request, mac, ip, [0; 6], v4("10.1.0.1")),
+        ));
+        if i < 1000 {
+            // Off-link senders are never learned.
+            let off = Ipv4Addr::from(0x0a63_0000 + i);
+            r.h[0].inject(eth(
+                GW0,
+                mac,
+                0x0806,
+                &arp(Operation::Reply, mac, off, GW0, v4("10.1.0.1")),
+            ));
+        }
+        if i % 100 == 99 {
+            r.step();
+            let _ = r.tx(0);
+        }
+    }
+    r.step();
+    let _ = r.tx(0);
+    // Tenant B: a packet to a new next hop is held, its ARP request goes
+    // out, the answer releases it.
+    r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
+    r.h[1].inject(eth(
+        GW1,
+        H2,
+        0x0800,
+        &echo4("10.2.0.7", "10.9.1.1", 64, false, 1),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Arp(e, a)] = &out[..] else {
+        panic!("B's next hop is not being resolved: {out:?}")
+    };
+    assert_eq!(
+        (e.dst_addr, a.target_protocol_addr),
+        (MacAddr(BCAST), v4("10.2.0.9"))
+    );
+    const NH: [u8; 6] = [2, 0, 0, 0, 2, 9];
+    r.h[1].inject(eth(
+        GW1,
+        NH,
+        0x0806,
+        &arp(Operation::Reply, NH, v4("10.2.0.9"), GW1, v4("10.2.0.1")),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Icmp4(e, ip, 8, 0, _)] = &out[..] else {
+        panic!("B's packet not forwarded: {out:?}")
+    };
+    assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(NH), v4("10.9.1.1")));
+    let on_a = r.w.ctx().neigh.entries().filter(|e| e.0 == 0).count();
+    assert_eq!(on_a, quota, "tenant A's port holds its quota");
+    assert!(
+        !r.w.ctx()
+            .neigh
+            .entries()
+            .any(|e| e.1 == std::net::IpAddr::from(v4("10.99.0.1"))),
+        "an off-link sender was learned"
+    );
+    assert!(r.w.ctx().neigh.evicted() > 0);
+}
+
 #[test]
 fn no_error_about_errors_or_broadcasts() {
     let mut r = Rig::new(1500, WorkerConfig::default());

@@ -83,9 +83,11 @@ impl Node for ArpInput {
                 );
             }
             let sip = IpAddr::V4(a.source_protocol_addr);
-            let how = match (a.operation, for_us) {
-                (Operation::Reply, true) => Learn::Confirmed,
-                (Operation::Request, true) => Learn::Unconfirmed,
+            // Only an on-link sender may create an entry (RFC 1812
+            // §3.3.2: an off-link "neighbour" is a spoof or a mistake).
+            let how = match (a.operation, for_us, ifc.on_link(sip)) {
+                (Operation::Reply, true, true) => Learn::Confirmed,
+                (Operation::Request, true, true) => Learn::Unconfirmed,
                 _ => Learn::UpdateOnly,
             };
             if !a.source_protocol_addr.is_unspecified() {

@@ -49,13 +49,13 @@ impl IpLocal {
             return Err((p, E::NdInvalid));
         }
         if let Some(mac) = slla {
-            cx.learn(
-                port,
-                IpAddr::V6(src),
-                mac,
-                Learn::Unconfirmed,
-                &mut self.released,
-            );
+            // Only an on-link source creates an entry.
+            let how = if ifc.on_link(IpAddr::V6(src)) {
+                Learn::Unconfirmed
+            } else {
+                Learn::UpdateOnly
+            };
+            cx.learn(port, IpAddr::V6(src), mac, how, &mut self.released);
             if !self.released.is_empty() {
                 send_released(
                     cx,
@@ -113,8 +113,12 @@ impl IpLocal {
             return Err((p, E::NdInvalid));
         };
         let port = p.meta.rx_port;
+        let on_link = cx
+            .tables
+            .iface(port)
+            .is_some_and(|i| i.on_link(IpAddr::V6(target)));
         if let Some(mac) = tlla {
-            let how = if fl & NA_SOLICITED != 0 {
+            let how = if fl & NA_SOLICITED != 0 && on_link {
                 Learn::Confirmed
             } else if fl & NA_OVERRIDE != 0 {
                 Learn::UpdateOnly
