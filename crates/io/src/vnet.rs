@@ -1,24 +1,16 @@
-//! The legacy `struct virtio_net_hdr` (10 bytes) exchanged with the kernel by
-//! AF_PACKET (PACKET_VNET_HDR) and TAP (IFF_VNET_HDR), and its conversion
-//! to and from [`Offload`].
+//! The virtio-net header (`wire::vnet`, the one codec of its layout)
+//! exchanged with the kernel by AF_PACKET (PACKET_VNET_HDR) and TAP
+//! (IFF_VNET_HDR), converted to and from the packets' [`Offload`].
 //!
-//! The kernel uses host byte order for these fields on packet sockets and on
-//! TAP unless TUNSETVNETLE/BE is set (virtio 0.9 "legacy" layout), so the
-//! conversion is native-endian.
+//! The conversion is lenient where the kernel is (a GSO type with
+//! `gso_size` 0 or a stray ECN bit is taken as given, as before); only a
+//! segmentation type vecgate cannot represent is refused.
 
 use packet::{Gso, Offload};
+use wire::vnet::{gso, Header, F_DATA_VALID, F_NEEDS_CSUM, HEADER_LEN};
 
 /// Size of the header (no `num_buffers`).
-pub const VNET_HDR_LEN: usize = 10;
-
-const F_NEEDS_CSUM: u8 = 1;
-const F_DATA_VALID: u8 = 2;
-const GSO_NONE: u8 = 0;
-const GSO_TCPV4: u8 = 1;
-const GSO_UDP: u8 = 3;
-const GSO_TCPV6: u8 = 4;
-const GSO_UDP_L4: u8 = 5;
-const GSO_ECN: u8 = 0x80;
+pub const VNET_HDR_LEN: usize = HEADER_LEN;
 
 /// Why a received header cannot be represented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,54 +22,53 @@ pub enum VnetError {
 /// Parses a header into offload metadata. The ECN bit of `gso_type` (CWR
 /// seen on a segment, to be kept on the first one only) is not tracked.
 pub fn decode(h: &[u8; VNET_HDR_LEN]) -> Result<Offload, VnetError> {
-    let u16_at = |i: usize| u16::from_ne_bytes([h[i], h[i + 1]]);
-    let gso = match h[1] & !GSO_ECN {
-        GSO_NONE => Gso::None,
-        GSO_TCPV4 => Gso::TcpV4,
-        GSO_TCPV6 => Gso::TcpV6,
-        GSO_UDP_L4 => Gso::UdpL4,
+    let h = Header::new_unchecked(&h[..]);
+    let gso = match h.gso_type() & !gso::ECN {
+        gso::NONE => Gso::None,
+        gso::TCPV4 => Gso::TcpV4,
+        gso::TCPV6 => Gso::TcpV6,
+        gso::UDP_L4 => Gso::UdpL4,
         other => return Err(VnetError::UnsupportedGso(other)),
     };
     Ok(Offload {
-        needs_csum: h[0] & F_NEEDS_CSUM != 0,
-        csum_valid: h[0] & F_DATA_VALID != 0,
+        needs_csum: h.flags() & F_NEEDS_CSUM != 0,
+        csum_valid: h.flags() & F_DATA_VALID != 0,
         gso,
-        hdr_len: u16_at(2),
-        gso_size: u16_at(4),
-        csum_start: u16_at(6),
-        csum_offset: u16_at(8),
+        hdr_len: h.hdr_len(),
+        gso_size: h.gso_size(),
+        csum_start: h.csum_start(),
+        csum_offset: h.csum_offset(),
     })
 }
 
 /// Builds the header for a packet to transmit. For a plain packet without
 /// pending checksum it is all zeros, which the kernel takes as "as is".
 pub fn encode(o: &Offload) -> [u8; VNET_HDR_LEN] {
-    let mut h = [0u8; VNET_HDR_LEN];
+    let mut buf = [0u8; VNET_HDR_LEN];
+    let mut h = Header::new_unchecked(&mut buf[..]);
     if o.needs_csum {
-        h[0] |= F_NEEDS_CSUM;
+        h.set_flags(F_NEEDS_CSUM);
+        h.set_csum_start(o.csum_start);
+        h.set_csum_offset(o.csum_offset);
     } else if o.csum_valid {
-        h[0] |= F_DATA_VALID;
+        h.set_flags(F_DATA_VALID);
     }
-    h[1] = match o.gso {
-        Gso::None => GSO_NONE,
-        Gso::TcpV4 => GSO_TCPV4,
-        Gso::TcpV6 => GSO_TCPV6,
-        Gso::UdpL4 => GSO_UDP_L4,
-    };
+    h.set_gso_type(match o.gso {
+        Gso::None => gso::NONE,
+        Gso::TcpV4 => gso::TCPV4,
+        Gso::TcpV6 => gso::TCPV6,
+        Gso::UdpL4 => gso::UDP_L4,
+    });
     if o.gso != Gso::None {
-        h[2..4].copy_from_slice(&o.hdr_len.to_ne_bytes());
-        h[4..6].copy_from_slice(&o.gso_size.to_ne_bytes());
+        h.set_hdr_len(o.hdr_len);
+        h.set_gso_size(o.gso_size);
     }
-    if o.needs_csum {
-        h[6..8].copy_from_slice(&o.csum_start.to_ne_bytes());
-        h[8..10].copy_from_slice(&o.csum_offset.to_ne_bytes());
-    }
-    h
+    buf
 }
 
 /// Whether `GSO_UDP` (UFO) should be told apart in counters.
 pub fn is_ufo(e: VnetError) -> bool {
-    e == VnetError::UnsupportedGso(GSO_UDP)
+    e == VnetError::UnsupportedGso(gso::UDP)
 }
 
 #[cfg(test)]

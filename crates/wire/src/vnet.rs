@@ -5,7 +5,8 @@
 //! Fields are in the *native* byte order: these interfaces use the legacy
 //! virtio layout unless told otherwise (`TUNSETVNETLE`), which on the
 //! little-endian machines vecgate runs on is little-endian. Conversion to
-//! the dataplane's `Offload` lives in the dataplane (wire depends on nothing).
+//! the packets' `Offload` lives in `vecgate-io` (`io/src/vnet.rs`; wire
+//! depends on nothing).
 
 use crate::{Error, Result};
 

@@ -3,9 +3,9 @@
 //! checksum (skipped when the sender vouched for it with DATA_VALID), and
 //! the source address. Trailing Ethernet padding is trimmed.
 
-use super::{be16, ip4_at};
 use crate::graph::{Ctx, Next, Node, NodeId};
 use packet::buffer::Packet;
+use wire::ipv4;
 
 pub struct Ip4Input;
 
@@ -31,26 +31,30 @@ const ERRORS: &[&str] = &[
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup];
 
 /// Validates an IPv4 header at the start of `d`; returns the total length.
+/// The checks are `ipv4::Packet::check_len`'s, in its order, each counted
+/// under its own reason (its `Truncated` covers three of them).
 #[inline]
 fn check(d: &[u8], csum_valid: bool) -> Result<usize, E> {
-    if d.len() < 20 {
+    if d.len() < ipv4::HEADER_LEN {
         return Err(E::TooShort);
     }
-    if d[0] >> 4 != 4 {
+    // In bounds from here on: the fixed header is there.
+    let ip = ipv4::Packet::new_unchecked(d);
+    if ip.version() != 4 {
         return Err(E::BadVersion);
     }
-    let ihl = usize::from(d[0] & 0x0f) * 4;
-    if ihl < 20 || ihl > d.len() {
+    let ihl = ip.header_len();
+    if ihl < ipv4::HEADER_LEN || ihl > d.len() {
         return Err(E::BadIhl);
     }
-    let total = usize::from(be16(d, 2));
+    let total = usize::from(ip.total_len());
     if total < ihl || total > d.len() {
         return Err(E::BadLength);
     }
-    if !csum_valid && !wire::checksum::verify(&d[..ihl]) {
+    if !csum_valid && !ip.verify_checksum() {
         return Err(E::BadChecksum);
     }
-    let src = ip4_at(d, 12);
+    let src = ip.src_addr();
     if src.is_multicast() || src.is_broadcast() {
         return Err(E::BadSource);
     }
@@ -74,15 +78,15 @@ impl Node for Ip4Input {
                 Ok(total) => {
                     p.truncate(total);
                     if p.meta.trace {
-                        let d = p.data();
+                        let ip = ipv4::Packet::new_unchecked(p.data());
                         cx.trace.add(
                             "ip4-input",
                             format_args!(
                                 "{} -> {} proto {} ttl {} len {total}",
-                                ip4_at(d, 12),
-                                ip4_at(d, 16),
-                                d[9],
-                                d[8]
+                                ip.src_addr(),
+                                ip.dst_addr(),
+                                ip.protocol(),
+                                ip.ttl()
                             ),
                         );
                     }

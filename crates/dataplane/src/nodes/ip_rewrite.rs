@@ -8,7 +8,7 @@
 //! unresolved next hop queues the packet in the neighbour table and sends
 //! an ARP request / Neighbor Solicitation.
 
-use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push_eth, put16};
+use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push_eth};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
 use crate::neighbour_packets::{arp_request, neighbor_solicit};
@@ -16,7 +16,7 @@ use crate::offload::tso;
 use crate::tables::Adj;
 use packet::buffer::{Gso, Packet};
 use std::net::IpAddr;
-use wire::checksum;
+use wire::{ipv4, ipv6};
 
 pub struct IpRewrite;
 
@@ -203,9 +203,11 @@ impl Node for IpRewrite {
     }
 }
 
-/// TTL / hop limit minus one. The IPv4 header checksum is updated
-/// incrementally over the 16-bit word holding TTL and protocol (RFC 1624
-/// eqn. 3); IPv6 has no header checksum. Our own packets keep theirs.
+/// TTL / hop limit minus one (never below zero: ip4/ip6-lookup sent
+/// expiring packets to icmp-error already). The IPv4 header checksum is
+/// updated incrementally (RFC 1624 eqn. 3, in the view's
+/// `set_ttl_update_checksum`); IPv6 has no header checksum. Our own
+/// packets keep theirs. ip4/ip6-input checked the fixed header is there.
 #[inline]
 fn decrement_ttl(p: &mut Packet, v6: bool) {
     if p.meta.flags & flags::LOCAL != 0 {
@@ -213,12 +215,12 @@ fn decrement_ttl(p: &mut Packet, v6: bool) {
     }
     let d = p.data_mut();
     if v6 {
-        d[7] = d[7].saturating_sub(1);
+        let mut ip = ipv6::Packet::new_unchecked(d);
+        let hl = ip.hop_limit();
+        ip.set_hop_limit(hl.saturating_sub(1));
     } else {
-        let old = be16(d, 8);
-        d[8] = d[8].saturating_sub(1);
-        let new = be16(d, 8);
-        let c = checksum::update_u16(be16(d, 10), old, new);
-        put16(d, 10, c);
+        let mut ip = ipv4::Packet::new_unchecked(d);
+        let ttl = ip.ttl();
+        ip.set_ttl_update_checksum(ttl.saturating_sub(1));
     }
 }
