@@ -282,12 +282,20 @@ impl fmt::Debug for DhPrivate {
 impl DhPrivate {
     /// Generate a fresh key.
     pub fn generate(group: DhGroup) -> Result<DhPrivate> {
+        #[cfg(fuzzing)]
+        if group != DhGroup::Modp2048 {
+            // Known keys for fuzzing (see [`random`]).
+            let mut k = [0u8; 32];
+            random(&mut k)?;
+            k[0] &= 0x7f; // below the P-256 order
+            return Self::from_private_bytes(group, &k);
+        }
         match group {
             DhGroup::Modp2048 => {
                 let mut x = Zeroizing::new([0u8; 256]);
                 // A 512-bit exponent: twice the group's ~112-bit strength
                 // with a wide margin (RFC 3526 §8).
-                rand::fill(&mut x[192..]).map_err(|_| Error::Crypto("rng"))?;
+                random(&mut x[192..])?;
                 Self::from_modp_exponent(x)
             }
             DhGroup::Ecp256 | DhGroup::Curve25519 => {
@@ -404,8 +412,50 @@ fn ec_alg(g: DhGroup) -> &'static agreement::Algorithm {
 }
 
 /// Fill a buffer with random bytes.
+#[cfg(not(fuzzing))]
 pub fn random(buf: &mut [u8]) -> Result<()> {
     rand::fill(buf).map_err(|_| Error::Crypto("rng"))
+}
+
+/// Fuzzing builds only: every "random" byte (SPIs, nonces, DH private
+/// keys, cookie secrets) comes from a seeded generator, so a fuzz target
+/// knows the keys of the exchanges it drives and a crash replays. Never
+/// compiled into a normal build (`cfg(fuzzing)` is set by cargo-fuzz).
+#[cfg(fuzzing)]
+pub fn random(buf: &mut [u8]) -> Result<()> {
+    fuzz_rng::fill(buf);
+    Ok(())
+}
+
+/// Restart the fuzzing generator from `seed` (see [`random`]).
+#[cfg(fuzzing)]
+pub fn fuzz_reseed(seed: u64) {
+    fuzz_rng::reseed(seed);
+}
+
+#[cfg(fuzzing)]
+mod fuzz_rng {
+    use std::cell::Cell;
+
+    thread_local!(static STATE: Cell<u64> = const { Cell::new(0) });
+
+    pub(super) fn reseed(seed: u64) {
+        STATE.with(|s| s.set(seed));
+    }
+
+    /// SplitMix64: deterministic, not cryptographic.
+    pub(super) fn fill(buf: &mut [u8]) {
+        STATE.with(|s| {
+            for chunk in buf.chunks_mut(8) {
+                let mut z = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+                s.set(z);
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                z ^= z >> 31;
+                chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+            }
+        });
+    }
 }
 
 /// Negotiated IKE SA algorithms.

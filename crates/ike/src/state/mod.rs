@@ -365,6 +365,16 @@ impl Ike {
         }
     }
 
+    /// Fuzzing builds only: the SK keys of IKE SA (spi_i, spi_r), so a
+    /// fuzz target can open and reseal the messages it mutates.
+    #[cfg(fuzzing)]
+    pub fn fuzz_sk_keys(&self, spi_i: u64, spi_r: u64) -> Option<&crypto::SkKeys> {
+        self.sas
+            .iter()
+            .find(|s| !s.dead && s.spi_i == spi_i && s.spi_r == spi_r)
+            .and_then(|s| s.sk.as_ref())
+    }
+
     /// Earliest time [`Ike::handle_timeout`] has work to do.
     pub fn next_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
