@@ -279,9 +279,89 @@ impl fmt::Debug for DhPrivate {
     }
 }
 
+/// Curve25519 public values (u-coordinates, top bit masked as RFC 7748
+/// §5 requires) of small order: agreement with any of them gives the
+/// all-zero secret (RFC 7748 §6.1), so they are refused up front.
+const X25519_LOW_ORDER: [[u8; 32]; 7] = [
+    [0; 32],
+    [
+        1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0,
+    ],
+    [
+        0xe0, 0xeb, 0x7a, 0x7c, 0x3b, 0x41, 0xb8, 0xae, 0x16, 0x56, 0xe3, 0xfa, 0xf1, 0x9f, 0xc4,
+        0x6a, 0xda, 0x09, 0x8d, 0xeb, 0x9c, 0x32, 0xb1, 0xfd, 0x86, 0x62, 0x05, 0x16, 0x5f, 0x49,
+        0xb8, 0x00,
+    ],
+    [
+        0x5f, 0x9c, 0x95, 0xbc, 0xa3, 0x50, 0x8c, 0x24, 0xb1, 0xd0, 0xb1, 0x55, 0x9c, 0x83, 0xef,
+        0x5b, 0x04, 0x44, 0x5c, 0xc4, 0x58, 0x1c, 0x8e, 0x86, 0xd8, 0x22, 0x4e, 0xdd, 0xd0, 0x9f,
+        0x11, 0x57,
+    ],
+    [
+        0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0x7f,
+    ],
+    [
+        0xed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0x7f,
+    ],
+    [
+        0xee, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0x7f,
+    ],
+];
+
+impl DhGroup {
+    /// Checks a peer's KE data before any DH work is spent on it (RFC 7296
+    /// §2.6: an unauthenticated INIT must be cheap to refuse): its length
+    /// (§3.4), for MODP the range 1 < y < p-1 (RFC 6989 §2.1), for
+    /// Curve25519 no small-order point (RFC 7748 §6.1). P-256 points are
+    /// checked on the curve by the agreement itself (RFC 6989 §2.3).
+    pub fn check_public(self, peer: &[u8]) -> Result<()> {
+        if peer.len() != self.public_len() {
+            return Err(Error::Crypto("KE data length"));
+        }
+        match self {
+            DhGroup::Modp2048 => {
+                let p = U2048::from_be_hex(MODP2048_P);
+                let y = U2048::from_be_slice(peer);
+                if y <= U2048::ONE || y >= p.wrapping_sub(&U2048::ONE) {
+                    return Err(Error::Crypto("invalid MODP public value"));
+                }
+            }
+            DhGroup::Curve25519 => {
+                let mut u = [0u8; 32];
+                u.copy_from_slice(peer);
+                u[31] &= 0x7f;
+                if X25519_LOW_ORDER.iter().any(|l| ct_eq(l, &u)) {
+                    return Err(Error::Crypto("small-order X25519 public value"));
+                }
+            }
+            DhGroup::Ecp256 => {}
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// DH key pairs generated on this thread ([`dh_keys_generated`]).
+    static DH_KEYS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// DH key pairs generated on the calling thread so far: lets a test see
+/// that refused input cost no key generation.
+pub fn dh_keys_generated() -> u64 {
+    DH_KEYS.with(|c| c.get())
+}
+
 impl DhPrivate {
     /// Generate a fresh key.
     pub fn generate(group: DhGroup) -> Result<DhPrivate> {
+        DH_KEYS.with(|c| c.set(c.get() + 1));
         #[cfg(fuzzing)]
         if group != DhGroup::Modp2048 {
             // Known keys for fuzzing (see [`random`]).
@@ -368,18 +448,12 @@ impl DhPrivate {
 
     /// Shared secret g^ir with the peer's KE data (validated).
     pub fn agree(&self, peer: &[u8]) -> Result<Secret> {
-        if peer.len() != self.group.public_len() {
-            return Err(Error::Crypto("KE data length"));
-        }
+        self.group.check_public(peer)?;
         match &self.secret {
             DhSecret::Modp(x) => {
                 let params = modp_params()?;
-                let p = U2048::from_be_hex(MODP2048_P);
+                // In range (RFC 6989 §2.1): checked by `check_public`.
                 let y = U2048::from_be_slice(peer);
-                // RFC 7296 §5 / RFC 6989 §2.1: reject 0, 1, p-1 and >= p.
-                if y <= U2048::ONE || y >= p.wrapping_sub(&U2048::ONE) {
-                    return Err(Error::Crypto("invalid MODP public value"));
-                }
                 let e = U2048::from_be_slice(&x[..]);
                 let s = MontyForm::new(&y, params).pow(&e).retrieve();
                 Ok(Zeroizing::new(s.to_be_bytes().to_vec()))
@@ -393,12 +467,17 @@ impl DhPrivate {
                 } else {
                     peer
                 };
-                agreement::agree(
+                let s = agreement::agree(
                     k,
                     agreement::UnparsedPublicKey::new(ec_alg(self.group), peer_key),
                     Error::Crypto("invalid EC public value"),
                     |s| Ok(Zeroizing::new(s.to_vec())),
-                )
+                )?;
+                // RFC 7748 §6.1: an all-zero X25519 result is refused.
+                if ct_eq(&s, &vec![0u8; s.len()]) {
+                    return Err(Error::Crypto("all-zero DH result"));
+                }
+                Ok(s)
             }
         }
     }
@@ -945,6 +1024,32 @@ mod tests {
         let mut pm1 = pm1.clone();
         pm1[255] -= 1;
         assert!(a.agree(&pm1).is_err());
+    }
+
+    #[test]
+    fn x25519_low_order_points_give_the_zero_secret() {
+        // Each listed point, fed to aws-lc directly (bypassing
+        // `check_public`), yields the all-zero secret, which it refuses:
+        // the list holds what RFC 7748 §6.1 warns about.
+        for (i, u) in X25519_LOW_ORDER.iter().enumerate() {
+            let k = agreement::PrivateKey::generate(&agreement::X25519).unwrap();
+            let r = agreement::agree(
+                &k,
+                agreement::UnparsedPublicKey::new(&agreement::X25519, u),
+                (),
+                |s| Ok(s.to_vec()),
+            );
+            assert!(
+                r.is_err() || r.is_ok_and(|s| s.iter().all(|b| *b == 0)),
+                "point {i}"
+            );
+            assert!(DhGroup::Curve25519.check_public(u).is_err(), "point {i}");
+        }
+        let mut u = X25519_LOW_ORDER[4];
+        u[31] |= 0x80; // the masked top bit does not hide it
+        assert!(DhGroup::Curve25519.check_public(&u).is_err());
+        let good = DhPrivate::generate(DhGroup::Curve25519).unwrap();
+        assert!(DhGroup::Curve25519.check_public(good.public()).is_ok());
     }
 
     #[test]

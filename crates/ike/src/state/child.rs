@@ -240,6 +240,7 @@ impl Ike {
                     g.id().to_be_bytes().to_vec(),
                 ))]);
             }
+            g.check_public(ke)?;
             let dh = DhPrivate::generate(g)?;
             g_ir = Some(dh.agree(ke)?);
             extra.push(Payload::Ke {

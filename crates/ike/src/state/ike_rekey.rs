@@ -117,6 +117,7 @@ impl Ike {
                 suite.dh.id().to_be_bytes().to_vec(),
             ))]);
         }
+        suite.dh.check_public(ke)?;
         let dh = DhPrivate::generate(suite.dh)?;
         let shared = dh.agree(ke)?;
         let my_spi = rand_spi64()?;

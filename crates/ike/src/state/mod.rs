@@ -53,6 +53,11 @@ pub struct Ike {
     policies: Vec<ChildPolicy>,
     /// The own selectors no longer take new children ([`Ike::retire`]).
     retired: bool,
+    /// IKE_SA_INIT requests past the cookie check that have not (yet)
+    /// become a half-open SA: they count as half-open ([`cookies`]).
+    init_attempts: VecDeque<Instant>,
+    /// IKE_SA_INIT requests refused for want of an acceptable proposal.
+    refused_inits: u64,
 }
 
 impl fmt::Debug for Ike {
@@ -82,6 +87,8 @@ impl Ike {
             reconnect_at: None,
             policies: Vec::new(),
             retired: false,
+            init_attempts: VecDeque::new(),
+            refused_inits: 0,
         })
     }
 
@@ -98,6 +105,12 @@ impl Ike {
     /// Datagrams rejected as malformed or unusable, and the last reason.
     pub fn dropped(&self) -> (u64, Option<&Error>) {
         (self.dropped, self.last_error.as_ref())
+    }
+
+    /// IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN. Unauthenticated
+    /// input: counted here, not reported as a failure of the tunnel.
+    pub fn refused_inits(&self) -> u64 {
+        self.refused_inits
     }
 
     /// Whether an IKE SA is established.

@@ -186,15 +186,18 @@ impl Ike {
         }
         let m = Message::parse_plain(data)?;
         let ni = m.need::<Nonce>()?.to_vec();
-        if let Some(c) = self.cookie_demand(&m, &ni, remote, h.spi_i) {
+        if let Some(c) = self.cookie_demand(&m, &ni, remote, h.spi_i, now) {
             return self.plain_reply(h, local, remote, c);
         }
+        self.init_attempt(now);
         if self.sas.len() >= MAX_SAS {
             return Ok(());
         }
         let props = m.need::<Sa>()?;
         let Some((num, suite)) = select::select_ike(props, &self.cfg.ike_proposals) else {
-            self.fail(FailReason::NoProposalChosen, false);
+            // Unauthenticated: a counter, not a tunnel failure (anyone can
+            // send this, as often as they like).
+            self.refused_inits += 1;
             return self.plain_reply(
                 h,
                 local,
@@ -214,6 +217,8 @@ impl Ike {
                 ),
             );
         }
+        // Refuse an invalid KE before spending a key pair on it.
+        suite.dh.check_public(ke)?;
         let dh = DhPrivate::generate(suite.dh)?;
         let shared = dh.agree(ke)?;
         let mut sa = IkeSa::new(false, local, remote, now);
@@ -260,6 +265,7 @@ impl Ike {
         sa.peer_next = 1;
         sa.last_resp = Some((0, vec![resp.clone()]));
         self.sas.push(sa);
+        self.init_attempt_done();
         let idx = self.sas.len() - 1;
         self.send(idx, resp);
         Ok(())
