@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the cargo-fuzz targets of fuzz/ (the wire parsers).
+# Builds and runs the cargo-fuzz targets of fuzz/ (the wire parsers, and the
+# IKE state machines driven through whole exchanges: ike_exchanges).
 #
 #   scripts/fuzz.sh build            build every target (nightly, ASan)
 #   scripts/fuzz.sh run SECONDS [T]  run each target (or only T...) for
@@ -64,7 +65,7 @@ run)
     exit "$failed"
     ;;
 *)
-    sed -n '2,15p' "$self" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$self" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
