@@ -9,7 +9,7 @@ PKGS=(iproute2 iputils-ping ethtool tcpdump tshark iperf3 nftables
       openvswitch-switch strongswan-charon strongswan-swanctl
       libcharon-extra-plugins libstrongswan-standard-plugins
       linux-perf cmake clang pkg-config
-      lintian prometheus systemd man-db procps)
+      lintian prometheus systemd man-db procps frr)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -23,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Debian starts these services on install; vecgate's tests run their own.
-for svc in openvswitch-switch strongswan-starter ipsec prometheus; do
+for svc in openvswitch-switch strongswan-starter ipsec prometheus frr; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
 

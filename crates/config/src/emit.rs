@@ -115,6 +115,24 @@ impl Config {
             let _ = writeln!(s, "prefix = {}", quote(&r.prefix.to_string()));
             let _ = writeln!(s, "via = {}", quote(&r.via.to_string()));
         }
+        let rt = &self.routing;
+        if *rt != Routing::default() {
+            let _ = writeln!(s, "\n[routing]");
+            if let Some(a) = rt.fpm {
+                let _ = writeln!(s, "fpm = {}", quote(&a.to_string()));
+            }
+            if rt.max_routes != DEFAULT_MAX_ROUTES {
+                let _ = writeln!(s, "max_routes = {}", rt.max_routes);
+            }
+            if rt.max_nexthop_groups != DEFAULT_MAX_NEXTHOP_GROUPS {
+                let _ = writeln!(s, "max_nexthop_groups = {}", rt.max_nexthop_groups);
+            }
+            for t in &rt.tables {
+                let _ = writeln!(s, "\n[[routing.table]]");
+                let _ = writeln!(s, "id = {}", t.id);
+                let _ = writeln!(s, "vrf = {}", quote(&t.vrf));
+            }
+        }
         s
     }
 }

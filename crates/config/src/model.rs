@@ -26,6 +26,91 @@ pub struct Config {
     pub tunnels: Vec<Tunnel>,
     /// `[[route]]` tables, in file order.
     pub routes: Vec<Route>,
+    /// `[routing]`: routes learned from a routing daemon (absent: none).
+    #[serde(default)]
+    pub routing: Routing,
+}
+
+/// Default [`Routing::max_routes`]: per VRF, routes learned over FPM.
+pub const DEFAULT_MAX_ROUTES: u32 = 1 << 20;
+/// Default [`Routing::max_nexthop_groups`].
+pub const DEFAULT_MAX_NEXTHOP_GROUPS: u32 = 1 << 16;
+/// Linux's main routing table (`RT_TABLE_MAIN`), mapped to the default
+/// VRF when no `[[routing.table]]` is given.
+pub const MAIN_TABLE: u32 = 254;
+
+/// `[routing]`: an FPM server for FRR's zebra (`dplane_fpm_nl`), which
+/// streams its selected routes as netlink messages; each kernel table id
+/// they carry maps to one of our VRFs.
+///
+/// ```toml
+/// [routing]
+/// fpm = "127.0.0.1:2620"        # zebra: fpm address 127.0.0.1 port 2620
+/// max_routes = 1048576          # per VRF, learned routes (default 2^20)
+/// max_nexthop_groups = 65536    # (default 2^16)
+///
+/// [[routing.table]]             # none given: table 254 -> "default"
+/// id = 254
+/// vrf = "default"
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routing {
+    /// Where the FPM server listens (TCP); `None`: no FPM.
+    #[serde(default)]
+    pub fpm: Option<SocketAddr>,
+    /// Kernel table id → VRF, as `[[routing.table]]`.
+    #[serde(default)]
+    pub tables: Vec<RoutingTable>,
+    /// Most learned routes one VRF holds; more are refused and counted.
+    #[serde(default = "default_max_routes")]
+    pub max_routes: u32,
+    /// Most next-hop groups (RTM_NEWNEXTHOP objects) held.
+    #[serde(default = "default_max_nexthop_groups")]
+    pub max_nexthop_groups: u32,
+}
+
+fn default_max_routes() -> u32 {
+    DEFAULT_MAX_ROUTES
+}
+
+fn default_max_nexthop_groups() -> u32 {
+    DEFAULT_MAX_NEXTHOP_GROUPS
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing {
+            fpm: None,
+            tables: Vec::new(),
+            max_routes: DEFAULT_MAX_ROUTES,
+            max_nexthop_groups: DEFAULT_MAX_NEXTHOP_GROUPS,
+        }
+    }
+}
+
+impl Routing {
+    /// The table → VRF map in force: the configured one, or table 254 to
+    /// the default VRF.
+    pub fn table_map(&self) -> Vec<RoutingTable> {
+        if self.tables.is_empty() {
+            vec![RoutingTable {
+                id: MAIN_TABLE,
+                vrf: DEFAULT_VRF.to_owned(),
+            }]
+        } else {
+            self.tables.clone()
+        }
+    }
+}
+
+/// `[[routing.table]]`: routes zebra sends for kernel table `id` go into
+/// VRF `vrf`'s FIB.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingTable {
+    /// Kernel routing table id (1..=4294967295; 254 is "main").
+    pub id: u32,
+    /// VRF name.
+    pub vrf: String,
 }
 
 /// `[gateway]`: process-wide settings.
@@ -528,6 +613,7 @@ impl Config {
                     .flat_map(|t| [t.vrf.as_str(), t.underlay_vrf.as_str()]),
             )
             .chain(self.routes.iter().map(|r| r.vrf.as_str()))
+            .chain(self.routing.tables.iter().map(|t| t.vrf.as_str()))
             .filter(|v| *v != DEFAULT_VRF)
             .map(str::to_owned)
             .collect();

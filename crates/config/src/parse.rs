@@ -94,7 +94,9 @@ const TUNNEL_KEYS: &[&str] = &[
     "ike",
 ];
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
-const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route"];
+const ROUTING_KEYS: &[&str] = &["fpm", "max_routes", "max_nexthop_groups", "table"];
+const ROUTING_TABLE_KEYS: &[&str] = &["id", "vrf"];
+const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route", "routing"];
 
 /// Result of the shape phase: what could be built, plus what to tell the user.
 pub(crate) struct Shaped {
@@ -366,8 +368,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
         let list = TOP_KEYS
             .iter()
             .map(|k| {
-                if *k == "gateway" {
-                    "[gateway]".to_owned()
+                if *k == "gateway" || *k == "routing" {
+                    format!("[{k}]")
                 } else {
                     format!("[[{k}]]")
                 }
@@ -600,16 +602,19 @@ pub(crate) fn shape(text: &str) -> Shaped {
         }
     }
 
-    let config = match gateway {
+    let routing = read_routing(&src, doc, &mut positions, &mut diags);
+    let mut config = match gateway {
         Some(gateway) => Config {
             gateway,
             interfaces,
             tunnels,
             routes,
+            routing: Routing::default(),
         },
         // Reported above; the rest is still worth validating.
         None => placeholder(interfaces, tunnels, routes),
     };
+    config.routing = routing;
     Shaped {
         config,
         positions,
@@ -671,5 +676,88 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
         interfaces,
         tunnels,
         routes,
+        routing: Routing::default(),
     }
+}
+
+/// `[routing]` and its `[[routing.table]]`s (defaults when absent).
+fn read_routing(
+    src: &Source,
+    doc: &DeTable<'_>,
+    positions: &mut Positions,
+    diags: &mut Vec<Diagnostic>,
+) -> Routing {
+    let mut out = Routing::default();
+    let Some((k, v)) = find(doc, "routing") else {
+        return out;
+    };
+    let DeValue::Table(t) = v.get_ref() else {
+        diags.push(Diagnostic::at(
+            src.span(k.span()),
+            format!(
+                "\"routing\" must be a table ([routing]), found {}",
+                type_name(v.get_ref())
+            ),
+        ));
+        return out;
+    };
+    let mut r = Reader {
+        src,
+        table: t,
+        label: "[routing]".to_owned(),
+        pos: ObjPos::new(src.span(v.span())),
+        diags,
+        broken: false,
+    };
+    r.unknown_keys(ROUTING_KEYS);
+    if let Some(a) = r.string("fpm", false) {
+        match a.parse::<std::net::SocketAddr>() {
+            Ok(a) => out.fpm = Some(a),
+            Err(_) => {
+                let at = r.key_pos("fpm");
+                r.err(
+                    at,
+                    format!("fpm = \"{a}\" is not ADDRESS:PORT (e.g. \"127.0.0.1:2620\")"),
+                );
+            }
+        }
+    }
+    if let Some(n) = r.int("max_routes", 1..(1 << 32), "1..=4294967295") {
+        out.max_routes = u32::try_from(n).unwrap_or(DEFAULT_MAX_ROUTES);
+    }
+    if let Some(n) = r.int("max_nexthop_groups", 1..(1 << 32), "1..=4294967295") {
+        out.max_nexthop_groups = u32::try_from(n).unwrap_or(DEFAULT_MAX_NEXTHOP_GROUPS);
+    }
+    let table = r.get("table");
+    positions.routing = r.pos;
+    let Some(tv) = table else {
+        return out;
+    };
+    let key_span = find(t, "table").map_or(0..0, |(k, _)| k.span());
+    for (i, (tt, at)) in tables(src, "routing.table", tv, key_span, diags)
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = Reader {
+            src,
+            table: tt,
+            label: format!("[[routing.table]] #{}", i + 1),
+            pos: ObjPos::new(at),
+            diags,
+            broken: false,
+        };
+        r.unknown_keys(ROUTING_TABLE_KEYS);
+        let id = r.int("id", 1..(1 << 32), "1..=4294967295");
+        if id.is_none() && r.get("id").is_none() {
+            r.missing("id");
+        }
+        let vrf = r.string("vrf", true);
+        let (pos, broken) = (r.pos, r.broken);
+        if let (Some(id), Some(vrf), false) = (id.and_then(|n| u32::try_from(n).ok()), vrf, broken)
+        {
+            positions.routing_tables.push(pos);
+            out.tables.push(RoutingTable { id, vrf });
+        }
+    }
+    out
 }

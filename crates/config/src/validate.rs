@@ -66,6 +66,8 @@ pub(crate) struct Positions {
     pub interfaces: Vec<ObjPos>,
     pub tunnels: Vec<ObjPos>,
     pub routes: Vec<ObjPos>,
+    pub routing: ObjPos,
+    pub routing_tables: Vec<ObjPos>,
 }
 
 fn nth(v: &[ObjPos], i: usize) -> ObjPos {
@@ -178,6 +180,7 @@ pub(crate) fn validate_at(
     tunnels(&mut v);
     ipsec::check(&mut v);
     routes(&mut v, broken_names);
+    routing(&mut v);
     let mut out = v.out;
     out.sort_by_key(|d| (d.line, d.column));
     out
@@ -685,6 +688,56 @@ fn routes(v: &mut V<'_>, broken_names: &HashSet<String>) {
             v.err(p.table, &label, m);
         } else {
             seen.insert(key, p.table);
+        }
+    }
+}
+
+/// `[routing]`: table ids and VRFs one to one; tables only with `fpm`.
+fn routing(v: &mut V<'_>) {
+    let rt = &v.cfg.routing;
+    let p = v.pos.routing.clone();
+    if !rt.tables.is_empty() && rt.fpm.is_none() {
+        v.err(
+            p.key("table"),
+            "[routing]",
+            "[[routing.table]] maps the tables of routes learned over FPM: set fpm = \"ADDRESS:PORT\" too".to_owned(),
+        );
+    }
+    if rt.max_routes == 0 {
+        v.err(
+            p.key("max_routes"),
+            "[routing]",
+            "max_routes must be at least 1".to_owned(),
+        );
+    }
+    if rt.max_nexthop_groups == 0 {
+        let m = "max_nexthop_groups must be at least 1".to_owned();
+        v.err(p.key("max_nexthop_groups"), "[routing]", m);
+    }
+    let mut ids = HashSet::new();
+    let mut vrfs = HashSet::new();
+    for (i, t) in rt.tables.iter().enumerate() {
+        let tp = nth(&v.pos.routing_tables, i);
+        let label = format!("[[routing.table]] {}", t.id);
+        if t.id == 0 {
+            v.err(
+                tp.key("id"),
+                &label,
+                "id 0 is RT_TABLE_UNSPEC: use 1..=4294967295".to_owned(),
+            );
+        }
+        if !ids.insert(t.id) {
+            v.err(
+                tp.key("id"),
+                &label,
+                format!("table {} is mapped twice", t.id),
+            );
+        }
+        if let Some(m) = check_name("vrf", &t.vrf) {
+            v.err(tp.key("vrf"), &label, m);
+        } else if !vrfs.insert(t.vrf.as_str()) {
+            let m = format!("vrf \"{}\" already has a table: one table per VRF", t.vrf);
+            v.err(tp.key("vrf"), &label, m);
         }
     }
 }

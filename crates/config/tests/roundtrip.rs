@@ -206,6 +206,35 @@ fn route(ifs: Vec<Interface>, tuns: Vec<Tunnel>) -> impl Strategy<Value = Route>
         })
 }
 
+/// `[routing]`: absent, or an FPM address with tables mapped one to one
+/// onto distinct VRFs, and limits default or not.
+fn routing() -> impl Strategy<Value = Routing> {
+    prop_oneof![
+        Just(Routing::default()),
+        (
+            any::<[u8; 4]>(),
+            1u16..,
+            prop::sample::subsequence(&VRFS[..], 0..=3),
+            prop::collection::hash_set(1u32.., 3),
+            prop::option::of(1u32..),
+            prop::option::of(1u32..),
+        )
+            .prop_map(|(a, port, vrfs, ids, mr, mg)| Routing {
+                fpm: Some((Ipv4Addr::from(a), port).into()),
+                tables: vrfs
+                    .iter()
+                    .zip(ids)
+                    .map(|(v, id)| RoutingTable {
+                        id,
+                        vrf: (*v).to_owned(),
+                    })
+                    .collect(),
+                max_routes: mr.unwrap_or(DEFAULT_MAX_ROUTES),
+                max_nexthop_groups: mg.unwrap_or(DEFAULT_MAX_NEXTHOP_GROUPS),
+            }),
+    ]
+}
+
 fn config() -> impl Strategy<Value = Config> {
     (
         "[a-z][a-z0-9_-]{0,10}",
@@ -238,9 +267,9 @@ fn config() -> impl Strategy<Value = Config> {
         })
         .prop_flat_map(|(gateway, ifs, tuns)| {
             let routes = prop::collection::vec(route(ifs.clone(), tuns.clone()), 0..6);
-            (Just(gateway), Just(ifs), Just(tuns), routes)
+            (Just(gateway), Just(ifs), Just(tuns), routes, routing())
         })
-        .prop_map(|(gateway, interfaces, tunnels, mut routes)| {
+        .prop_map(|(gateway, interfaces, tunnels, mut routes, routing)| {
             let mut seen = HashSet::new();
             routes.retain(|r| seen.insert((r.vrf.clone(), r.prefix, r.via.clone())));
             Config {
@@ -248,6 +277,7 @@ fn config() -> impl Strategy<Value = Config> {
                 interfaces,
                 tunnels,
                 routes,
+                routing,
             }
         })
 }
@@ -346,6 +376,7 @@ proptest! {
             }],
             tunnels: vec![],
             routes: vec![],
+            routing: Routing::default(),
         };
         let found = validate(&cfg).iter().filter(|d| d.message.contains("overlaps")).count();
         // One diagnostic per address beyond the first of each component.

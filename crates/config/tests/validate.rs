@@ -94,7 +94,7 @@ fn unknown_keys_all_reported() {
             "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
-            "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]])",
+            "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing])",
         ]
     );
 }
@@ -707,6 +707,7 @@ fn validate_works_on_code_built_configs() {
             prefix: "10.9.0.0/16".parse().unwrap(),
             via: Via::Tunnel("t".into()),
         }],
+        routing: Routing::default(),
     };
     assert_eq!(validate(&cfg), vec![]);
     assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
@@ -817,5 +818,92 @@ fn tunnel_overlay_addresses_and_inner() {
         &tunnel("ipsec", "inner = \"ethernet\"\n"),
         8,
         "not allowed for kind = \"ipsec\"",
+    );
+}
+
+const ROUTING_BASE: &str = "[gateway]\nname = \"gw\"\n[[interface]]\nname = \"lan\"\nhost = \"v0\"\ndriver = \"af_packet\"\naddresses = [\"10.0.0.1/24\"]\n";
+
+#[test]
+fn routing_fpm_and_tables_parse() {
+    let c = parse(&format!(
+        "{ROUTING_BASE}[routing]\nfpm = \"127.0.0.1:2620\"\nmax_routes = 5000\n[[routing.table]]\nid = 254\nvrf = \"default\"\n[[routing.table]]\nid = 100\nvrf = \"blue\"\n"
+    ))
+    .unwrap();
+    assert_eq!(c.routing.fpm, Some("127.0.0.1:2620".parse().unwrap()));
+    assert_eq!(c.routing.max_routes, 5000);
+    assert_eq!(c.routing.max_nexthop_groups, DEFAULT_MAX_NEXTHOP_GROUPS);
+    assert_eq!(
+        c.routing.tables,
+        vec![
+            RoutingTable {
+                id: 254,
+                vrf: "default".into()
+            },
+            RoutingTable {
+                id: 100,
+                vrf: "blue".into()
+            },
+        ]
+    );
+    assert!(c.vrfs().contains(&"blue".to_owned()), "a mapped VRF exists");
+    assert_eq!(parse(&c.to_toml()).unwrap(), c);
+    // Without tables: main (254) goes to the default VRF.
+    let c = parse(&format!("{ROUTING_BASE}[routing]\nfpm = \"[::1]:2620\"\n")).unwrap();
+    assert_eq!(
+        c.routing.table_map(),
+        vec![RoutingTable {
+            id: MAIN_TABLE,
+            vrf: "default".into()
+        }]
+    );
+    assert_eq!(parse(&c.to_toml()).unwrap(), c);
+    // No [routing] at all: nothing emitted, nothing learned.
+    let c = parse(ROUTING_BASE).unwrap();
+    assert_eq!(c.routing, Routing::default());
+    assert!(!c.to_toml().contains("routing"));
+}
+
+#[test]
+fn routing_mistakes_are_named_with_their_line() {
+    let bad = |extra: &str, needle: &str, line: usize| {
+        let d = parse(&format!("{ROUTING_BASE}{extra}")).unwrap_err();
+        assert!(
+            d.iter()
+                .any(|d| d.message.contains(needle) && d.line == line),
+            "{extra}: wanted \"{needle}\" at line {line}, got {d:?}"
+        );
+    };
+    bad("[routing]\nfpm = \"localhost\"\n", "is not ADDRESS:PORT", 9);
+    bad(
+        "[routing]\nfpm = \"127.0.0.1:2620\"\nbogus = 1\n",
+        "unknown key \"bogus\"",
+        10,
+    );
+    bad(
+        "[routing]\nfpm = \"127.0.0.1:2620\"\nmax_routes = 0\n",
+        "max_routes = 0 is out of range",
+        10,
+    );
+    bad(
+        "[routing]\nfpm = \"127.0.0.1:2620\"\n[[routing.table]]\nid = 254\nvrf = \"a\"\n[[routing.table]]\nid = 254\nvrf = \"b\"\n",
+        "table 254 is mapped twice",
+        14,
+    );
+    bad(
+        "[routing]\nfpm = \"127.0.0.1:2620\"\n[[routing.table]]\nid = 1\nvrf = \"a\"\n[[routing.table]]\nid = 2\nvrf = \"a\"\n",
+        "one table per VRF",
+        15,
+    );
+    bad("[[routing.table]]\nid = 1\nvrf = \"a\"\n", "set fpm", 8);
+    bad(
+        "[routing]\nfpm = \"127.0.0.1:2620\"\n[[routing.table]]\nvrf = \"a\"\n",
+        "missing required key \"id\"",
+        10,
+    );
+    let d = parse(&format!("routing = 3\n{ROUTING_BASE}")).unwrap_err();
+    assert!(
+        d.iter()
+            .any(|d| d.line == 1 && d.message.contains("must be a table ([routing])")),
+        "{d:?}"
     );
 }

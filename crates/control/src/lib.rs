@@ -25,6 +25,8 @@
 
 pub mod api;
 pub mod auth;
+pub mod fpm;
+pub mod learned;
 pub mod metrics;
 pub mod model;
 pub mod server;

@@ -272,6 +272,7 @@ pub fn render(ctl: &Control) -> String {
         c.inc_by(v.load(std::sync::atomic::Ordering::Relaxed));
         reg.register(name, help, c);
     }
+    fpm(ctl, &mut reg);
 
     let mut out = String::new();
     // Writing into a String cannot fail.
@@ -314,6 +315,86 @@ fn text_004(om: &str) -> String {
         }
     }
     out
+}
+
+/// The FPM server's counters and the learned routes per VRF.
+fn fpm(ctl: &Control, reg: &mut Registry) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let st = ctl.fpm_stats();
+    let msgs = counter_family(
+        reg,
+        "vecgate_fpm_messages",
+        "Netlink messages received from zebra over FPM, by type",
+    );
+    for (t, c) in [
+        ("newroute", &st.route_adds),
+        ("delroute", &st.route_dels),
+        ("newnexthop", &st.nexthop_adds),
+        ("delnexthop", &st.nexthop_dels),
+        ("ignored", &st.ignored),
+    ] {
+        msgs.get_or_create(&vec![("type".to_owned(), t.to_owned())])
+            .inc_by(c.load(Relaxed));
+    }
+    for (name, help, c) in [
+        ("vecgate_fpm_frames", "FPM frames received", &st.frames),
+        (
+            "vecgate_fpm_connections",
+            "zebra connections accepted",
+            &st.connections,
+        ),
+        (
+            "vecgate_fpm_publishes",
+            "Table publishes for learned-route changes",
+            &st.publishes,
+        ),
+        (
+            "vecgate_fpm_swept_routes",
+            "Stale learned routes removed after a zebra replay",
+            &st.swept,
+        ),
+    ] {
+        let m = Counter::<u64>::default();
+        m.inc_by(c.load(Relaxed));
+        reg.register(name, help, m);
+    }
+    let up = Gauge::<i64>::default();
+    up.set(st.connected.load(Relaxed) as i64);
+    reg.register("vecgate_fpm_connected", "1 while zebra is connected", up);
+    let fails = counter_family(
+        reg,
+        "vecgate_fpm_install_failures",
+        "Learned routes (and next-hop objects) that could not be installed, by reason",
+    );
+    for (f, n) in st.failures() {
+        fails
+            .get_or_create(&vec![("reason".to_owned(), f.as_str().to_owned())])
+            .inc_by(n);
+    }
+    // Learned routes per VRF by state: in the FIB, shadowed by a route of
+    // lower distance, or with no next hop that resolves.
+    let routes = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_learned_routes",
+        "Routes learned over FPM per VRF, by state (installed; inactive: shadowed by a lower distance or no next hop resolves)",
+        routes.clone(),
+    );
+    let mut per: std::collections::BTreeMap<(String, &'static str), i64> = Default::default();
+    for r in ctl.routes(None).into_iter().filter(|r| r.kind == "learned") {
+        let state = if r.active { "installed" } else { "inactive" };
+        *per.entry((r.vrf, state)).or_default() += 1;
+    }
+    for v in ctl.learned().vrfs.iter().map(|(v, _)| v) {
+        per.entry((v.clone(), "installed")).or_default();
+    }
+    for ((vrf, state), n) in per {
+        routes
+            .get_or_create(&vec![
+                ("vrf".to_owned(), vrf),
+                ("state".to_owned(), state.to_owned()),
+            ])
+            .set(n);
+    }
 }
 
 /// (worker index, seconds on CPU) of the threads named `vg-worker-N` in

@@ -99,9 +99,20 @@ pub struct RouteInfo {
     pub prefix: String,
     /// Interface, tunnel or next-hop address.
     pub via: String,
-    /// "static" (configured), "connected" (an interface's subnet) or
-    /// "local" (one of the gateway's own addresses).
+    /// "static" (configured), "connected" (an interface's subnet),
+    /// "local" (one of the gateway's own addresses) or "learned" (from a
+    /// routing daemon over FPM).
     pub kind: String,
+    /// Where the route comes from: "connected" (connected and local),
+    /// "static" (the configuration file), "api" (`POST /routes`), or
+    /// "fpm/PROTOCOL" as zebra reports it ("fpm/bgp").
+    pub source: String,
+    /// Administrative distance: lowest wins a prefix (connected 0, static
+    /// and api 1, fpm/bgp 20, fpm/ospf 110, ...).
+    pub distance: u8,
+    /// In the FIB: false for a learned route that lost its prefix to a
+    /// lower distance or whose next hops do not resolve.
+    pub active: bool,
 }
 
 /// POST /routes.

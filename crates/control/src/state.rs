@@ -14,9 +14,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use vecgate_config::{Config, Prefix, Via, DEFAULT_VRF};
 
-/// Builds dataplane tables from a configuration: the same function
-/// `vecgate run` uses at startup, so live changes and restarts agree.
-pub type TableBuilder = Box<dyn Fn(&Config) -> Result<Tables, String> + Send + Sync>;
+/// Builds dataplane tables from a configuration and the learned routes
+/// ([`crate::learned`]): the same function `vecgate run` uses at startup,
+/// so live changes and restarts agree.
+pub type TableBuilder =
+    Box<dyn Fn(&Config, &crate::learned::Learned) -> Result<Tables, String> + Send + Sync>;
 
 /// What the host reported about interface `i`'s netdev.
 #[derive(Clone, Copy, Debug)]
@@ -177,6 +179,13 @@ pub struct Control {
     inline_keyed: Mutex<std::collections::HashSet<String>>,
     /// The API's access-control counters (`/metrics`).
     auth_stats: Arc<crate::auth::AuthStats>,
+    /// Routes learned over FPM, as last published (taken after `config`
+    /// when both are held).
+    learned: Mutex<Arc<crate::learned::Learned>>,
+    /// (VRF, prefix) of the static routes added by `POST /routes` (the
+    /// others came from the file): `show routes` says `api`.
+    api_routes: Mutex<std::collections::HashSet<(String, String)>>,
+    fpm: Arc<crate::fpm::FpmStats>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -285,6 +294,9 @@ impl Control {
             tunnel_ops: Mutex::new(()),
             inline_keyed: Mutex::new(Default::default()),
             auth_stats: Arc::default(),
+            learned: Mutex::new(Arc::new(Default::default())),
+            api_routes: Mutex::new(Default::default()),
+            fpm: Arc::new(Default::default()),
         })
     }
 
@@ -292,6 +304,42 @@ impl Control {
     /// TLS handshakes).
     pub fn auth_stats(&self) -> &Arc<crate::auth::AuthStats> {
         &self.auth_stats
+    }
+
+    /// The FPM server's counters.
+    pub fn fpm_stats(&self) -> &crate::fpm::FpmStats {
+        &self.fpm
+    }
+
+    /// The learned routes as last published.
+    pub fn learned(&self) -> Arc<crate::learned::Learned> {
+        lock(&self.learned).clone()
+    }
+
+    /// Replaces the learned routes and publishes tables built from them and
+    /// the running configuration (the build-and-publish of [`Control::apply`]).
+    /// Returns the learned routes left out because no next hop resolved
+    /// (VRF name, prefix).
+    pub fn set_learned(
+        &self,
+        l: Arc<crate::learned::Learned>,
+    ) -> Result<Vec<(String, dataplane::fib::Prefix)>, ApiError> {
+        let cfg = lock(&self.config);
+        let tables = (self.dp.build)(&cfg, &l).map_err(|e| ApiError::new(409, e, None))?;
+        let unresolved: Vec<_> = tables
+            .unresolved
+            .iter()
+            .map(|(v, p)| {
+                let name = tables
+                    .vrfs
+                    .get(usize::from(*v))
+                    .map_or_else(|| v.to_string(), |v| v.name.clone());
+                (name, *p)
+            })
+            .collect();
+        self.dp.tables.store(tables);
+        *lock(&self.learned) = l;
+        Ok(unresolved)
     }
 
     /// Connects `GET /ike` to the IKE control thread (which starts after
@@ -331,7 +379,8 @@ impl Control {
                 message: d.message.clone(),
             });
         }
-        let tables = (self.dp.build)(&next).map_err(|e| ApiError::new(409, e, None))?;
+        let learned = self.learned();
+        let tables = (self.dp.build)(&next, &learned).map_err(|e| ApiError::new(409, e, None))?;
         self.dp.tables.store(tables);
         *cur = next;
         Ok(())
@@ -455,37 +504,78 @@ impl Control {
             .collect()
     }
 
-    /// Static routes, plus the connected and local routes the interfaces'
-    /// addresses imply.
+    /// Every route with its source and administrative distance: the
+    /// connected and local routes the interfaces' addresses imply, static
+    /// routes (file or API), and routes learned over FPM (`active: false`
+    /// when a route of lower distance holds the prefix, or none of its next
+    /// hops resolves).
     pub fn routes(&self, vrf: Option<&str>) -> Vec<RouteInfo> {
+        use crate::learned::{distance, source, DISTANCE_CONNECTED, DISTANCE_STATIC};
         let cfg = self.config();
+        let api = lock(&self.api_routes).clone();
         let mut out = Vec::new();
-        for ifc in &cfg.interfaces {
+        let keep = |v: &str| vrf.is_none_or(|f| f == v);
+        for ifc in cfg.interfaces.iter().filter(|i| keep(&i.vrf)) {
             for a in &ifc.addresses {
                 let host = if a.addr.is_ipv4() { 32 } else { 128 };
-                out.push(RouteInfo {
-                    vrf: ifc.vrf.clone(),
-                    prefix: a.network().to_string(),
-                    via: ifc.name.clone(),
-                    kind: "connected".into(),
-                });
-                out.push(RouteInfo {
-                    vrf: ifc.vrf.clone(),
-                    prefix: format!("{}/{host}", a.addr),
-                    via: ifc.name.clone(),
-                    kind: "local".into(),
-                });
+                for (prefix, kind) in [
+                    (a.network().to_string(), "connected"),
+                    (format!("{}/{host}", a.addr), "local"),
+                ] {
+                    out.push(RouteInfo {
+                        vrf: ifc.vrf.clone(),
+                        prefix,
+                        via: ifc.name.clone(),
+                        kind: kind.into(),
+                        source: "connected".into(),
+                        distance: DISTANCE_CONNECTED,
+                        active: true,
+                    });
+                }
             }
         }
-        for r in &cfg.routes {
+        for r in cfg.routes.iter().filter(|r| keep(&r.vrf)) {
+            let prefix = r.prefix.to_string();
+            let from_api = api.contains(&(r.vrf.clone(), prefix.clone()));
             out.push(RouteInfo {
                 vrf: r.vrf.clone(),
-                prefix: r.prefix.to_string(),
+                prefix,
                 via: r.via.to_string(),
                 kind: "static".into(),
+                source: if from_api { "api" } else { "static" }.into(),
+                distance: DISTANCE_STATIC,
+                active: true,
             });
         }
-        out.retain(|r| vrf.is_none_or(|v| r.vrf == v));
+        let learned = self.learned();
+        if !learned.is_empty() {
+            let tables = self.dp.tables.load();
+            let won: std::collections::HashSet<(&str, dataplane::fib::Prefix)> = learned
+                .installable(&cfg)
+                .map(|(v, r)| (v, r.prefix.network()))
+                .collect();
+            let unresolved: std::collections::HashSet<(&str, dataplane::fib::Prefix)> = tables
+                .unresolved
+                .iter()
+                .filter_map(|(v, p)| Some((tables.vrfs.get(usize::from(*v))?.name.as_str(), *p)))
+                .collect();
+            for (v, routes) in learned.vrfs.iter().filter(|(v, _)| keep(v)) {
+                for r in routes {
+                    let p = r.prefix.network();
+                    let hops: Vec<String> = r.hops.iter().map(|h| h.to_string()).collect();
+                    out.push(RouteInfo {
+                        vrf: v.clone(),
+                        prefix: p.to_string(),
+                        via: hops.join(","),
+                        kind: "learned".into(),
+                        source: source(r.protocol),
+                        distance: distance(r.protocol),
+                        active: won.contains(&(v.as_str(), p))
+                            && !unresolved.contains(&(v.as_str(), p)),
+                    });
+                }
+            }
+        }
         out
     }
 
@@ -537,11 +627,15 @@ impl Control {
             });
             Ok(())
         })?;
+        lock(&self.api_routes).insert((vrf.clone(), prefix.to_string()));
         Ok(RouteInfo {
             vrf,
             prefix: prefix.to_string(),
             via: spec.via.clone(),
             kind: "static".into(),
+            source: "api".into(),
+            distance: crate::learned::DISTANCE_STATIC,
+            active: true,
         })
     }
 
@@ -558,7 +652,9 @@ impl Control {
                 ));
             }
             Ok(())
-        })
+        })?;
+        lock(&self.api_routes).remove(&(vrf, prefix.to_string()));
+        Ok(())
     }
 
     /// The virtual port of every tunnel in the published tables.

@@ -142,7 +142,9 @@ fn control() -> (Arc<Control>, Arc<Fake>, Arc<SharedTables>) {
     };
     let dp = Dataplane {
         tables: tables.clone(),
-        build: Box::new(build),
+        build: Box::new(
+            |c: &vecgate_config::Config, _: &vecgate_control::learned::Learned| build(c),
+        ),
         counters: Vec::new(),
         mailboxes: Vec::new(),
         netdevs: vec![nd, nd],

@@ -56,7 +56,9 @@ fn control_with_counters() -> (
     let w = dataplane::worker::Worker::new(0, Vec::new(), tables.clone(), Default::default());
     let dp = Dataplane {
         tables: tables.clone(),
-        build: Box::new(build),
+        build: Box::new(
+            |c: &vecgate_config::Config, _: &vecgate_control::learned::Learned| build(c),
+        ),
         counters: vec![w.counters()],
         mailboxes: vec![w.mailbox()],
         netdevs: vec![NetdevFacts {

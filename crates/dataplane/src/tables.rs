@@ -10,6 +10,7 @@ use crate::fib::{Fib4, Fib6, FxMap, Key, Lpm, Prefix};
 use crate::tunnel::{DecapKey, KeyClass, Tunnel, TunnelDef, TunnelKind, TunnelTable, NO_TUNNEL};
 use arc_swap::ArcSwap;
 use std::fmt::{self, Write as _};
+use std::hash::Hasher as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -33,6 +34,13 @@ pub enum Route {
     Unreachable,
     /// Into an overlay tunnel (reserved for the tunnel nodes).
     Tunnel(u32),
+    /// Equal-cost multipath: member `i` of [`TablesBuilder::add_route_group`]'s
+    /// groups. Members that do not resolve are left out; a group with none
+    /// left is not installed at all (a learned route whose next hops are all
+    /// unreachable must not hide a less specific route). Met while resolving
+    /// another route's next hop, a group is unreachable (no recursion
+    /// through multipath routes).
+    Group(u32),
 }
 
 /// What a FIB entry resolves to: the forwarding decision, computed once at
@@ -56,6 +64,13 @@ pub enum Adj {
     Drop,
     Unreachable,
     Tunnel(u32),
+    /// Equal-cost multipath: `count` adjacency indices at
+    /// `Tables::ecmp[first..]`; a flow hash picks one per packet
+    /// ([`Tables::lookup4_flow`]), so a flow keeps its path.
+    Ecmp {
+        first: u32,
+        count: u16,
+    },
 }
 
 /// Flags of an interface.
@@ -189,6 +204,11 @@ pub struct Tables {
     pub tunnels: TunnelTable,
     /// IPsec ESP tunnels and the SAD (see [`crate::esp`]).
     pub esp: crate::esp::EspTable,
+    /// Members of [`Adj::Ecmp`] adjacencies (adjacency indices).
+    pub ecmp: Vec<u32>,
+    /// Route groups that were not installed because none of their next
+    /// hops resolved: (VRF index, prefix).
+    pub unresolved: Vec<(u16, Prefix)>,
 }
 
 impl Tables {
@@ -219,6 +239,34 @@ impl Tables {
             .map(|(a, _)| a)
     }
 
+    /// The member of an [`Adj::Ecmp`] adjacency `idx` that flow `hash`
+    /// takes; any other adjacency is returned as it is.
+    #[inline]
+    pub fn pick(&self, idx: u32, hash: u32) -> u32 {
+        match self.adj(idx) {
+            Adj::Ecmp { first, count } if count > 0 => {
+                let i = first as usize + (hash % u32::from(count)) as usize;
+                self.ecmp.get(i).copied().unwrap_or(idx)
+            }
+            _ => idx,
+        }
+    }
+
+    /// IPv4 lookup with multipath resolved for the flow `src` → `dst`.
+    #[inline]
+    pub fn lookup4_flow(&self, vrf: u16, src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> Option<u32> {
+        let idx = self.lookup4(vrf, dst)?;
+        let (s, d) = (u128::from(u32::from(src)), u128::from(u32::from(dst)));
+        Some(self.pick(idx, flow_hash(s, d, proto)))
+    }
+
+    /// IPv6 lookup with multipath resolved for the flow `src` → `dst`.
+    #[inline]
+    pub fn lookup6_flow(&self, vrf: u16, src: Ipv6Addr, dst: Ipv6Addr, proto: u8) -> Option<u32> {
+        let idx = self.lookup6(vrf, dst)?;
+        Some(self.pick(idx, flow_hash(u128::from(src), u128::from(dst), proto)))
+    }
+
     /// IPv6 lookup in VRF index `vrf`.
     #[inline]
     pub fn lookup6(&self, vrf: u16, dst: Ipv6Addr) -> Option<u32> {
@@ -243,6 +291,18 @@ impl Tables {
         }
         s
     }
+}
+
+/// A flow's hash over its addresses and protocol (not the ports: the
+/// fragments of a datagram then take the same path as its first one).
+#[inline]
+fn flow_hash(src: u128, dst: u128, proto: u8) -> u32 {
+    let mut h = crate::fib::FxHasher::default();
+    h.write_u128(src);
+    h.write_u128(dst);
+    h.write_u8(proto);
+    let x = h.finish();
+    (x ^ (x >> 32)) as u32
 }
 
 /// The published tables: workers `load()`, the control thread `store()`s.
@@ -314,6 +374,8 @@ pub struct TablesBuilder {
     tunnels: Vec<(u16, TunnelDef)>,
     esp: Vec<(u16, crate::esp::EspTunnelDef)>,
     esp_sad: Option<Arc<vecgate_ipsec::InboundSad>>,
+    /// Next hops of [`Route::Group`] routes.
+    groups: Vec<Vec<Route>>,
     error: Option<BuildError>,
 }
 
@@ -332,6 +394,7 @@ impl TablesBuilder {
             tunnels: Vec::new(),
             esp: Vec::new(),
             esp_sad: None,
+            groups: Vec::new(),
             error: None,
         }
     }
@@ -418,6 +481,15 @@ impl TablesBuilder {
     pub fn add_route(&mut self, vrf: u32, prefix: Prefix, route: Route) -> &mut Self {
         self.routes.push((vrf, prefix.network(), route));
         self
+    }
+
+    /// A route over several next hops (equal-cost multipath; one is fine
+    /// too): installed with the members that resolve, or not at all when
+    /// none does (then listed in [`Tables::unresolved`]).
+    pub fn add_route_group(&mut self, vrf: u32, prefix: Prefix, hops: Vec<Route>) -> &mut Self {
+        let g = self.groups.len() as u32;
+        self.groups.push(hops);
+        self.add_route(vrf, prefix, Route::Group(g))
     }
 
     pub fn build(&self) -> Result<Tables, BuildError> {
@@ -564,25 +636,103 @@ impl TablesBuilder {
                 }
             }
         }
+        // Multipath member lists, shared by every route with the same set.
+        let mut ecmp_idx: FxMap<Vec<u32>, u32> = FxMap::default();
+        // A group's adjacency: its resolvable members (deduplicated, in
+        // order), one plain adjacency, or None when nothing resolves.
+        let mut group = |t: &mut Tables,
+                         intern: &mut dyn FnMut(&mut Tables, Adj) -> u32,
+                         g: u32,
+                         res: &dyn Fn(Route) -> Adj|
+         -> Option<u32> {
+            let mut members: Vec<u32> = Vec::new();
+            for r in self.groups.get(g as usize).into_iter().flatten() {
+                let a = res(*r);
+                if matches!(
+                    a,
+                    Adj::Glean { .. } | Adj::Neighbor { .. } | Adj::Port { .. }
+                ) || (matches!(a, Adj::Drop | Adj::Unreachable)
+                    && !matches!(r, Route::Via { .. }))
+                {
+                    let i = intern(t, a);
+                    if !members.contains(&i) {
+                        members.push(i);
+                    }
+                }
+            }
+            match members.len() {
+                0 => None,
+                1 => Some(members[0]),
+                n => {
+                    let count = n.min(usize::from(u16::MAX)) as u16;
+                    members.truncate(usize::from(count));
+                    let first = *ecmp_idx.entry(members.clone()).or_insert_with(|| {
+                        let first = t.ecmp.len() as u32;
+                        t.ecmp.extend_from_slice(&members);
+                        first
+                    });
+                    Some(intern(t, Adj::Ecmp { first, count }))
+                }
+            }
+        };
         for v in 0..t.vrfs.len() {
+            let key4 = |nh: IpAddr| match nh {
+                IpAddr::V4(a) => Some(u32::from(a)),
+                IpAddr::V6(_) => None,
+            };
             for (p, l, r) in defs4[v].entries() {
-                let a = resolve(&defs4[v], r, 0, |nh| match nh {
-                    IpAddr::V4(a) => Some(u32::from(a)),
-                    IpAddr::V6(_) => None,
-                });
-                let i = if a == Adj::Local {
-                    local
-                } else {
-                    intern(&mut t, a)
+                let i = match r {
+                    Route::Group(g) => {
+                        let d = &defs4[v];
+                        match group(&mut t, &mut intern, g, &|r| resolve(d, r, 0, key4)) {
+                            Some(i) => i,
+                            None => {
+                                t.unresolved.push((
+                                    v as u16,
+                                    Prefix {
+                                        addr: IpAddr::V4(Ipv4Addr::from(p)),
+                                        len: l,
+                                    },
+                                ));
+                                continue;
+                            }
+                        }
+                    }
+                    _ => {
+                        let a = resolve(&defs4[v], r, 0, key4);
+                        if a == Adj::Local {
+                            local
+                        } else {
+                            intern(&mut t, a)
+                        }
+                    }
                 };
                 t.vrfs[v].fib4.insert(p, l, i);
             }
+            let key6 = |nh: IpAddr| match nh {
+                IpAddr::V6(a) => Some(u128::from(a)),
+                IpAddr::V4(_) => None,
+            };
             for (p, l, r) in defs6[v].entries() {
-                let a = resolve(&defs6[v], r, 0, |nh| match nh {
-                    IpAddr::V6(a) => Some(u128::from(a)),
-                    IpAddr::V4(_) => None,
-                });
-                let i = intern(&mut t, a);
+                let i = match r {
+                    Route::Group(g) => {
+                        let d = &defs6[v];
+                        match group(&mut t, &mut intern, g, &|r| resolve(d, r, 0, key6)) {
+                            Some(i) => i,
+                            None => {
+                                t.unresolved.push((
+                                    v as u16,
+                                    Prefix {
+                                        addr: IpAddr::V6(Ipv6Addr::from(p)),
+                                        len: l,
+                                    },
+                                ));
+                                continue;
+                            }
+                        }
+                    }
+                    _ => intern(&mut t, resolve(&defs6[v], r, 0, key6)),
+                };
                 t.vrfs[v].fib6.insert(p, l, i);
             }
         }
@@ -655,6 +805,9 @@ fn resolve<K: Key>(
         Route::Drop => Adj::Drop,
         Route::Unreachable => Adj::Unreachable,
         Route::Tunnel(t) => Adj::Tunnel(t),
+        // Resolved by the build loop; as another route's next hop: no
+        // recursion through multipath.
+        Route::Group(_) => Adj::Unreachable,
         Route::Via {
             next_hop,
             port: Some(port),
@@ -740,6 +893,54 @@ mod tests {
 
     fn p(s: &str) -> Prefix {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn route_groups_spread_flows_over_resolvable_members() {
+        let via = |a: &str| Route::Via {
+            next_hop: a.parse().unwrap(),
+            port: None,
+        };
+        let mut b = TablesBuilder::new();
+        b.add_interface(0, "a", [2, 0, 0, 0, 0, 1], 1500, 0, &[p("10.1.0.1/24")])
+            .add_interface(1, "b", [2, 0, 0, 0, 0, 2], 1500, 0, &[p("10.2.0.1/24")])
+            .add_route(0, p("10.0.0.0/8"), Route::Drop)
+            .add_route_group(
+                0,
+                p("10.50.0.0/16"),
+                vec![via("10.1.0.9"), via("10.2.0.9"), via("192.0.2.1")],
+            )
+            .add_route_group(0, p("10.60.0.0/16"), vec![via("10.2.0.9")])
+            .add_route_group(0, p("10.70.0.0/16"), vec![via("192.0.2.1")])
+            .add_route_group(0, p("10.80.0.0/16"), vec![Route::Drop]);
+        let t = b.build().unwrap();
+        let a = |s: &str| t.adj(t.lookup4(0, s.parse().unwrap()).unwrap());
+        // Two members resolve; the third (no route to it) is left out.
+        assert_eq!(a("10.50.1.1"), Adj::Ecmp { first: 0, count: 2 });
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..64u32 {
+            let src = Ipv4Addr::from(0x0a01_0000 + i);
+            let idx = t
+                .lookup4_flow(0, src, "10.50.1.1".parse().unwrap(), 6)
+                .unwrap();
+            let again = t
+                .lookup4_flow(0, src, "10.50.1.1".parse().unwrap(), 6)
+                .unwrap();
+            assert_eq!(idx, again, "a flow keeps its path");
+            seen.insert(t.adj(idx));
+        }
+        assert_eq!(seen.len(), 2, "flows spread over both members: {seen:?}");
+        assert_eq!(
+            a("10.60.0.1"),
+            Adj::Neighbor {
+                port: 1,
+                nh: "10.2.0.9".parse().unwrap()
+            }
+        );
+        // Nothing resolves: not installed, the covering route answers.
+        assert_eq!(a("10.70.0.1"), Adj::Drop);
+        assert_eq!(t.unresolved, vec![(0, p("10.70.0.0/16"))]);
+        assert_eq!(a("10.80.0.1"), Adj::Drop);
     }
 
     #[test]

@@ -168,8 +168,14 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let assigned = tports
         .assign(&cfg)
         .map_err(|e| anyhow!("building tables: {e}"))?;
-    let tables = build_tables_ported(&cfg, &netdevs, esp.as_deref(), &assigned.ports)
-        .map_err(|e| anyhow!("building tables: {e}"))?;
+    let tables = build_tables_ported(
+        &cfg,
+        &netdevs,
+        esp.as_deref(),
+        &assigned.ports,
+        &Default::default(),
+    )
+    .map_err(|e| anyhow!("building tables: {e}"))?;
     tports.commit(assigned);
     let tports = Arc::new(std::sync::Mutex::new(tports));
     let shared = SharedTables::new(tables);
@@ -426,15 +432,17 @@ fn start_api(
     });
     let dp = Dataplane {
         tables: shared.clone(),
-        build: Box::new(move |c: &Config| {
-            // Only a table that is built gets published (Control::apply),
-            // so the port assignment is committed with it.
-            let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
-            let a = tp.assign(c)?;
-            let t = build_tables_ported(c, &nd, esp.as_deref(), &a.ports)?;
-            tp.commit(a);
-            Ok(t)
-        }),
+        build: Box::new(
+            move |c: &Config, learned: &vecgate_control::learned::Learned| {
+                // Only a table that is built gets published (Control::apply),
+                // so the port assignment is committed with it.
+                let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
+                let a = tp.assign(c)?;
+                let t = build_tables_ported(c, &nd, esp.as_deref(), &a.ports, learned)?;
+                tp.commit(a);
+                Ok(t)
+            },
+        ),
         counters: counters.to_vec(),
         mailboxes,
         netdevs: netdevs
@@ -455,6 +463,15 @@ fn start_api(
         ctl.set_ike_source(Box::new(move || {
             st.lock().unwrap_or_else(|e| e.into_inner()).clone()
         }));
+    }
+    // Routes from FRR's zebra (dplane_fpm_nl), into the same
+    // build-and-publish as the API's route changes.
+    if let Some(addr) = cfg.routing.fpm {
+        use vecgate_control::fpm;
+        let l = fpm::listen(addr).map_err(|e| anyhow!("FPM server on {addr}: {e}"))?;
+        fpm::spawn(ctl.clone(), l, fpm::FpmSettings::from_config(&cfg.routing))
+            .map_err(|e| anyhow!("FPM server thread: {e}"))?;
+        info!(%addr, "FPM server listening for zebra (dplane_fpm_nl)");
     }
     vecgate_control::serve(&cfg.gateway.api, ctl, auth, tls)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))

@@ -11,6 +11,7 @@ use dataplane::tunnel::{derived_mac, Tunnel, TunnelDef, TunnelKind};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use vecgate_config::{Config, TunnelKind as CfgKind, Via};
+use vecgate_control::learned::{Hop, Learned};
 
 /// What the host tells us about a netdev an interface attaches to.
 #[derive(Clone, Copy, Debug)]
@@ -114,12 +115,15 @@ pub struct Assignment {
 /// its netdev's facts; tunnel `t` is on virtual port `tunnel_ports[t.name]`
 /// (from a [`TunnelPorts`] that lives as long as the gateway).
 /// The IPsec SAs come from `esp` (created once by [`vecgate_ipsec::static_sas::load`] and
-/// shared by every rebuild); ipsec tunnels need them.
+/// shared by every rebuild); ipsec tunnels need them. The learned routes
+/// that win their prefix by administrative distance
+/// ([`vecgate_control::learned`]) go in as multipath route groups.
 pub fn build_tables_ported(
     cfg: &Config,
     netdevs: &[NetdevInfo],
     esp: Option<&vecgate_ipsec::EspRegistry>,
     tunnel_ports: &HashMap<String, u16>,
+    learned: &Learned,
 ) -> Result<Tables, String> {
     let port_of = |name: &str| {
         tunnel_ports
@@ -240,6 +244,24 @@ pub fn build_tables_ported(
             }
         };
         b.add_route(vrfs[&r.vrf], prefix, route);
+    }
+    for (vrf, r) in learned.installable(cfg) {
+        let Some(id) = vrfs.get(vrf) else {
+            continue;
+        };
+        let hops = r
+            .hops
+            .iter()
+            .map(|h| match h {
+                Hop::Via(a) => Route::Via {
+                    next_hop: *a,
+                    port: None,
+                },
+                Hop::Blackhole => Route::Drop,
+                Hop::Unreachable => Route::Unreachable,
+            })
+            .collect();
+        b.add_route_group(*id, r.prefix, hops);
     }
     b.build().map_err(|e| e.to_string())
 }

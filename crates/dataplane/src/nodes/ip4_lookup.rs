@@ -57,7 +57,7 @@ impl Node for Ip4Lookup {
                 next.drop(p, E::MulticastNotRouted as u16);
                 continue;
             }
-            let idx = t.lookup4(p.meta.vrf, dst);
+            let idx = t.lookup4_flow(p.meta.vrf, ip4_at(d, 12), dst, d[9]);
             let adj = idx.map_or(Adj::Unreachable, |i| t.adj(i));
             let to = match adj {
                 Adj::Local if local => {
@@ -69,7 +69,8 @@ impl Node for Ip4Lookup {
                     next.drop(p, E::Blackhole as u16);
                     continue;
                 }
-                Adj::Tunnel(_) => {
+                // `lookup4_flow` picked a member already.
+                Adj::Tunnel(_) | Adj::Ecmp { .. } => {
                     next.drop(p, E::TunnelNotReady as u16);
                     continue;
                 }

@@ -76,7 +76,7 @@ impl Node for Ip6Lookup {
                 }
                 continue;
             }
-            let mut idx = t.lookup6(p.meta.vrf, dst);
+            let mut idx = t.lookup6_flow(p.meta.vrf, ip6_at(d, 8), dst, d[6]);
             let mut adj = idx.map_or(Adj::Unreachable, |i| t.adj(i));
             if is_link_local(&dst) && adj != Adj::Local {
                 // Only our own packets reach a link-local destination, out
@@ -102,7 +102,8 @@ impl Node for Ip6Lookup {
                     next.drop(p, E::Blackhole as u16);
                     continue;
                 }
-                Adj::Tunnel(_) => {
+                // `lookup6_flow` picked a member already.
+                Adj::Tunnel(_) | Adj::Ecmp { .. } => {
                     next.drop(p, E::TunnelNotReady as u16);
                     continue;
                 }

@@ -38,7 +38,9 @@ pub struct Target {
 #[derive(clap::Subcommand, Debug)]
 pub enum Show {
     Interfaces,
-    /// Routes (static, connected, local), optionally of one VRF.
+    /// Routes (connected, local, static, api, learned over FPM) with their
+    /// source, distance and whether they are in the FIB, optionally of one
+    /// VRF.
     Routes {
         vrf: Option<String>,
     },
@@ -440,8 +442,15 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
             let v = json(&c.get(&path)?)?;
             print_or_json(t, &v, |v| {
                 table(
-                    &["VRF", "Prefix", "Via", "Kind"],
-                    &rows(v, &["vrf", "prefix", "via", "kind"]),
+                    &[
+                        "VRF", "Prefix", "Via", "Kind", "Source", "Distance", "Active",
+                    ],
+                    &rows(
+                        v,
+                        &[
+                            "vrf", "prefix", "via", "kind", "source", "distance", "active",
+                        ],
+                    ),
                 )
             });
         }
