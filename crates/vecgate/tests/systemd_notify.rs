@@ -324,3 +324,85 @@ fn ready_watchdog_stopping() {
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The unit's capabilities also carry the AF_XDP driver: the XDP program
+/// loaded and attached, the XSK sockets bound (CAP_BPF, CAP_NET_ADMIN,
+/// CAP_NET_RAW), and forwarding between two hosts through it.
+///
+///   h1 (10.1.0.2) ── gw-h1 [vecgate af_xdp, confined] gw-h2 ── h2 (10.2.0.2)
+#[test]
+fn unit_capabilities_suffice_for_af_xdp() {
+    let h1 = Netns::new("h1");
+    let h2 = Netns::new("h2");
+    let gw = Netns::new("gw");
+    veth(&h1, "eth0", &gw, "gw-h1");
+    veth(&h2, "eth0", &gw, "gw-h2");
+    h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
+    h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
+    let dir = std::env::temp_dir().join(unique("notx"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let notify = dir.join("notify.sock");
+    let cfg = dir.join("gw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[gateway]\nname = \"notx\"\napi = \"unix:{}\"\n\n[[interface]]\nname = \"lan\"\nhost = \"gw-h1\"\ndriver = \"af_xdp\"\naddresses = [\"10.1.0.1/24\"]\n\n[[interface]]\nname = \"wan\"\nhost = \"gw-h2\"\ndriver = \"af_xdp\"\naddresses = [\"10.2.0.1/24\"]\n",
+            dir.join("api.sock").display()
+        ),
+    )
+    .unwrap();
+    let inbox = listen(UnixDatagram::bind(&notify).unwrap());
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &gw.name])
+        .args(unit_confinement())
+        .arg(common::vecgate_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", &notify)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let l = log.clone();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            l.lock().unwrap().push(line);
+        }
+    });
+    let mut d = Daemon(child, log);
+    assert!(
+        wait_until(30, || inbox
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, m)| has(m, "READY=1"))
+            || d.0.try_wait().unwrap().is_some()),
+        "neither READY=1 nor an exit"
+    );
+    assert!(
+        d.0.try_wait().unwrap().is_none(),
+        "vecgate exited under the unit's capabilities:\n{}",
+        d.log()
+    );
+    assert!(
+        gw.sh("ip -d link show gw-h1").contains("xdp"),
+        "no XDP program on gw-h1"
+    );
+    common::warm_up(&h1, "10.2.0.2");
+    let (answered, out) = common::ping_count(&h1, 3, 10, "-i 0.2 10.2.0.2");
+    assert_eq!(answered, 3, "{out}");
+    Command::new("kill")
+        .args(["-TERM", &d.0.id().to_string()])
+        .status()
+        .unwrap();
+    let mut status = None;
+    assert!(wait_until(30, || {
+        status = d.0.try_wait().unwrap();
+        status.is_some()
+    }));
+    assert!(status.unwrap().success(), "{status:?}\n{}", d.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}
