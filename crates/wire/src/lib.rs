@@ -25,6 +25,8 @@ pub mod gre;
 pub mod nvgre;
 pub mod vxlan;
 
+pub mod vrrp;
+
 pub mod pcap;
 pub mod vnet;
 
