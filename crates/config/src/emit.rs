@@ -133,6 +133,7 @@ impl Config {
                 let _ = writeln!(s, "vrf = {}", quote(&t.vrf));
             }
         }
+        crate::ha::emit(self, &mut s, quote);
         s
     }
 }

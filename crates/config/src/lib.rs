@@ -39,14 +39,19 @@
 //! selectors, or an IKEv2 `[tunnel.ike]` section (PSK file, identities,
 //! proposals, lifetimes): see [`ipsec`] and `examples/ipsec-*.toml`. An
 //! ipsec tunnel with neither validates but does not run.
+//!
+//! `[ha]` and `[[ha.group]]` give virtual addresses held with VRRPv3: see
+//! [`ha`].
 
 mod emit;
+pub mod ha;
 pub mod ipsec;
 mod model;
 mod parse;
 pub mod secret;
 mod validate;
 
+pub use ha::{Ha, HaGroup};
 pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use validate::validate;

@@ -29,6 +29,9 @@ pub struct Config {
     /// `[routing]`: routes learned from a routing daemon (absent: none).
     #[serde(default)]
     pub routing: Routing,
+    /// `[ha]`: VRRP virtual addresses (absent: a standalone gateway).
+    #[serde(default)]
+    pub ha: Option<crate::ha::Ha>,
 }
 
 /// Default [`Routing::max_routes`]: per VRF, routes learned over FPM.

@@ -15,6 +15,8 @@ use std::path::PathBuf;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
+#[path = "parse_ha.rs"]
+mod ha;
 #[path = "parse_ipsec.rs"]
 mod ipsec;
 
@@ -96,7 +98,7 @@ const TUNNEL_KEYS: &[&str] = &[
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
 const ROUTING_KEYS: &[&str] = &["fpm", "max_routes", "max_nexthop_groups", "table"];
 const ROUTING_TABLE_KEYS: &[&str] = &["id", "vrf"];
-const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route", "routing"];
+const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route", "routing", "ha"];
 
 /// Result of the shape phase: what could be built, plus what to tell the user.
 pub(crate) struct Shaped {
@@ -368,7 +370,7 @@ pub(crate) fn shape(text: &str) -> Shaped {
         let list = TOP_KEYS
             .iter()
             .map(|k| {
-                if *k == "gateway" || *k == "routing" {
+                if *k == "gateway" || *k == "routing" || *k == "ha" {
                     format!("[{k}]")
                 } else {
                     format!("[[{k}]]")
@@ -603,6 +605,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
     }
 
     let routing = read_routing(&src, doc, &mut positions, &mut diags);
+    let (ha, ha_pos) = ha::read(&src, doc, &mut diags);
+    positions.ha = ha_pos;
     let mut config = match gateway {
         Some(gateway) => Config {
             gateway,
@@ -610,6 +614,7 @@ pub(crate) fn shape(text: &str) -> Shaped {
             tunnels,
             routes,
             routing: Routing::default(),
+            ha,
         },
         // Reported above; the rest is still worth validating.
         None => placeholder(interfaces, tunnels, routes),
@@ -677,6 +682,7 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
         tunnels,
         routes,
         routing: Routing::default(),
+        ha: None,
     }
 }
 

@@ -19,6 +19,8 @@ pub(crate) struct Pos {
     pub column: usize,
 }
 
+#[path = "validate_ha.rs"]
+mod ha;
 #[path = "validate_ipsec.rs"]
 mod ipsec;
 
@@ -68,6 +70,8 @@ pub(crate) struct Positions {
     pub routes: Vec<ObjPos>,
     pub routing: ObjPos,
     pub routing_tables: Vec<ObjPos>,
+    /// `[ha]`; its `subs` are the `[[ha.group]]` tables.
+    pub ha: ObjPos,
 }
 
 fn nth(v: &[ObjPos], i: usize) -> ObjPos {
@@ -181,6 +185,7 @@ pub(crate) fn validate_at(
     ipsec::check(&mut v);
     routes(&mut v, broken_names);
     routing(&mut v);
+    ha::check(&mut v);
     let mut out = v.out;
     out.sort_by_key(|d| (d.line, d.column));
     out

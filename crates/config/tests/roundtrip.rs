@@ -267,9 +267,10 @@ fn config() -> impl Strategy<Value = Config> {
         })
         .prop_flat_map(|(gateway, ifs, tuns)| {
             let routes = prop::collection::vec(route(ifs.clone(), tuns.clone()), 0..6);
-            (Just(gateway), Just(ifs), Just(tuns), routes, routing())
+            let ha = prop::option::of(ha(ifs.clone()));
+            (Just(gateway), Just(ifs), Just(tuns), routes, routing(), ha)
         })
-        .prop_map(|(gateway, interfaces, tunnels, mut routes, routing)| {
+        .prop_map(|(gateway, interfaces, tunnels, mut routes, routing, ha)| {
             let mut seen = HashSet::new();
             routes.retain(|r| seen.insert((r.vrf.clone(), r.prefix, r.via.clone())));
             Config {
@@ -278,8 +279,87 @@ fn config() -> impl Strategy<Value = Config> {
                 tunnels,
                 routes,
                 routing,
+                ha,
             }
         })
+}
+
+/// `[ha]` with groups on interfaces that have an address of the group's
+/// family; VRIDs unique per group.
+fn ha(ifs: Vec<Interface>) -> impl Strategy<Value = Ha> {
+    let group = (
+        any::<prop::sample::Index>(),
+        1usize..4,
+        prop::option::of(1u8..=255),
+    );
+    (
+        1u8..=255,
+        1u16..=4095,
+        any::<bool>(),
+        any::<u8>(),
+        prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+        prop::collection::vec(group, 0..4),
+    )
+        .prop_map(
+            move |(priority, interval_cs, preempt, track_penalty, track, groups)| {
+                let with_addr: Vec<&Interface> =
+                    ifs.iter().filter(|i| !i.addresses.is_empty()).collect();
+                let mut track: Vec<String> = if ifs.is_empty() {
+                    Vec::new()
+                } else {
+                    track
+                        .iter()
+                        .map(|t| ifs[t.index(ifs.len())].name.clone())
+                        .collect()
+                };
+                track.dedup();
+                let groups = if with_addr.is_empty() {
+                    Vec::new()
+                } else {
+                    groups
+                        .iter()
+                        .enumerate()
+                        .map(|(n, (idx, count, prio))| {
+                            let i = with_addr[idx.index(with_addr.len())];
+                            let v4 = i.addresses[0].addr.is_ipv4();
+                            let addresses = (0..*count)
+                                .map(|k| {
+                                    let k = u8::try_from(k + 1).unwrap_or(1);
+                                    if v4 {
+                                        IpAddr::V4(Ipv4Addr::new(10, 200, n as u8, k))
+                                    } else {
+                                        IpAddr::V6(Ipv6Addr::new(
+                                            0xfd00,
+                                            0,
+                                            0,
+                                            n as u16,
+                                            0,
+                                            0,
+                                            0,
+                                            k.into(),
+                                        ))
+                                    }
+                                })
+                                .collect();
+                            HaGroup {
+                                vrid: (n + 1) as u8,
+                                interface: i.name.clone(),
+                                addresses,
+                                priority: *prio,
+                            }
+                        })
+                        .collect()
+                };
+                Ha {
+                    priority,
+                    interval_cs,
+                    preempt,
+                    track,
+                    track_penalty,
+                    groups,
+                }
+            },
+        )
 }
 
 proptest! {
@@ -354,6 +434,7 @@ proptest! {
         roots.sort();
         roots.dedup();
         let cfg = Config {
+            ha: None,
             gateway: Gateway {
                 name: "g".into(),
                 workers: 1,

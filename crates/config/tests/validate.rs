@@ -94,7 +94,7 @@ fn unknown_keys_all_reported() {
             "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
-            "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing])",
+            "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing], [ha])",
         ]
     );
 }
@@ -666,6 +666,7 @@ fn columns_point_at_the_key() {
 fn validate_works_on_code_built_configs() {
     let addr = |s: &str| s.parse::<IpAddr>().unwrap();
     let mut cfg = Config {
+        ha: None,
         gateway: Gateway {
             name: "api".into(),
             workers: 4,
@@ -905,5 +906,71 @@ fn routing_mistakes_are_named_with_their_line() {
         d.iter()
             .any(|d| d.line == 1 && d.message.contains("must be a table ([routing])")),
         "{d:?}"
+    );
+}
+
+#[test]
+fn ha_groups() {
+    const LAN: &str = "[[interface]]\nname = \"lan0\"\nhost = \"v0\"\ndriver = \"tap\"\naddresses = [\"10.1.0.1/24\"]\n"; // lines 3-7
+    let cfg = parse(&with_gw(&format!(
+        "{LAN}[ha]\npriority = 150\ninterval_cs = 50\npreempt = false\ntrack = [\"lan0\"]\n\
+         [[ha.group]]\nvrid = 51\ninterface = \"lan0\"\naddresses = [\"10.1.0.254\"]\n"
+    )))
+    .unwrap();
+    let h = cfg.ha.as_ref().unwrap();
+    assert_eq!((h.priority, h.interval_cs, h.preempt), (150, 50, false));
+    assert_eq!(h.track_penalty, 50);
+    assert_eq!(h.groups[0].vrid, 51);
+    assert_eq!(h.group_priority(&h.groups[0]), 150);
+    assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
+
+    one(
+        &with_gw(&format!("{LAN}[ha]\ninterval_cs = 5000\n")),
+        9,
+        "interval_cs = 5000 is out of range",
+    );
+    one(
+        &with_gw(&format!("{LAN}[ha]\ntrack = [\"wan\"]\n")),
+        9,
+        "no [[interface]] named \"wan\"",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\n[[ha.group]]\nvrid = 1\ninterface = \"lan0\"\naddresses = [\"fd00::1\"]\n"
+        )),
+        11,
+        "has no IPv6 address",
+    );
+    one(
+        &with_gw(&format!("{LAN}[ha]\n[[ha.group]]\nvrid = 1\ninterface = \"lan0\"\naddresses = [\"10.1.0.9\", \"fd00::1\"]\n")),
+        12,
+        "all be IPv4 or all IPv6",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\n[[ha.group]]\nvrid = 1\ninterface = \"lan0\"\naddresses = []\n"
+        )),
+        12,
+        "at least one address",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\n[[ha.group]]\nvrid = 1\ninterface = \"lan0\"\naddresses = [\"10.1.0.9\"]\n\
+             [[ha.group]]\nvrid = 1\ninterface = \"lan0\"\naddresses = [\"10.1.0.8\"]\n"
+        )),
+        14,
+        "vrid 1 is used twice",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\n[[ha.group]]\ninterface = \"lan0\"\naddresses = [\"10.1.0.9\"]\n"
+        )),
+        9,
+        "missing required key \"vrid\"",
+    );
+    one(
+        &with_gw(&format!("{LAN}[ha]\nbogus = 1\n")),
+        9,
+        "unknown key \"bogus\"",
     );
 }

@@ -1,0 +1,106 @@
+//! `[ha]`: virtual addresses held by one gateway of a pair with VRRPv3
+//! (RFC 5798).
+//!
+//! ```toml
+//! [ha]
+//! priority = 150          # 1..=255 (255: the addresses' owner), default 100
+//! interval_cs = 100       # advertisement interval, centiseconds, default 100
+//! preempt = true          # a higher priority takes over from a lower master
+//! track = ["wan0"]        # interfaces whose link going down...
+//! track_penalty = 60      # ...lowers the priority by this much, default 50
+//!
+//! [[ha.group]]            # one virtual router
+//! vrid = 51               # 1..=255, per interface and address family
+//! interface = "lan0"      # a [[interface]] with an address of that family
+//! addresses = ["10.1.0.254"]   # one family per group
+//! priority = 200          # optional, overrides [ha] priority
+//! ```
+//!
+//! The sync link, peer and key file of the state sync will join `[ha]` as
+//! optional keys.
+
+use crate::model::Config;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::net::IpAddr;
+
+/// Default priority of a backup (RFC 5798 §5.2.4).
+pub const DEFAULT_PRIORITY: u8 = 100;
+/// Default Advertisement_Interval: 1 s (RFC 5798 §5.2.7).
+pub const DEFAULT_INTERVAL_CS: u16 = 100;
+/// Default priority lost per tracked interface that is down.
+pub const DEFAULT_TRACK_PENALTY: u8 = 50;
+
+/// `[ha]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ha {
+    pub priority: u8,
+    pub interval_cs: u16,
+    pub preempt: bool,
+    /// Interface names (`[[interface]]`) whose link state lowers priority.
+    #[serde(default)]
+    pub track: Vec<String>,
+    pub track_penalty: u8,
+    /// `[[ha.group]]`, in file order.
+    #[serde(default)]
+    pub groups: Vec<HaGroup>,
+}
+
+impl Default for Ha {
+    fn default() -> Self {
+        Ha {
+            priority: DEFAULT_PRIORITY,
+            interval_cs: DEFAULT_INTERVAL_CS,
+            preempt: true,
+            track: Vec::new(),
+            track_penalty: DEFAULT_TRACK_PENALTY,
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// `[[ha.group]]`: one virtual router on one interface.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaGroup {
+    pub vrid: u8,
+    pub interface: String,
+    pub addresses: Vec<IpAddr>,
+    #[serde(default)]
+    pub priority: Option<u8>,
+}
+
+impl Ha {
+    /// The priority a group starts with.
+    pub fn group_priority(&self, g: &HaGroup) -> u8 {
+        g.priority.unwrap_or(self.priority)
+    }
+}
+
+pub(crate) fn emit(cfg: &Config, s: &mut String, quote: fn(&str) -> String) {
+    let Some(h) = &cfg.ha else {
+        return;
+    };
+    let _ = writeln!(s, "\n[ha]");
+    let _ = writeln!(s, "priority = {}", h.priority);
+    let _ = writeln!(s, "interval_cs = {}", h.interval_cs);
+    if !h.preempt {
+        let _ = writeln!(s, "preempt = false");
+    }
+    if !h.track.is_empty() {
+        let t: Vec<String> = h.track.iter().map(|n| quote(n)).collect();
+        let _ = writeln!(s, "track = [{}]", t.join(", "));
+    }
+    if h.track_penalty != DEFAULT_TRACK_PENALTY {
+        let _ = writeln!(s, "track_penalty = {}", h.track_penalty);
+    }
+    for g in &h.groups {
+        let _ = writeln!(s, "\n[[ha.group]]");
+        let _ = writeln!(s, "vrid = {}", g.vrid);
+        let _ = writeln!(s, "interface = {}", quote(&g.interface));
+        let a: Vec<String> = g.addresses.iter().map(|a| quote(&a.to_string())).collect();
+        let _ = writeln!(s, "addresses = [{}]", a.join(", "));
+        if let Some(p) = g.priority {
+            let _ = writeln!(s, "priority = {p}");
+        }
+    }
+}
