@@ -124,6 +124,9 @@ pub struct Ctx {
     /// Where ip-local punts IKE datagrams ([`crate::ike_punt`]); `None`: IKE
     /// is not running and such datagrams are dropped.
     pub punt: Option<Arc<crate::ike_punt::Punt>>,
+    /// Where ip-local punts VRRP advertisements (`nodes/ip_local/vrrp_punt.rs`);
+    /// `None`: no `[ha]`, and they are not even delivered locally.
+    pub vrrp: Option<Arc<crate::ike_punt::Punt>>,
     /// This worker's counters, for the tunnel nodes to count traffic of
     /// virtual ports (set by the worker; `None` in bare node tests).
     pub counters: Option<Arc<WorkerCounters>>,
@@ -165,6 +168,7 @@ impl Ctx {
             port_offloads: vec![false; n_ports],
             port_udp_gso: vec![false; n_ports],
             punt: None,
+            vrrp: None,
             counters: None,
         }
     }

@@ -1559,3 +1559,61 @@ fn ike_is_punted_and_injected_datagrams_are_routed() {
         ));
     }
 }
+
+#[test]
+fn vrrp_adverts_are_punted_and_control_frames_sent() {
+    use crate::ike_punt::Punt;
+    use crate::worker::Command;
+    use std::time::Duration;
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    // keepalived's advert (VRID 51, priority 150, 10.251.2.100).
+    let advert = [
+        0x31, 0x33, 0x96, 0x01, 0x00, 0x64, 0x3d, 0x7d, 0x0a, 0xfb, 0x02, 0x64,
+    ];
+    let group = wire::vrrp::GROUP_V4;
+    let mcast = [0x01, 0x00, 0x5e, 0x00, 0x00, 0x12];
+    let frame = |ttl| {
+        eth(
+            mcast,
+            H1,
+            0x0800,
+            &ipv4(v4("10.1.0.5"), group, 112, ttl, false, &advert),
+        )
+    };
+    // Without [ha], the group is not even wanted.
+    r.h[0].inject(frame(255));
+    r.step();
+    assert_eq!(r.snap().error("ethernet-input", "multicast-not-wanted"), 1);
+    let punt = Punt::new(4);
+    r.w.set_vrrp(punt.clone());
+    r.h[0].inject(frame(255));
+    r.h[0].inject(frame(64)); // forwarded by a router: not ours (§7.1)
+    r.step();
+    let s = r.snap();
+    assert_eq!(s.error("ip-local", "vrrp-punted"), 1);
+    assert_eq!(s.error("ip-local", "vrrp-bad-ttl"), 1);
+    let d = punt.recv_timeout(Duration::ZERO).expect("punted");
+    assert_eq!(d.data(), &advert[..]);
+    assert_eq!(d.local, std::net::SocketAddr::new(group.into(), 0));
+    assert_eq!(d.remote.ip(), std::net::IpAddr::V4(v4("10.1.0.5")));
+    punt.release(d);
+    assert!(r.tx(0).is_empty());
+    // The control plane's own frame leaves as it is.
+    let out = eth(
+        mcast,
+        GW0,
+        0x0800,
+        &ipv4(v4("10.1.0.1"), group, 112, 255, false, &advert),
+    );
+    r.w.mailbox()
+        .send(Command::SendFrame {
+            port: 0,
+            frame: out.clone(),
+        })
+        .unwrap();
+    r.w.handle_commands();
+    r.step();
+    assert_eq!(r.h[0].take_tx(), vec![out]);
+    r.advance(100);
+    assert_eq!(r.w.ctx().pool.available(), r.w.ctx().pool.capacity());
+}

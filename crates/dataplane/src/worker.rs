@@ -56,6 +56,15 @@ pub enum Command {
         out: Sender<Captured>,
     },
     CaptureStop,
+    /// Transmit this Ethernet frame on `port` as it is (the control plane's
+    /// own frames: VRRP advertisements). Dropped when no buffer is free.
+    SendFrame {
+        port: u16,
+        frame: Vec<u8>,
+    },
+    /// Gratuitous ARP and unsolicited NAs for every address of `port`
+    /// (VRRP takeover, RFC 5798 §6.4.2).
+    Announce(u16),
 }
 
 /// One neighbour table entry of one worker.
@@ -246,8 +255,38 @@ impl Worker {
                     });
                 }
                 Command::CaptureStop => self.capture = None,
+                Command::SendFrame { port, frame } => self.send_frame(port, &frame),
+                Command::Announce(port) => self.announce_port(port),
             }
         }
+    }
+
+    fn send_frame(&mut self, port: u16, frame: &[u8]) {
+        if usize::from(port) >= self.ports.len() {
+            return;
+        }
+        let Some(mut p) = self.cx.pool.alloc() else {
+            return;
+        };
+        match p.extend(frame.len()) {
+            Some(b) => b.copy_from_slice(frame),
+            None => {
+                self.cx.pool.free(p);
+                return;
+            }
+        }
+        p.meta.tx_port = port;
+        p.meta.rx_port = port;
+        p.meta.flags |= crate::graph::flags::LOCAL;
+        self.announce.push(p);
+        self.graph
+            .input(NodeId::InterfaceOutput, &mut self.announce);
+    }
+
+    /// Connects the VRRP punt ([`Ctx::vrrp`]): ip-local punts
+    /// advertisements to it.
+    pub fn set_vrrp(&mut self, punt: Arc<crate::ike_punt::Punt>) {
+        self.cx.vrrp = Some(punt);
     }
 
     /// Connects the IKE punt / inject path ([`crate::ike_punt`]): ip-local

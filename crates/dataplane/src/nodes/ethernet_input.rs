@@ -79,8 +79,12 @@ impl Node for EthernetInput {
                     continue;
                 }
                 // Broadcast, IPv6 all-nodes / all-routers, or the
-                // solicited-node group of one of our addresses (RFC 2464 §7).
+                // solicited-node group of one of our addresses (RFC 2464 §7),
+                // or the VRRP groups when HA runs (RFC 5798 §5.1).
                 let wanted = dst == [0xff; 6]
+                    || (cx.vrrp.is_some()
+                        && (dst == [0x01, 0x00, 0x5e, 0x00, 0x00, 0x12]
+                            || dst == [0x33, 0x33, 0, 0, 0, 0x12]))
                     || dst == [0x33, 0x33, 0, 0, 0, 1]
                     || dst == [0x33, 0x33, 0, 0, 0, 2]
                     || (dst[0..3] == [0x33, 0x33, 0xff]

@@ -53,6 +53,14 @@ impl Node for Ip4Lookup {
                 next.drop(p, E::Broadcast as u16);
                 continue;
             }
+            if dst == wire::vrrp::GROUP_V4
+                && d[9] == wire::vrrp::PROTOCOL
+                && !local
+                && cx.vrrp.is_some()
+            {
+                next.enqueue(NodeId::IpLocal, p);
+                continue;
+            }
             if dst.is_multicast() {
                 next.drop(p, E::MulticastNotRouted as u16);
                 continue;

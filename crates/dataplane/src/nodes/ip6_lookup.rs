@@ -63,6 +63,7 @@ impl Node for Ip6Lookup {
                 let ours = !local
                     && (dst == ALL_NODES
                         || dst == ALL_ROUTERS
+                        || (dst == wire::vrrp::GROUP_V6 && cx.vrrp.is_some())
                         || t.iface(p.meta.rx_port)
                             .is_some_and(|i| i.is_our_solicited_node(dst)));
                 if ours {

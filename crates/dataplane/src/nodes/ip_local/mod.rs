@@ -6,6 +6,8 @@
 //!   neighbour table);
 //! - [`ike_punt`]: IKE (UDP 500, and UDP 4500 behind a non-ESP marker) to
 //!   the control plane when one runs ([`crate::ike_punt`]);
+//! - [`vrrp_punt`]: VRRP advertisements to the control plane when HA
+//!   runs;
 //! - [`tunnel_demux`]: tunnel traffic to decapsulation — IP protocol 47 to
 //!   gre-input, UDP to a VXLAN tunnel's port to vxlan-input, IP protocol 50
 //!   and UDP 4500 (NAT-T) to esp-decrypt, with `meta.aux` = the offset of
@@ -20,6 +22,7 @@ mod ike_punt;
 mod nd_receive;
 mod tunnel_demux;
 mod udp_gso;
+mod vrrp_punt;
 
 use super::{be16, ip4_at, ip6_at};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
@@ -54,6 +57,8 @@ enum E {
     UdpGsoSplit,
     UdpGsoSplitFailed,
     UdpGsoUnpacked,
+    VrrpPunted,
+    VrrpBadTtl,
 }
 
 const ERRORS: &[&str] = &[
@@ -74,6 +79,8 @@ const ERRORS: &[&str] = &[
     "udp-gso-split",
     "udp-gso-split-failed",
     "udp-gso-unpacked",
+    "vrrp-punted",
+    "vrrp-bad-ttl",
 ];
 
 const NEXT: &[NodeId] = &[
@@ -208,6 +215,15 @@ impl IpLocal {
         src: IpAddr,
         dst: IpAddr,
     ) -> R {
+        match vrrp_punt::punt_vrrp(cx, &p, proto, l4, src, dst) {
+            Some(E::VrrpPunted) => {
+                next.count(E::VrrpPunted as u16, 1);
+                cx.pool.free(p);
+                return Ok(());
+            }
+            Some(e) => return Err((p, e)),
+            None => {}
+        }
         match ike_punt::punt_ike(cx, &p, proto, l4, src, dst) {
             Some(E::IkePunted) => {
                 next.count(E::IkePunted as u16, 1);
