@@ -745,9 +745,39 @@ def table_ike(rows):
     return "\n".join(lines)
 
 
+def scenario_fpm(args):
+    """Issue 18: 100 000 BGP routes through FRR's zebra into vecgate's FIB
+    (FPM) next to the same zebra installing them into the kernel, in one run
+    (bench/fpm_bench.py)."""
+    import fpm_bench
+    log("[fpm] 100000 routes: peer announcement -> vecgate FIB / kernel table")
+    try:
+        return [{"scenario": "fpm", **fpm_bench.measure(100_000)}]
+    except Exception as e:
+        return [{"scenario": "fpm", "skipped": str(e).strip().splitlines()[0][:200]}]
+
+
+def table_fpm(rows):
+    lines = ["| measurement | vecgate FIB (FPM) | Linux kernel table (zebra) |", "|---|---|---|"]
+    for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| fpm | skipped: {r['skipped']} | |")
+            continue
+        n = r["routes"]
+        lines.append(f"| {n} routes announced → all installed | {fmt(r['announce_vecgate_s'])} s | "
+                     f"{fmt(r['announce_kernel_s'])} s |")
+        lines.append(f"| {n} routes withdrawn → all removed | {fmt(r['withdraw_vecgate_s'])} s | "
+                     f"{fmt(r['withdraw_kernel_s'])} s |")
+        lines.append(f"| memory | {fmt(r['bytes_per_route'], 0)} B per route (vecgate RSS "
+                     f"{fmt(r['vecgate_rss_mb'], 1)} MB) | zebra {fmt(r['zebra_rss_mb'], 1)} MB, "
+                     f"bgpd {fmt(r['bgpd_rss_mb'], 1)} MB |")
+        lines.append(f"| table publishes / install failures | {r['publishes']} / {r['failures']} | |")
+    return "\n".join(lines)
+
+
 SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize,
              "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels,
-             "ike": scenario_ike, "tools": scenario_tools}
+             "ike": scenario_ike, "tools": scenario_tools, "fpm": scenario_fpm}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)",
           "vecgate-xdp": "vecgate (AF_XDP)"}
@@ -852,6 +882,14 @@ def write_doc(mach, args, all_rows, doc):
         parts += ["## IKEv2", "", "Set-up time from `vecgate run` to every tunnel established (polled through the API, "
                   "confirmed by `swanctl --list-sas`), and the throughput of a tunnel keyed by IKE next to the same "
                   "tunnel keyed statically.", "", table_ike(all_rows["ike"]), ""]
+    if "fpm" in all_rows:
+        parts += ["## Routes from FRR over FPM (issue 18)", "",
+                  "A BGP peer announces 100 000 /24s to FRR (bgpd + zebra with dplane_fpm_nl) on the gateway "
+                  "host; zebra installs them into the host's kernel table and streams them to vecgate's FPM "
+                  "server. Clock from the peer's `no neighbor shutdown` (withdrawal: `neighbor shutdown`) to the "
+                  "last route in each table, both polled every 50 ms in the same run "
+                  "(`vecgate_learned_routes` from /metrics; `ip route show proto bgp | wc -l`). Memory: "
+                  "vecgate's RSS growth over the announcement / routes.", "", table_fpm(all_rows["fpm"]), ""]
     if "rsc" in all_rows:
         parts += ["## Receive segment coalescing on vs off (vecgate GRE, receiving gateway)", "",
                   "One TCP stream h1 → h2 through a vecgate GRE pair; `rsc` switched on gwB's host-facing interface. "
@@ -909,7 +947,7 @@ def main():
         json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
                         ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels),
-                        ("ike", table_ike), ("tools", table_tools)):
+                        ("ike", table_ike), ("tools", table_tools), ("fpm", table_fpm)):
         if name in all_rows:
             print(table(all_rows[name]))
             print()

@@ -380,12 +380,9 @@ fn fpm(ctl: &Control, reg: &mut Registry) {
         routes.clone(),
     );
     let mut per: std::collections::BTreeMap<(String, &'static str), i64> = Default::default();
-    for r in ctl.routes(None).into_iter().filter(|r| r.kind == "learned") {
-        let state = if r.active { "installed" } else { "inactive" };
-        *per.entry((r.vrf, state)).or_default() += 1;
-    }
-    for v in ctl.learned().vrfs.iter().map(|(v, _)| v) {
-        per.entry((v.clone(), "installed")).or_default();
+    for (vrf, installed, inactive) in ctl.learned_counts() {
+        per.insert((vrf.clone(), "installed"), installed as i64);
+        per.insert((vrf, "inactive"), inactive as i64);
     }
     for ((vrf, state), n) in per {
         routes

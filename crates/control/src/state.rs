@@ -311,6 +311,34 @@ impl Control {
         &self.fpm
     }
 
+    /// Per VRF with learned routes: (name, in the FIB, not in it: shadowed
+    /// by a lower distance or no next hop resolves). Cheap enough for
+    /// every scrape (no per-route strings).
+    pub fn learned_counts(&self) -> Vec<(String, usize, usize)> {
+        let cfg = self.config();
+        let learned = self.learned();
+        let tables = self.dp.tables.load();
+        learned
+            .vrfs
+            .iter()
+            .map(|(v, routes)| {
+                let won = learned.installable(&cfg).filter(|(x, _)| x == v).count();
+                let unresolved = tables
+                    .unresolved
+                    .iter()
+                    .filter(|(i, _)| {
+                        tables
+                            .vrfs
+                            .get(usize::from(*i))
+                            .is_some_and(|x| &x.name == v)
+                    })
+                    .count();
+                let installed = won.saturating_sub(unresolved);
+                (v.clone(), installed, routes.len() - installed)
+            })
+            .collect()
+    }
+
     /// The learned routes as last published.
     pub fn learned(&self) -> Arc<crate::learned::Learned> {
         lock(&self.learned).clone()
