@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::message::{Header, HEADER_LEN, MAX_MESSAGE_LEN};
-use aws_lc_rs::{aead, agreement, cipher, constant_time, digest, hmac, rand};
+use aws_lc_rs::{aead, agreement, cipher, constant_time, digest, hmac};
 use crypto_bigint::modular::{MontyForm, MontyParams};
 use crypto_bigint::{Odd, U2048};
 use std::fmt;
@@ -493,7 +493,7 @@ fn ec_alg(g: DhGroup) -> &'static agreement::Algorithm {
 /// Fill a buffer with random bytes.
 #[cfg(not(fuzzing))]
 pub fn random(buf: &mut [u8]) -> Result<()> {
-    rand::fill(buf).map_err(|_| Error::Crypto("rng"))
+    aws_lc_rs::rand::fill(buf).map_err(|_| Error::Crypto("rng"))
 }
 
 /// Fuzzing builds only: every "random" byte (SPIs, nonces, DH private
