@@ -969,8 +969,8 @@ fn one_tenants_icmp_flood_does_not_spend_anothers_budget() {
 }
 
 /// Tenant A's 5000 unsolicited ARP replies and 5000 ARP requests, from
-/// 5000 on-link sender addresses (plus 1000 off-link ones), fill only its
-/// port's quota; tenant B still resolves a new next hop and forwards
+/// 5000 on-link sender addresses (plus 1000 off-link ones), and 2000
+/// unsolicited NAs with the S flag, fill only its port's quota; tenant B still resolves a new next hop and forwards
 /// through it. Before (one table of 4096 for all ports, no eviction) B's
 /// packet was dropped without even an ARP request.
 #[test]
@@ -978,7 +978,14 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
     let mut b = TablesBuilder::new();
     b.add_vrf(1, "a")
         .add_vrf(2, "b")
-        .add_interface(0, "a-lan", GW0, 1500, 1, &[p("10.1.0.1/16")])
+        .add_interface(
+            0,
+            "a-lan",
+            GW0,
+            1500,
+            1,
+            &[p("10.1.0.1/16"), p("2001:db8:a::1/64")],
+        )
         .add_interface(1, "b-lan", GW1, 1500, 2, &[p("10.2.0.1/24")])
         .add_route(
             2,
@@ -1024,6 +1031,25 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
                 &arp(Operation::Reply, mac, off, GW0, v4("10.1.0.1")),
             ));
         }
+        if i < 2000 {
+            // Solicited NAs nobody solicited, for on-link targets.
+            let t = Ipv6Addr::from(0x2001_0db8_000a_0000_0000_0000_0001_0000u128 + u128::from(i));
+            let na = icmp6(
+                t,
+                v6("2001:db8:a::1"),
+                &Icmpv6Repr::NeighborAdvert {
+                    flags: wire::icmpv6::na_flags::SOLICITED | wire::icmpv6::na_flags::OVERRIDE,
+                    target: t,
+                    lladdr: Some(MacAddr(mac)),
+                },
+            );
+            r.h[0].inject(eth(
+                GW0,
+                mac,
+                0x86dd,
+                &ipv6(t, v6("2001:db8:a::1"), 58, 255, &na),
+            ));
+        }
         if i % 100 == 99 {
             r.step();
             let _ = r.tx(0);
@@ -1064,6 +1090,8 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
     assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(NH), v4("10.9.1.1")));
     let on_a = r.w.ctx().neigh.entries().filter(|e| e.0 == 0).count();
     assert_eq!(on_a, quota, "tenant A's port holds its quota");
+    // The NAs took part (learned, then churned within the same quota).
+    assert!(r.w.ctx().neigh.entries().any(|e| e.0 == 0 && e.1.is_ipv6()));
     assert!(
         !r.w.ctx()
             .neigh
