@@ -14,6 +14,7 @@ pub mod ike_punt;
 pub mod neighbour;
 pub mod neighbour_packets;
 pub mod nodes;
+pub mod nvgre;
 pub mod offload;
 pub mod tables;
 pub mod trace;

@@ -152,8 +152,7 @@ impl Tunnel {
                 }
                 if let Some(k) = def.key {
                     flags |= GRE_K;
-                    // NVGRE: VSID in the high 24 bits, FlowID filled per packet.
-                    let k = if nv { (k & 0x00ff_ffff) << 8 } else { k };
+                    let k = if nv { crate::nvgre::key_of_vsid(k) } else { k };
                     t[o..o + 4].copy_from_slice(&k.to_be_bytes());
                     o += 4;
                 }

@@ -154,7 +154,7 @@ impl GreInput {
         let mut found = t.tunnels.lookup(&dk);
         if found.is_none() && proto == ETHERTYPE_TEB {
             if let Some(k) = key {
-                dk.class = KeyClass::Nvgre(k >> 8);
+                dk.class = KeyClass::Nvgre(crate::nvgre::vsid_of_key(k));
                 found = t.tunnels.lookup(&dk);
             }
         }
@@ -166,7 +166,9 @@ impl GreInput {
             });
         };
         let inner = match (tun.def.kind, tun.def.ethernet, proto) {
-            (TunnelKind::Nvgre, _, _) if c || s => return Err(E::NvgreBadFlags),
+            (TunnelKind::Nvgre, _, _) if !crate::nvgre::flags_allowed(c, s) => {
+                return Err(E::NvgreBadFlags)
+            }
             (TunnelKind::Nvgre, _, ETHERTYPE_TEB) => Inner::Ethernet,
             (TunnelKind::Gre, true, ETHERTYPE_TEB) => Inner::Ethernet,
             (TunnelKind::Gre, false, ETHERTYPE_IPV4) => Inner::Ip4,

@@ -331,10 +331,7 @@ impl TunnelEncap {
                     put16(d, o, c);
                 }
             }
-            TunnelKind::Nvgre => {
-                // FlowID: the low 8 bits of the key field (RFC 7637 §3.2).
-                d[l4 + 7] = hash as u8;
-            }
+            TunnelKind::Nvgre => crate::nvgre::set_flow_id(d, l4, hash),
             TunnelKind::Vxlan => {
                 let sport = VXLAN_SPORT_BASE | (hash as u16 & 0x3fff);
                 put16(d, l4, sport);
