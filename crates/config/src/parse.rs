@@ -341,16 +341,7 @@ fn peek_name(t: &DeTable<'_>) -> Option<String> {
 pub(crate) fn shape(text: &str) -> Shaped {
     let src = Source::new(text);
     let (doc, errors) = DeTable::parse_recoverable(text);
-    let mut diags: Vec<Diagnostic> = errors
-        .iter()
-        .map(|e| {
-            let at = e
-                .span()
-                .map(|s| src.pos(s.start))
-                .unwrap_or(Pos { line: 1, column: 1 });
-            Diagnostic::at(at, format!("TOML syntax error: {}", e.message().trim()))
-        })
-        .collect();
+    let mut diags = syntax_errors(&src, &errors);
     let complete = errors.is_empty();
     let doc = doc.get_ref();
     if !complete {
@@ -364,38 +355,133 @@ pub(crate) fn shape(text: &str) -> Shaped {
             complete,
         };
     }
-
-    // Top level: unknown keys.
-    {
-        let list = TOP_KEYS
-            .iter()
-            .map(|k| {
-                if *k == "gateway" || *k == "routing" || *k == "ha" {
-                    format!("[{k}]")
-                } else {
-                    format!("[[{k}]]")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        for (k, _) in doc.iter() {
-            if !TOP_KEYS.contains(&k.get_ref().as_ref()) {
-                diags.push(Diagnostic::at(
-                    src.span(k.span()),
-                    format!(
-                        "unknown top-level key \"{}\" (expected {list})",
-                        k.get_ref()
-                    ),
-                ));
-            }
-        }
-    }
+    unknown_top_keys(&src, doc, &mut diags);
 
     let mut positions = Positions::default();
     let mut broken_names = HashSet::new();
+    let gateway = read_gateway(&src, doc, &mut positions, &mut diags);
 
-    // [gateway]
-    let gateway = match find(doc, "gateway") {
+    let list = |key: &str, diags: &mut Vec<Diagnostic>| match find(doc, key) {
+        Some((k, v)) => tables(&src, key, v, k.span(), diags),
+        None => Vec::new(),
+    };
+    let iface_tables = list("interface", &mut diags);
+    let tunnel_tables = list("tunnel", &mut diags);
+    let route_tables = list("route", &mut diags);
+
+    // Route targets are resolved by name, so collect every name first.
+    let iface_names: HashSet<String> = iface_tables
+        .iter()
+        .filter_map(|(t, _)| peek_name(t))
+        .collect();
+    let tunnel_names: HashSet<String> = tunnel_tables
+        .iter()
+        .filter_map(|(t, _)| peek_name(t))
+        .collect();
+
+    let mut interfaces = Vec::new();
+    for (i, (t, at)) in iface_tables.iter().enumerate() {
+        match read_interface(&src, t, *at, i, &mut diags) {
+            Ok((iface, pos)) => {
+                positions.interfaces.push(pos);
+                interfaces.push(iface);
+            }
+            Err(name) => broken_names.extend(name),
+        }
+    }
+    let mut tunnels = Vec::new();
+    for (i, (t, at)) in tunnel_tables.iter().enumerate() {
+        match read_tunnel(&src, t, *at, i, &mut diags) {
+            Ok((tunnel, pos)) => {
+                positions.tunnels.push(pos);
+                tunnels.push(tunnel);
+            }
+            Err(name) => broken_names.extend(name),
+        }
+    }
+    let mut routes = Vec::new();
+    for (i, (t, at)) in route_tables.iter().enumerate() {
+        let read = read_route(&src, t, *at, i, &iface_names, &tunnel_names, &mut diags);
+        if let Some((route, pos)) = read {
+            positions.routes.push(pos);
+            routes.push(route);
+        }
+    }
+
+    let routing = read_routing(&src, doc, &mut positions, &mut diags);
+    let (ha, ha_pos) = ha::read(&src, doc, &mut diags);
+    positions.ha = ha_pos;
+    let mut config = match gateway {
+        Some(gateway) => Config {
+            gateway,
+            interfaces,
+            tunnels,
+            routes,
+            routing: Routing::default(),
+            ha,
+        },
+        // Reported above; the rest is still worth validating.
+        None => placeholder(interfaces, tunnels, routes),
+    };
+    config.routing = routing;
+    Shaped {
+        config,
+        positions,
+        broken_names,
+        diags,
+        complete,
+    }
+}
+
+/// The TOML syntax errors, each at its position.
+fn syntax_errors(src: &Source, errors: &[toml::de::Error]) -> Vec<Diagnostic> {
+    errors
+        .iter()
+        .map(|e| {
+            let at = e
+                .span()
+                .map(|s| src.pos(s.start))
+                .unwrap_or(Pos { line: 1, column: 1 });
+            Diagnostic::at(at, format!("TOML syntax error: {}", e.message().trim()))
+        })
+        .collect()
+}
+
+/// A diagnostic for each top-level key that is not one of [`TOP_KEYS`].
+fn unknown_top_keys(src: &Source, doc: &DeTable<'_>, diags: &mut Vec<Diagnostic>) {
+    let list = TOP_KEYS
+        .iter()
+        .map(|k| {
+            if *k == "gateway" || *k == "routing" || *k == "ha" {
+                format!("[{k}]")
+            } else {
+                format!("[[{k}]]")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (k, _) in doc.iter() {
+        if !TOP_KEYS.contains(&k.get_ref().as_ref()) {
+            diags.push(Diagnostic::at(
+                src.span(k.span()),
+                format!(
+                    "unknown top-level key \"{}\" (expected {list})",
+                    k.get_ref()
+                ),
+            ));
+        }
+    }
+}
+
+/// `[gateway]`, its position recorded; `None` (reported) if missing or
+/// unusable.
+fn read_gateway(
+    src: &Source,
+    doc: &DeTable<'_>,
+    positions: &mut Positions,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Gateway> {
+    match find(doc, "gateway") {
         None => {
             diags.push(Diagnostic::at(
                 Pos { line: 1, column: 1 },
@@ -406,11 +492,11 @@ pub(crate) fn shape(text: &str) -> Shaped {
         Some((k, v)) => match v.get_ref() {
             DeValue::Table(t) => {
                 let mut r = Reader {
-                    src: &src,
+                    src,
                     table: t,
                     label: "[gateway]".to_owned(),
                     pos: ObjPos::new(src.span(v.span())),
-                    diags: &mut diags,
+                    diags,
                     broken: false,
                 };
                 r.unknown_keys(GATEWAY_KEYS);
@@ -450,182 +536,159 @@ pub(crate) fn shape(text: &str) -> Shaped {
                 None
             }
         },
-    };
-
-    let list = |key: &str, diags: &mut Vec<Diagnostic>| match find(doc, key) {
-        Some((k, v)) => tables(&src, key, v, k.span(), diags),
-        None => Vec::new(),
-    };
-    let iface_tables = list("interface", &mut diags);
-    let tunnel_tables = list("tunnel", &mut diags);
-    let route_tables = list("route", &mut diags);
-
-    // Route targets are resolved by name, so collect every name first.
-    let iface_names: HashSet<String> = iface_tables
-        .iter()
-        .filter_map(|(t, _)| peek_name(t))
-        .collect();
-    let tunnel_names: HashSet<String> = tunnel_tables
-        .iter()
-        .filter_map(|(t, _)| peek_name(t))
-        .collect();
-
-    let mut interfaces = Vec::new();
-    for (i, (t, at)) in iface_tables.iter().enumerate() {
-        let name = peek_name(t);
-        let mut r = Reader {
-            src: &src,
-            table: t,
-            label: name_label("interface", name.as_deref(), i),
-            pos: ObjPos::new(*at),
-            diags: &mut diags,
-            broken: false,
-        };
-        r.unknown_keys(INTERFACE_KEYS);
-        let name = r.string("name", true);
-        let host = r.string("host", true);
-        let driver = r.parsed::<Driver>("driver", true);
-        let addresses = read_addresses(&mut r);
-        let vrf = r.vrf("vrf");
-        let mtu = r
-            .int("mtu", 0..(1 << 32), "68..=65535")
-            .and_then(|n| u32::try_from(n).ok());
-        let rsc = r.boolean("rsc", true);
-        let offloads = r.boolean("offloads", true);
-        let (pos, broken) = (r.pos, r.broken);
-        match (name, host, driver, broken) {
-            (Some(name), Some(host), Some(driver), false) => {
-                positions.interfaces.push(pos);
-                interfaces.push(Interface {
-                    name,
-                    host,
-                    driver,
-                    addresses,
-                    vrf,
-                    mtu,
-                    rsc,
-                    offloads,
-                });
-            }
-            (name, ..) => {
-                broken_names.extend(name);
-            }
-        }
     }
+}
 
-    let mut tunnels = Vec::new();
-    for (i, (t, at)) in tunnel_tables.iter().enumerate() {
-        let name = peek_name(t);
-        let mut r = Reader {
-            src: &src,
-            table: t,
-            label: name_label("tunnel", name.as_deref(), i),
-            pos: ObjPos::new(*at),
-            diags: &mut diags,
-            broken: false,
-        };
-        r.unknown_keys(TUNNEL_KEYS);
-        let name = r.string("name", true);
-        let kind = r.parsed::<TunnelKind>("kind", true);
-        let local = r.addr("local");
-        let remote = r.addr("remote");
-        let key = r
-            .int("key", 0..(1 << 32), "0..=4294967295")
-            .and_then(|n| u32::try_from(n).ok());
-        let vrf = r.vrf("vrf");
-        let underlay_vrf = r.vrf("underlay_vrf");
-        let mtu = r
-            .int("mtu", 0..(1 << 32), "68..=65535")
-            .and_then(|n| u32::try_from(n).ok());
-        let checksum = r.boolean("checksum", false);
-        let sequence = r.boolean("sequence", false);
-        let port = r
-            .int("port", 0..(1 << 16), "1..=65535")
-            .and_then(|n| u16::try_from(n).ok())
-            .unwrap_or(VXLAN_PORT);
-        let addresses = read_addresses(&mut r);
-        let inner = r.parsed::<TunnelInner>("inner", false).unwrap_or_default();
-        let ipsec = ipsec::read(&mut r);
-        let (pos, broken) = (r.pos, r.broken);
-        match (name, kind, local, remote, broken) {
-            (Some(name), Some(kind), Some(local), Some(remote), false) => {
-                positions.tunnels.push(pos);
-                tunnels.push(Tunnel {
-                    name,
-                    kind,
-                    local,
-                    remote,
-                    key,
-                    vrf,
-                    underlay_vrf,
-                    mtu,
-                    checksum,
-                    sequence,
-                    port,
-                    addresses,
-                    inner,
-                    ipsec,
-                });
-            }
-            (name, ..) => {
-                broken_names.extend(name);
-            }
-        }
-    }
-
-    let mut routes = Vec::new();
-    for (i, (t, at)) in route_tables.iter().enumerate() {
-        let label = match find(t, "prefix").map(|(_, v)| v.get_ref()) {
-            Some(DeValue::String(p)) => format!("[[route]] \"{p}\""),
-            _ => format!("[[route]] #{}", i + 1),
-        };
-        let mut r = Reader {
-            src: &src,
-            table: t,
-            label,
-            pos: ObjPos::new(*at),
-            diags: &mut diags,
-            broken: false,
-        };
-        r.unknown_keys(ROUTE_KEYS);
-        let vrf = r.vrf("vrf");
-        let prefix = r.parsed::<Prefix>("prefix", true);
-        let via = r.string("via", true).map(|v| match v.parse::<IpAddr>() {
-            Ok(a) => Via::Address(a),
-            // An unknown name stays an interface reference: validation then
-            // reports it as dangling, with the same message as for code-built configs.
-            Err(_) if tunnel_names.contains(&v) && !iface_names.contains(&v) => Via::Tunnel(v),
-            Err(_) => Via::Interface(v),
-        });
-        let (pos, broken) = (r.pos, r.broken);
-        if let (Some(prefix), Some(via), false) = (prefix, via, broken) {
-            positions.routes.push(pos);
-            routes.push(Route { vrf, prefix, via });
-        }
-    }
-
-    let routing = read_routing(&src, doc, &mut positions, &mut diags);
-    let (ha, ha_pos) = ha::read(&src, doc, &mut diags);
-    positions.ha = ha_pos;
-    let mut config = match gateway {
-        Some(gateway) => Config {
-            gateway,
-            interfaces,
-            tunnels,
-            routes,
-            routing: Routing::default(),
-            ha,
-        },
-        // Reported above; the rest is still worth validating.
-        None => placeholder(interfaces, tunnels, routes),
-    };
-    config.routing = routing;
-    Shaped {
-        config,
-        positions,
-        broken_names,
+/// One `[[interface]]` (the `i`-th) with its position, or the name of a
+/// broken one (reported) so validation does not call it dangling.
+fn read_interface(
+    src: &Source,
+    t: &DeTable<'_>,
+    at: Pos,
+    i: usize,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(Interface, ObjPos), Option<String>> {
+    let name = peek_name(t);
+    let mut r = Reader {
+        src,
+        table: t,
+        label: name_label("interface", name.as_deref(), i),
+        pos: ObjPos::new(at),
         diags,
-        complete,
+        broken: false,
+    };
+    r.unknown_keys(INTERFACE_KEYS);
+    let name = r.string("name", true);
+    let host = r.string("host", true);
+    let driver = r.parsed::<Driver>("driver", true);
+    let addresses = read_addresses(&mut r);
+    let vrf = r.vrf("vrf");
+    let mtu = r
+        .int("mtu", 0..(1 << 32), "68..=65535")
+        .and_then(|n| u32::try_from(n).ok());
+    let rsc = r.boolean("rsc", true);
+    let offloads = r.boolean("offloads", true);
+    let (pos, broken) = (r.pos, r.broken);
+    match (name, host, driver, broken) {
+        (Some(name), Some(host), Some(driver), false) => Ok((
+            Interface {
+                name,
+                host,
+                driver,
+                addresses,
+                vrf,
+                mtu,
+                rsc,
+                offloads,
+            },
+            pos,
+        )),
+        (name, ..) => Err(name),
+    }
+}
+
+/// One `[[tunnel]]` (the `i`-th) with its position, or the name of a broken
+/// one (reported).
+fn read_tunnel(
+    src: &Source,
+    t: &DeTable<'_>,
+    at: Pos,
+    i: usize,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(Tunnel, ObjPos), Option<String>> {
+    let name = peek_name(t);
+    let mut r = Reader {
+        src,
+        table: t,
+        label: name_label("tunnel", name.as_deref(), i),
+        pos: ObjPos::new(at),
+        diags,
+        broken: false,
+    };
+    r.unknown_keys(TUNNEL_KEYS);
+    let name = r.string("name", true);
+    let kind = r.parsed::<TunnelKind>("kind", true);
+    let local = r.addr("local");
+    let remote = r.addr("remote");
+    let key = r
+        .int("key", 0..(1 << 32), "0..=4294967295")
+        .and_then(|n| u32::try_from(n).ok());
+    let vrf = r.vrf("vrf");
+    let underlay_vrf = r.vrf("underlay_vrf");
+    let mtu = r
+        .int("mtu", 0..(1 << 32), "68..=65535")
+        .and_then(|n| u32::try_from(n).ok());
+    let checksum = r.boolean("checksum", false);
+    let sequence = r.boolean("sequence", false);
+    let port = r
+        .int("port", 0..(1 << 16), "1..=65535")
+        .and_then(|n| u16::try_from(n).ok())
+        .unwrap_or(VXLAN_PORT);
+    let addresses = read_addresses(&mut r);
+    let inner = r.parsed::<TunnelInner>("inner", false).unwrap_or_default();
+    let ipsec = ipsec::read(&mut r);
+    let (pos, broken) = (r.pos, r.broken);
+    match (name, kind, local, remote, broken) {
+        (Some(name), Some(kind), Some(local), Some(remote), false) => Ok((
+            Tunnel {
+                name,
+                kind,
+                local,
+                remote,
+                key,
+                vrf,
+                underlay_vrf,
+                mtu,
+                checksum,
+                sequence,
+                port,
+                addresses,
+                inner,
+                ipsec,
+            },
+            pos,
+        )),
+        (name, ..) => Err(name),
+    }
+}
+
+/// One `[[route]]` (the `i`-th) with its position; `via` names a tunnel
+/// when a tunnel (and no interface) has that name.
+fn read_route(
+    src: &Source,
+    t: &DeTable<'_>,
+    at: Pos,
+    i: usize,
+    iface_names: &HashSet<String>,
+    tunnel_names: &HashSet<String>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<(Route, ObjPos)> {
+    let label = match find(t, "prefix").map(|(_, v)| v.get_ref()) {
+        Some(DeValue::String(p)) => format!("[[route]] \"{p}\""),
+        _ => format!("[[route]] #{}", i + 1),
+    };
+    let mut r = Reader {
+        src,
+        table: t,
+        label,
+        pos: ObjPos::new(at),
+        diags,
+        broken: false,
+    };
+    r.unknown_keys(ROUTE_KEYS);
+    let vrf = r.vrf("vrf");
+    let prefix = r.parsed::<Prefix>("prefix", true);
+    let via = r.string("via", true).map(|v| match v.parse::<IpAddr>() {
+        Ok(a) => Via::Address(a),
+        // An unknown name stays an interface reference: validation then
+        // reports it as dangling, with the same message as for code-built configs.
+        Err(_) if tunnel_names.contains(&v) && !iface_names.contains(&v) => Via::Tunnel(v),
+        Err(_) => Via::Interface(v),
+    });
+    let (pos, broken) = (r.pos, r.broken);
+    match (prefix, via, broken) {
+        (Some(prefix), Some(via), false) => Some((Route { vrf, prefix, via }, pos)),
+        _ => None,
     }
 }
 
