@@ -768,6 +768,8 @@ def table_fpm(rows):
                      f"{fmt(r['announce_kernel_s'])} s |")
         lines.append(f"| {n} routes withdrawn → all removed | {fmt(r['withdraw_vecgate_s'])} s | "
                      f"{fmt(r['withdraw_kernel_s'])} s |")
+        lines.append(f"| one more route with {n} installed → installed | {fmt(r.get('one_more_vecgate_s'), 3)} s | "
+                     f"{fmt(r.get('one_more_kernel_s'), 3)} s |")
         lines.append(f"| memory | {fmt(r['bytes_per_route'], 0)} B per route (vecgate RSS "
                      f"{fmt(r['vecgate_rss_mb'], 1)} MB) | zebra {fmt(r['zebra_rss_mb'], 1)} MB, "
                      f"bgpd {fmt(r['bgpd_rss_mb'], 1)} MB |")

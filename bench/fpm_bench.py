@@ -223,6 +223,21 @@ fpm = "10.255.0.1:2620"
         res["bytes_per_route"] = (rss1 - rss0) * 1024 / n if n else None
         res["zebra_rss_mb"] = _rss_kb(_pid_in(ctl.name, "zebra")) / 1024
         res["bgpd_rss_mb"] = _rss_kb(_pid_in(ctl.name, "bgpd")) / 1024
+        # One more prefix with N installed: the time a single change takes
+        # (BGP and zebra included, so compared with the kernel's).
+        t2 = time.monotonic()
+        fb.vtysh("configure terminal", "router bgp 65002", "address-family ipv4 unicast",
+                 "network 9.9.9.0/24")
+        done = {}
+        while time.monotonic() - t2 < 60 and len(done) < 2:
+            now = time.monotonic() - t2
+            if "vecgate" not in done and _installed(api) >= n + 1:
+                done["vecgate"] = now
+            if "kernel" not in done and kernel() >= n + 1:
+                done["kernel"] = now
+            time.sleep(0.01)
+        res["one_more_vecgate_s"] = done.get("vecgate")
+        res["one_more_kernel_s"] = done.get("kernel")
         t1 = time.monotonic()
         fb.vtysh("configure terminal", "router bgp 65002", "neighbor 10.0.1.3 shutdown")
         done = {}
