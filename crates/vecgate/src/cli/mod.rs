@@ -398,269 +398,247 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
     let c = resolve(t)?;
     match what {
         Show::Config => {
-            let r = c.get("/config")?;
-            print!("{}", r.text());
-            return Ok(());
+            print!("{}", c.get("/config")?.text());
+            Ok(())
         }
-        Show::Interfaces => {
-            let v = json(&c.get("/interfaces")?)?;
-            print_or_json(t, &v, |v| {
-                table(
-                    &[
-                        "Name",
-                        "Host",
-                        "Driver",
-                        "MAC",
-                        "MTU",
-                        "VRF",
-                        "RSC",
-                        "Offloads",
-                        "Addresses",
-                    ],
-                    &rows(
-                        v,
-                        &[
-                            "name",
-                            "host",
-                            "driver",
-                            "mac",
-                            "mtu",
-                            "vrf",
-                            "rsc",
-                            "offloads_active",
-                            "addresses",
-                        ],
-                    ),
-                )
-            });
-        }
+        Show::Interfaces => show_list(t, &c, "/interfaces", INTERFACE_COLUMNS),
         Show::Routes { vrf } => {
             let path = match vrf {
                 Some(v) => format!("/routes?vrf={}", enc(v)),
                 None => "/routes".into(),
             };
-            let v = json(&c.get(&path)?)?;
-            print_or_json(t, &v, |v| {
-                table(
-                    &[
-                        "VRF", "Prefix", "Via", "Kind", "Source", "Distance", "Active",
-                    ],
-                    &rows(
-                        v,
-                        &[
-                            "vrf", "prefix", "via", "kind", "source", "distance", "active",
-                        ],
-                    ),
-                )
-            });
+            show_list(t, &c, &path, ROUTE_COLUMNS)
         }
-        Show::Vrfs => {
-            let v = json(&c.get("/vrfs")?)?;
-            print_or_json(t, &v, |v| {
-                table(
-                    &["Name", "Id", "Routes", "Interfaces", "Tunnels"],
-                    &rows(v, &["name", "id", "routes", "interfaces", "tunnels"]),
-                )
-            });
-        }
-        Show::Neighbors => {
-            let v = json(&c.get("/neighbors")?)?;
-            print_or_json(t, &v, |v| {
-                table(
-                    &["Interface", "Address", "MAC", "State", "Workers"],
-                    &rows(v, &["interface", "address", "mac", "state", "workers"]),
-                )
-            });
-        }
-        Show::Tunnels => {
-            let v = json(&c.get("/tunnels")?)?;
-            print_or_json(t, &v, |v| {
-                table(
-                    &[
-                        "Name", "Kind", "Local", "Remote", "Key", "VRF", "Underlay", "RxPkts",
-                        "RxBytes", "TxPkts", "TxBytes", "Drops",
-                    ],
-                    &rows(
-                        v,
-                        &[
-                            "name",
-                            "kind",
-                            "local",
-                            "remote",
-                            "key",
-                            "vrf",
-                            "underlay_vrf",
-                            "rx_packets",
-                            "rx_bytes",
-                            "tx_packets",
-                            "tx_bytes",
-                            "drops",
-                        ],
-                    ),
-                )
-            });
-        }
-        Show::Sa => {
-            let v = json(&c.get("/sas")?)?;
-            print_or_json(t, &v, |v| {
-                let mut out = table(
-                    &[
-                        "SPI",
-                        "Tunnel",
-                        "Direction",
-                        "Cipher",
-                        "Packets",
-                        "Bytes",
-                        "Drops",
-                    ],
-                    &rows(
-                        v,
-                        &[
-                            "spi",
-                            "tunnel",
-                            "direction",
-                            "cipher",
-                            "packets",
-                            "bytes",
-                            "drops",
-                        ],
-                    ),
-                );
-                for sa in v.as_array().into_iter().flatten() {
-                    for d in sa["drop_reasons"].as_array().into_iter().flatten() {
-                        out.push_str(&format!(
-                            "  {} {}: {} {}\n",
-                            s(&sa["spi"]),
-                            s(&sa["direction"]),
-                            s(&d["reason"]),
-                            s(&d["count"])
-                        ));
-                    }
-                }
-                out
-            });
-        }
-        Show::Ike => {
-            let v = json(&c.get("/ike")?)?;
-            print_or_json(t, &v, |v| {
-                serde_json::from_value::<Vec<vecgate_control::model::IkeTunnelInfo>>(v.clone())
-                    .map(|l| crate::ike::show_table(&l))
-                    .unwrap_or_else(|e| format!("unexpected /ike answer: {e}\n"))
-            });
-        }
+        Show::Vrfs => show_list(t, &c, "/vrfs", VRF_COLUMNS),
+        Show::Neighbors => show_list(t, &c, "/neighbors", NEIGHBOR_COLUMNS),
+        Show::Tunnels => show_list(t, &c, "/tunnels", TUNNEL_COLUMNS),
+        Show::Sa => show_sas(t, &c),
+        Show::Ike => show_ike(t, &c),
         Show::Stats => {
-            let v = json(&c.get("/counters")?)?;
             // As `ip -s link`: receive losses (ring full = missed, unusable
             // frames = errors), transmit rejects; Drops is their total plus
             // packets the kernel had no room for on transmit.
-            print_or_json(t, &v["interfaces"], |v| {
-                table(
-                    &[
-                        "Interface",
-                        "RX-packets",
-                        "RX-bytes",
-                        "RX-missed",
-                        "RX-errors",
-                        "TX-packets",
-                        "TX-bytes",
-                        "TX-errors",
-                        "Drops",
-                    ],
-                    &rows(
-                        v,
-                        &[
-                            "interface",
-                            "rx_packets",
-                            "rx_bytes",
-                            "rx_missed",
-                            "rx_errors",
-                            "tx_packets",
-                            "tx_bytes",
-                            "tx_errors",
-                            "drops",
-                        ],
-                    ),
-                )
-            });
-        }
-        Show::NodeCounters => {
             let v = json(&c.get("/counters")?)?;
-            print_or_json(t, &v["nodes"], |v| {
-                let r: Vec<Vec<String>> = v
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|n| {
-                                let drops: u64 = n["drops"]
-                                    .as_array()
-                                    .map(|d| d.iter().filter_map(|x| x["count"].as_u64()).sum())
-                                    .unwrap_or(0);
-                                vec![
-                                    s(&n["node"]),
-                                    s(&n["vectors"]),
-                                    s(&n["packets"]),
-                                    drops.to_string(),
-                                ]
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                table(&["Node", "Vectors", "Packets", "Drops"], &r)
-            });
+            print_or_json(t, &v["interfaces"], |v| columns_table(v, STATS_COLUMNS));
+            Ok(())
         }
-        Show::Errors => {
-            let v = json(&c.get("/counters")?)?;
-            let mut errs = Vec::new();
-            for n in v["nodes"].as_array().into_iter().flatten() {
-                for d in n["drops"].as_array().into_iter().flatten() {
-                    if d["count"].as_u64().unwrap_or(0) > 0 {
-                        errs.push(serde_json::json!({"count": d["count"], "node": n["node"], "reason": d["reason"]}));
-                    }
-                }
+        Show::NodeCounters => show_node_counters(t, &c),
+        Show::Errors => show_errors(t, &c),
+        Show::Runtime => show_runtime(t, &c),
+    }
+}
+
+/// The columns of a list view: (header, JSON key of each element).
+type Columns = &'static [(&'static str, &'static str)];
+
+const INTERFACE_COLUMNS: Columns = &[
+    ("Name", "name"),
+    ("Host", "host"),
+    ("Driver", "driver"),
+    ("MAC", "mac"),
+    ("MTU", "mtu"),
+    ("VRF", "vrf"),
+    ("RSC", "rsc"),
+    ("Offloads", "offloads_active"),
+    ("Addresses", "addresses"),
+];
+
+const ROUTE_COLUMNS: Columns = &[
+    ("VRF", "vrf"),
+    ("Prefix", "prefix"),
+    ("Via", "via"),
+    ("Kind", "kind"),
+    ("Source", "source"),
+    ("Distance", "distance"),
+    ("Active", "active"),
+];
+
+const VRF_COLUMNS: Columns = &[
+    ("Name", "name"),
+    ("Id", "id"),
+    ("Routes", "routes"),
+    ("Interfaces", "interfaces"),
+    ("Tunnels", "tunnels"),
+];
+
+const NEIGHBOR_COLUMNS: Columns = &[
+    ("Interface", "interface"),
+    ("Address", "address"),
+    ("MAC", "mac"),
+    ("State", "state"),
+    ("Workers", "workers"),
+];
+
+const TUNNEL_COLUMNS: Columns = &[
+    ("Name", "name"),
+    ("Kind", "kind"),
+    ("Local", "local"),
+    ("Remote", "remote"),
+    ("Key", "key"),
+    ("VRF", "vrf"),
+    ("Underlay", "underlay_vrf"),
+    ("RxPkts", "rx_packets"),
+    ("RxBytes", "rx_bytes"),
+    ("TxPkts", "tx_packets"),
+    ("TxBytes", "tx_bytes"),
+    ("Drops", "drops"),
+];
+
+const SA_COLUMNS: Columns = &[
+    ("SPI", "spi"),
+    ("Tunnel", "tunnel"),
+    ("Direction", "direction"),
+    ("Cipher", "cipher"),
+    ("Packets", "packets"),
+    ("Bytes", "bytes"),
+    ("Drops", "drops"),
+];
+
+const STATS_COLUMNS: Columns = &[
+    ("Interface", "interface"),
+    ("RX-packets", "rx_packets"),
+    ("RX-bytes", "rx_bytes"),
+    ("RX-missed", "rx_missed"),
+    ("RX-errors", "rx_errors"),
+    ("TX-packets", "tx_packets"),
+    ("TX-bytes", "tx_bytes"),
+    ("TX-errors", "tx_errors"),
+    ("Drops", "drops"),
+];
+
+/// The elements of the JSON array `v` as a table of `cols`.
+fn columns_table(v: &Value, cols: Columns) -> String {
+    let head: Vec<&str> = cols.iter().map(|c| c.0).collect();
+    let keys: Vec<&str> = cols.iter().map(|c| c.1).collect();
+    table(&head, &rows(v, &keys))
+}
+
+/// GET `path` (a JSON array) and print it as a table of `cols`.
+fn show_list(t: &Target, c: &Client, path: &str, cols: Columns) -> Result<(), String> {
+    let v = json(&c.get(path)?)?;
+    print_or_json(t, &v, |v| columns_table(v, cols));
+    Ok(())
+}
+
+/// `show sa`: one line per SA, then its refusals by reason.
+fn show_sas(t: &Target, c: &Client) -> Result<(), String> {
+    let v = json(&c.get("/sas")?)?;
+    print_or_json(t, &v, |v| {
+        let mut out = columns_table(v, SA_COLUMNS);
+        for sa in v.as_array().into_iter().flatten() {
+            for d in sa["drop_reasons"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "  {} {}: {} {}\n",
+                    s(&sa["spi"]),
+                    s(&sa["direction"]),
+                    s(&d["reason"]),
+                    s(&d["count"])
+                ));
             }
-            let errs = Value::Array(errs);
-            print_or_json(t, &errs, |v| {
-                table(
-                    &["Count", "Node", "Reason"],
-                    &rows(v, &["count", "node", "reason"]),
-                )
-            });
         }
-        Show::Runtime => {
-            let st = json(&c.get("/status")?)?;
-            let cnt = json(&c.get("/counters")?)?;
-            let v = serde_json::json!({"status": st, "nodes": cnt["nodes"]});
-            print_or_json(t, &v, |v| {
-                let st = &v["status"];
-                let mut out =
-                    format!(
-                    "gateway {} (vecgate {}), {} workers, up {} s, tables generation {}, api {}\n",
-                    s(&st["name"]), s(&st["version"]), s(&st["workers"]), s(&st["uptime_seconds"]),
-                    s(&st["tables_generation"]), s(&st["api"])
-                );
-                let r: Vec<Vec<String>> = v["nodes"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|n| n["vectors"].as_u64().unwrap_or(0) > 0)
+        out
+    });
+    Ok(())
+}
+
+/// `show ike`: the IKE SAs as the IKE thread's own table prints them.
+fn show_ike(t: &Target, c: &Client) -> Result<(), String> {
+    let v = json(&c.get("/ike")?)?;
+    print_or_json(t, &v, |v| {
+        serde_json::from_value::<Vec<vecgate_control::model::IkeTunnelInfo>>(v.clone())
+            .map(|l| crate::ike::show_table(&l))
+            .unwrap_or_else(|e| format!("unexpected /ike answer: {e}\n"))
+    });
+    Ok(())
+}
+
+/// `show node-counters`: vectors, packets and drops per graph node.
+fn show_node_counters(t: &Target, c: &Client) -> Result<(), String> {
+    let v = json(&c.get("/counters")?)?;
+    print_or_json(t, &v["nodes"], |v| {
+        let r: Vec<Vec<String>> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
                     .map(|n| {
-                        let (vec, pk) = (
-                            n["vectors"].as_u64().unwrap_or(0),
-                            n["packets"].as_u64().unwrap_or(0),
-                        );
+                        let drops: u64 = n["drops"]
+                            .as_array()
+                            .map(|d| d.iter().filter_map(|x| x["count"].as_u64()).sum())
+                            .unwrap_or(0);
                         vec![
                             s(&n["node"]),
-                            vec.to_string(),
-                            pk.to_string(),
-                            format!("{:.2}", pk as f64 / vec.max(1) as f64),
+                            s(&n["vectors"]),
+                            s(&n["packets"]),
+                            drops.to_string(),
                         ]
                     })
-                    .collect();
-                out.push_str(&table(&["Name", "Vectors", "Packets", "Vec/Call"], &r));
-                out
-            });
+                    .collect()
+            })
+            .unwrap_or_default();
+        table(&["Node", "Vectors", "Packets", "Drops"], &r)
+    });
+    Ok(())
+}
+
+/// `show errors`: every non-zero drop counter, by node and reason.
+fn show_errors(t: &Target, c: &Client) -> Result<(), String> {
+    let v = json(&c.get("/counters")?)?;
+    let mut errs = Vec::new();
+    for n in v["nodes"].as_array().into_iter().flatten() {
+        for d in n["drops"].as_array().into_iter().flatten() {
+            if d["count"].as_u64().unwrap_or(0) > 0 {
+                errs.push(serde_json::json!({"count": d["count"], "node": n["node"], "reason": d["reason"]}));
+            }
         }
     }
+    let errs = Value::Array(errs);
+    print_or_json(t, &errs, |v| {
+        table(
+            &["Count", "Node", "Reason"],
+            &rows(v, &["count", "node", "reason"]),
+        )
+    });
+    Ok(())
+}
+
+/// `show runtime`: the gateway's status line and the busy nodes' vector
+/// sizes.
+fn show_runtime(t: &Target, c: &Client) -> Result<(), String> {
+    let st = json(&c.get("/status")?)?;
+    let cnt = json(&c.get("/counters")?)?;
+    let v = serde_json::json!({"status": st, "nodes": cnt["nodes"]});
+    print_or_json(t, &v, |v| {
+        let st = &v["status"];
+        let mut out = format!(
+            "gateway {} (vecgate {}), {} workers, up {} s, tables generation {}, api {}\n",
+            s(&st["name"]),
+            s(&st["version"]),
+            s(&st["workers"]),
+            s(&st["uptime_seconds"]),
+            s(&st["tables_generation"]),
+            s(&st["api"])
+        );
+        let r: Vec<Vec<String>> = v["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["vectors"].as_u64().unwrap_or(0) > 0)
+            .map(|n| {
+                let (vec, pk) = (
+                    n["vectors"].as_u64().unwrap_or(0),
+                    n["packets"].as_u64().unwrap_or(0),
+                );
+                vec![
+                    s(&n["node"]),
+                    vec.to_string(),
+                    pk.to_string(),
+                    format!("{:.2}", pk as f64 / vec.max(1) as f64),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&["Name", "Vectors", "Packets", "Vec/Call"], &r));
+        out
+    });
     Ok(())
 }
 
