@@ -41,6 +41,7 @@ impl Config {
             ("api_readonly_token_file", &g.api_readonly_token_file),
             ("api_tls_cert_file", &g.api_tls_cert_file),
             ("api_tls_key_file", &g.api_tls_key_file),
+            ("state_dir", &g.state_dir),
         ] {
             if let Some(p) = f {
                 let _ = writeln!(s, "{key} = {}", quote(&p.to_string_lossy()));

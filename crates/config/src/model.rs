@@ -144,6 +144,24 @@ pub struct Gateway {
     /// would cross the network in clear otherwise).
     #[serde(default)]
     pub api_insecure_loopback: bool,
+    /// Where state that must survive restarts lives (static SAs' sequence
+    /// ceilings and replay windows); `None` = [`Gateway::default_state_dir`].
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Gateway {
+    /// `/var/lib/vecgate/<name>`.
+    pub fn default_state_dir(name: &str) -> PathBuf {
+        PathBuf::from(format!("/var/lib/vecgate/{name}"))
+    }
+
+    /// The state directory in effect.
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| Self::default_state_dir(&self.name))
+    }
 }
 
 /// Where the control API listens: `unix:/path` or `tcp:addr:port`.

@@ -65,6 +65,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "api_tls_cert_file",
     "api_tls_key_file",
     "api_insecure_loopback",
+    "state_dir",
 ];
 const INTERFACE_KEYS: &[&str] = &[
     "name",
@@ -513,6 +514,7 @@ fn read_gateway(
                 let api_tls_cert_file = r.string("api_tls_cert_file", false).map(PathBuf::from);
                 let api_tls_key_file = r.string("api_tls_key_file", false).map(PathBuf::from);
                 let api_insecure_loopback = r.boolean("api_insecure_loopback", false);
+                let state_dir = r.string("state_dir", false).map(PathBuf::from);
                 positions.gateway = r.pos;
                 name.map(|name| Gateway {
                     api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
@@ -523,6 +525,7 @@ fn read_gateway(
                     api_tls_cert_file,
                     api_tls_key_file,
                     api_insecure_loopback,
+                    state_dir,
                 })
             }
             other => {
@@ -739,6 +742,7 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
             api_tls_cert_file: None,
             api_tls_key_file: None,
             api_insecure_loopback: false,
+            state_dir: None,
             api: ApiEndpoint::default_for("unnamed"),
         },
         interfaces,

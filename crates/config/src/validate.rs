@@ -269,6 +269,7 @@ fn gateway(v: &mut V<'_>) {
         ("api_readonly_token_file", &g.api_readonly_token_file),
         ("api_tls_cert_file", &g.api_tls_cert_file),
         ("api_tls_key_file", &g.api_tls_key_file),
+        ("state_dir", &g.state_dir),
     ] {
         if let Some(path) = f {
             if !path.is_absolute() {

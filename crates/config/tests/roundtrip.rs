@@ -257,6 +257,7 @@ fn config() -> impl Strategy<Value = Config> {
                     api_tls_key_file: matches!(api, ApiEndpoint::Tcp(a) if !a.ip().is_loopback())
                         .then(|| "/etc/vecgate/api.key".into()),
                     api_insecure_loopback: matches!(api, ApiEndpoint::Tcp(a) if a.ip().is_loopback()),
+                    state_dir: (workers % 2 == 0).then(|| "/var/lib/vecgate-test/state".into()),
                     name,
                     workers,
                     api,
@@ -444,6 +445,7 @@ proptest! {
                 api_tls_cert_file: None,
                 api_tls_key_file: None,
                 api_insecure_loopback: false,
+                state_dir: None,
             },
             interfaces: vec![Interface {
                 name: "a".into(),

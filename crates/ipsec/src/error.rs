@@ -58,6 +58,13 @@ esp_errors! {
     /// The tunnel has no outbound SA yet (IKEv2 has not negotiated a child
     /// SA, or it was deleted): nothing may leave unprotected.
     NoSa = "no-sa", "no SA negotiated";
+    /// The next sequence numbers are not yet durably reserved (a static
+    /// SA's key outlives the process: [`crate::seqstore`]); the packet is
+    /// dropped rather than sent with a number a restart could repeat.
+    SeqNotDurable = "seq-not-durable", "sequence numbers not yet durably reserved";
+    /// The sequence number is above the replay window's durable ceiling:
+    /// accepting it could let a restart accept it again.
+    ReplayNotDurable = "replay-not-durable", "replay window ceiling not yet durable";
 }
 
 impl EspError {

@@ -41,6 +41,15 @@ pub struct ReplayWindow {
     /// Highest authenticated sequence number (full 64 bits with ESN).
     top: u64,
     esn: bool,
+    /// Nothing above is accepted ([`crate::seqstore`]: durable before it is
+    /// raised); u64::MAX when the window's state is not persisted.
+    ceiling: u64,
+    /// Authentic packets refused at the ceiling (demand for the next block).
+    waits: u64,
+    /// The highest authentic sequence number refused at the ceiling: a
+    /// sender that restarted jumps ahead, and the next ceiling must reach
+    /// past the jump.
+    wanted: u64,
 }
 
 impl ReplayWindow {
@@ -62,7 +71,58 @@ impl ReplayWindow {
             blocks: blocks.into_boxed_slice(),
             top: 0,
             esn,
+            ceiling: u64::MAX,
+            waits: 0,
+            wanted: 0,
         })
+    }
+
+    /// Whether anti-replay is on (a window of 0 accepts replays anyway, so
+    /// its state needs no persistence).
+    pub fn enabled(&self) -> bool {
+        self.window != 0
+    }
+
+    /// Highest sequence number that may be accepted now.
+    pub fn ceiling(&self) -> u64 {
+        self.ceiling
+    }
+
+    /// Moves the ceiling to `c` (never below the top: what was accepted
+    /// stays accepted). Raising it is for after `c` is durable; lowering it
+    /// is safe at any time (the durable one is still higher).
+    pub fn set_ceiling(&mut self, c: u64) {
+        self.ceiling = c.max(self.top);
+    }
+
+    /// Authentic packets refused at the ceiling so far.
+    pub fn waits(&self) -> u64 {
+        self.waits
+    }
+
+    /// Where the next ceiling must start from: the top, or the highest
+    /// authentic number refused above the ceiling.
+    pub fn wanted(&self) -> u64 {
+        self.top.max(self.wanted)
+    }
+
+    /// The bitmap ring, for an exact save at a clean stop.
+    pub fn ring(&self) -> &[u64] {
+        &self.blocks
+    }
+
+    /// Restores a saved state: top = `top`; with `ring` (same window size,
+    /// saved at a clean stop) exactly as it was, otherwise every number up
+    /// to `top` counts as seen (after a crash, `top` is the durable ceiling
+    /// and what was accepted below it is unknown). The ceiling is left at
+    /// `top` until the caller publishes a new durable one.
+    pub fn restore(&mut self, top: u64, ring: Option<&[u64]>) {
+        self.top = top;
+        match ring {
+            Some(r) if r.len() == self.blocks.len() => self.blocks.copy_from_slice(r),
+            _ => self.blocks.fill(u64::MAX),
+        }
+        self.ceiling = top;
     }
 
     /// Configured window size.
@@ -159,6 +219,11 @@ impl ReplayWindow {
     #[inline]
     pub fn update(&mut self, seq: u64) -> Result<(), EspError> {
         self.check(seq)?;
+        if seq > self.ceiling {
+            self.waits += 1;
+            self.wanted = self.wanted.max(seq);
+            return Err(EspError::ReplayNotDurable);
+        }
         if self.window == 0 {
             self.top = self.top.max(seq);
             return Ok(());
@@ -247,6 +312,38 @@ mod tests {
         assert_eq!(w.check(1_000_000 - 4096), Err(EspError::TooOld));
         assert!(w.check(1_000_000 - 4095).is_ok());
         assert!(w.check(999_999).is_ok());
+    }
+
+    #[test]
+    fn ceiling_and_restore() {
+        let mut w = ReplayWindow::new(64, false).unwrap();
+        w.set_ceiling(10);
+        w.update(10).unwrap();
+        assert_eq!(w.update(11), Err(EspError::ReplayNotDurable));
+        assert_eq!(w.waits(), 1);
+        assert_eq!(w.update(5000), Err(EspError::ReplayNotDurable));
+        assert_eq!(w.wanted(), 5000, "a restarted sender's jump is wanted");
+        w.set_ceiling(5);
+        assert_eq!(w.ceiling(), 10, "never below the top");
+        // After a crash: everything up to the durable ceiling counts as seen.
+        let mut r = ReplayWindow::new(64, false).unwrap();
+        r.restore(100, None);
+        for s in 1..=100 {
+            assert!(r.check(s).is_err(), "{s}");
+        }
+        assert_eq!(r.update(101), Err(EspError::ReplayNotDurable));
+        r.set_ceiling(1000);
+        r.update(101).unwrap();
+        // After a clean stop: exactly the saved window.
+        let mut a = ReplayWindow::new(64, false).unwrap();
+        for s in [1, 2, 4, 7] {
+            a.update(s).unwrap();
+        }
+        let mut b = ReplayWindow::new(64, false).unwrap();
+        b.restore(a.top(), Some(a.ring()));
+        for s in 1..=8 {
+            assert_eq!(a.check(s), b.check(s), "{s}");
+        }
     }
 
     #[test]

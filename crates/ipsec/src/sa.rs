@@ -4,14 +4,15 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::{aead, cipher, hmac};
 use zeroize::Zeroizing;
 
 use crate::lifetime::{Lifetime, LifetimeState};
 use crate::replay::ReplayWindow;
+use crate::seqstore::SeqCounter;
 use crate::EspError;
 
 /// ESP transforms vecgate implements.
@@ -350,8 +351,9 @@ pub struct OutboundSa {
     pub(crate) esn: bool,
     pub(crate) transform: Transform,
     pub(crate) template: OuterTemplate,
-    /// Next sequence number to hand out (the first packet is 1, §3.3.3).
-    pub(crate) next_seq: AtomicU64,
+    /// Sequence numbers (the first packet is 1, §3.3.3), under a durable
+    /// ceiling for keys that outlive the process ([`crate::seqstore`]).
+    pub(crate) seq: Arc<SeqCounter>,
     /// Set when the sequence space ran out: no more reservations, but
     /// numbers already handed out may still be used.
     pub(crate) exhausted: AtomicBool,
@@ -372,7 +374,7 @@ impl OutboundSa {
             esn: cfg.esn,
             transform: Transform::new(cfg.algorithm, &cfg.key, true)?,
             template: OuterTemplate::new(&cfg.tunnel, cfg.encap, cfg.df)?,
-            next_seq: AtomicU64::new(1),
+            seq: Arc::new(SeqCounter::unbounded(cfg.esn)),
             exhausted: AtomicBool::new(false),
             lifetime: LifetimeState::new(cfg.lifetime),
             tunnel: cfg.tunnel,
@@ -404,6 +406,18 @@ impl OutboundSa {
         &self.lifetime
     }
 
+    /// The sequence counter, shared with whoever keeps its ceiling durable.
+    pub fn seq_counter(&self) -> &Arc<SeqCounter> {
+        &self.seq
+    }
+
+    /// Before the SA is shared: resume above `durable` (the key's durable
+    /// ceiling, 0 for a key never used) and hand out nothing until a
+    /// ceiling is published ([`SeqCounter::publish`]).
+    pub fn resume_seq(&mut self, durable: u64) {
+        self.seq = Arc::new(SeqCounter::resume(durable, self.esn));
+    }
+
     /// Bytes ESP adds in front of the inner packet: outer headers, ESP
     /// header and IV.
     pub fn overhead_front(&self) -> usize {
@@ -432,7 +446,8 @@ pub struct InboundSa {
     pub(crate) alg: Algorithm,
     pub(crate) esn: bool,
     pub(crate) transform: Transform,
-    pub(crate) replay: Mutex<ReplayWindow>,
+    /// Shared with whoever keeps its ceiling durable ([`crate::seqstore`]).
+    pub(crate) replay: Arc<Mutex<ReplayWindow>>,
     pub(crate) lifetime: LifetimeState,
     pub(crate) tunnel: TunnelEndpoints,
     pub(crate) encap: Option<UdpEncap>,
@@ -450,7 +465,7 @@ impl InboundSa {
             alg: cfg.algorithm,
             esn: cfg.esn,
             transform: Transform::new(cfg.algorithm, &cfg.key, false)?,
-            replay: Mutex::new(ReplayWindow::new(cfg.replay_window, cfg.esn)?),
+            replay: Arc::new(Mutex::new(ReplayWindow::new(cfg.replay_window, cfg.esn)?)),
             lifetime: LifetimeState::new(cfg.lifetime),
             tunnel: cfg.tunnel,
             encap: cfg.encap,
@@ -486,6 +501,11 @@ impl InboundSa {
     /// Highest sequence number authenticated so far.
     pub fn replay_top(&self) -> u64 {
         self.replay.lock().map(|w| w.top()).unwrap_or(0)
+    }
+
+    /// The replay window, shared with whoever keeps its ceiling durable.
+    pub fn replay_handle(&self) -> Arc<Mutex<ReplayWindow>> {
+        self.replay.clone()
     }
 
     /// Moves the replay window's right edge to `top` (state carried over

@@ -126,6 +126,8 @@ pub struct SeqCounter {
     ceiling: AtomicU64,
     /// Highest number of the space: 2^32 - 1, or 2^64 - 2 with ESN.
     last: u64,
+    /// Refusals at the ceiling ([`Take::Wait`]): demand for the next block.
+    waits: AtomicU64,
 }
 
 impl SeqCounter {
@@ -147,6 +149,7 @@ impl SeqCounter {
             next: AtomicU64::new(1),
             ceiling: AtomicU64::new(last),
             last,
+            waits: AtomicU64::new(0),
         }
     }
 
@@ -159,6 +162,7 @@ impl SeqCounter {
             next: AtomicU64::new(durable.saturating_add(1)),
             ceiling: AtomicU64::new(durable.min(last)),
             last,
+            waits: AtomicU64::new(0),
         }
     }
 
@@ -174,7 +178,10 @@ impl SeqCounter {
             Ok(start) => Take::Ok(start..start + n.min(ceiling - start + 1)),
             Err(cur) if n == 0 && cur <= ceiling => Take::Ok(cur..cur),
             Err(_) if ceiling >= self.last => Take::Exhausted,
-            Err(_) => Take::Wait,
+            Err(_) => {
+                self.waits.fetch_add(1, Ordering::Relaxed);
+                Take::Wait
+            }
         }
     }
 
@@ -200,6 +207,11 @@ impl SeqCounter {
         self.last
     }
 
+    /// Refusals at the ceiling so far.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
+
     /// Highest number handed out so far (0 if none).
     pub fn used(&self) -> u64 {
         self.next().saturating_sub(1)
@@ -217,6 +229,10 @@ pub struct Planner {
     pub min_block: u64,
     pub max_block: u64,
     pub horizon: Duration,
+    /// Also bring a ceiling far ahead of the rate back down (inbound only:
+    /// lowering is safe there, under the window's lock, and it bounds what
+    /// a crash costs after a burst).
+    pub lower: bool,
     /// (time, position) samples for the rate.
     samples: VecDeque<(Instant, u64)>,
 }
@@ -229,10 +245,12 @@ impl Planner {
     }
 
     /// Inbound: after a crash the sender's next packets up to the ceiling
-    /// are dropped as replays, so blocks follow the rate (about two seconds
-    /// of traffic), never fewer than 64 packets.
+    /// are dropped as replays, so blocks follow the rate (about one second
+    /// of traffic), never fewer than 8 packets.
     pub fn inbound() -> Self {
-        Planner::new(64, 1 << 24, Duration::from_secs(2))
+        let mut p = Planner::new(8, 1 << 24, Duration::from_secs(1));
+        p.lower = true;
+        p
     }
 
     pub fn new(min_block: u64, max_block: u64, horizon: Duration) -> Self {
@@ -240,6 +258,7 @@ impl Planner {
             min_block,
             max_block: max_block.max(min_block),
             horizon,
+            lower: false,
             samples: VecDeque::new(),
         }
     }
@@ -272,6 +291,16 @@ impl Planner {
         demand: u64,
     ) -> Option<u64> {
         let seen = pos.saturating_add(demand);
+        // A jump (a peer that restarted and skipped ahead) is not a rate:
+        // faster than any block could follow, so start measuring again.
+        if let Some((t, p)) = self.samples.back() {
+            let dt = now.saturating_duration_since(*t).as_secs_f64();
+            let implied =
+                seen.saturating_sub(*p) as f64 / dt.max(1e-3) * self.horizon.as_secs_f64();
+            if implied > self.max_block as f64 {
+                self.samples.clear();
+            }
+        }
         self.samples.push_back((now, seen));
         while self.samples.len() > 2
             && now.saturating_duration_since(self.samples[0].0) > Duration::from_secs(5)
@@ -283,7 +312,10 @@ impl Planner {
         }
         let block = self.block();
         let ahead = ceiling.saturating_sub(pos);
-        (ahead < block / 2 || demand > 0).then(|| pos.saturating_add(block).min(last))
+        let lower = self.lower && ahead > block.saturating_mul(4);
+        let target = pos.saturating_add(block).min(last);
+        let want = ahead < block / 2 || demand > 0 || lower;
+        (want && (target > ceiling || (self.lower && target < ceiling))).then_some(target)
     }
 }
 
@@ -495,8 +527,9 @@ impl Store {
     }
 
     /// What `vecgate check` reports: whether `dir` exists as a writable
-    /// directory private to its owner (or can be created).
-    pub fn check(dir: &Path) -> Result<(), String> {
+    /// directory private to its owner (`Ok(None)`), or does not exist yet
+    /// but can be created (`Ok(Some(note))`).
+    pub fn check(dir: &Path) -> Result<Option<String>, String> {
         match fs::metadata(dir) {
             Ok(m) if !m.is_dir() => Err(format!("{} is not a directory", dir.display())),
             Ok(m) => {
@@ -511,7 +544,7 @@ impl Store {
                         m.permissions().mode() & 0o777
                     ));
                 }
-                Ok(())
+                Ok(None)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // Created at start: its nearest existing ancestor must be
@@ -522,6 +555,12 @@ impl Store {
                         let probe = a.join(format!(".vecgate-check-{}", std::process::id()));
                         return File::create(&probe)
                             .and_then(|_| fs::remove_file(&probe))
+                            .map(|_| {
+                                Some(format!(
+                                    "{} does not exist yet: created (mode 0700) at start",
+                                    dir.display()
+                                ))
+                            })
                             .map_err(|e| {
                                 format!(
                                     "{} does not exist and cannot be created in {}: {e}",
@@ -563,6 +602,17 @@ impl Store {
     /// Forgets `key`'s record (the operator's override).
     pub fn remove(&self, key: &KeyId) -> io::Result<bool> {
         remove_in(&self.sa_dir, key)
+    }
+
+    /// Reads the record of `key` in state directory `dir` without opening
+    /// it (no lock: for `vecgate check`, which only reports).
+    pub fn peek(dir: &Path, key: &KeyId) -> Option<Result<Record, String>> {
+        load_in(&dir.join("sa"), key)
+    }
+
+    /// The file of `key` in state directory `dir`.
+    pub fn path_in(dir: &Path, key: &KeyId) -> PathBuf {
+        path_in(&dir.join("sa"), key)
     }
 
     /// Removes the records of `key` in `dir` without a running gateway:
@@ -698,6 +748,12 @@ mod tests {
         assert_eq!(p.plan(t1, 2001, 2101, u64::MAX, 0), Some(4001));
         // Refused packets count as traffic and force a renewal.
         assert!(p.plan(t1, 2001, 2500, u64::MAX, 5).is_some());
+        // A jump is not a rate.
+        let t2 = t1 + Duration::from_millis(20);
+        assert_eq!(
+            p.plan(t2, 1 << 30, 1 << 30, u64::MAX, 1),
+            Some((1 << 30) + 100)
+        );
         // Never beyond the end of the space.
         assert_eq!(p.plan(t1, 10, 10, 50, 0), Some(50));
         assert_eq!(p.plan(t1, 10, 50, 50, 0), None);
@@ -779,7 +835,8 @@ mod tests {
             fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
             0o700
         );
-        assert!(Store::check(&dir).is_ok());
+        assert_eq!(Store::check(&dir), Ok(None));
+        assert!(Store::check(&dir.join("sub")).unwrap().is_some());
         let e = Store::open(&dir).unwrap_err();
         assert!(e.to_string().contains("in use"), "{e}");
         let key = KeyId::of(Algorithm::AesGcm128, &[1; 20]);
@@ -879,7 +936,7 @@ mod tests {
 
         /// The planner never asks for a ceiling below the current position
         /// or past the end of the space, and asks whenever less than half
-        /// of the minimum block is left.
+        /// of the minimum block is left; only an inbound planner lowers.
         #[test]
         fn planner_bounds(pos in 0u64..1 << 40, ahead in 0u64..1 << 22, last in 1u64..1 << 41, demand in 0u64..10) {
             let mut p = Planner::new(64, 1 << 20, Duration::from_secs(2));
@@ -887,8 +944,9 @@ mod tests {
             if let Some(v) = p.plan(Instant::now(), pos, ceiling, last, demand) {
                 prop_assert!(v <= last);
                 prop_assert!(v >= pos.min(last));
+                prop_assert!(v > ceiling || ceiling >= last || v == last, "outbound never lowers");
             } else {
-                prop_assert!(ceiling >= last || (ahead >= 32 && demand == 0));
+                prop_assert!(ceiling >= last || ahead >= 32);
             }
         }
 

@@ -8,11 +8,34 @@ use std::sync::Arc;
 use vecgate_config::{Config, SaDirection, TunnelKind};
 
 use crate::keys::sa_config;
-use crate::{EspRegistry, InboundSa, OutboundSa};
+use crate::{EspRegistry, InboundSa, OutboundSa, SaConfig};
+
+/// How SAs keyed from files are made. The gateway's maker resumes them
+/// from its state directory (their keys outlive the process: sequence
+/// ceilings and replay windows, [`crate::seqstore`]) and refuses a key
+/// used by another SA; [`Plain`] only builds them.
+pub trait SaMaker {
+    fn outbound(&self, tunnel: &str, cfg: SaConfig) -> Result<OutboundSa, String>;
+    fn inbound(&self, tunnel: &str, cfg: SaConfig) -> Result<InboundSa, String>;
+}
+
+/// Builds SAs with nothing persisted (tests and tools).
+pub struct Plain;
+
+impl SaMaker for Plain {
+    fn outbound(&self, tunnel: &str, cfg: SaConfig) -> Result<OutboundSa, String> {
+        let spi = cfg.spi;
+        OutboundSa::new(cfg).map_err(|e| format!("tunnel {tunnel} sa {spi:#x}: {e}"))
+    }
+    fn inbound(&self, tunnel: &str, cfg: SaConfig) -> Result<InboundSa, String> {
+        let spi = cfg.spi;
+        InboundSa::new(cfg).map_err(|e| format!("tunnel {tunnel} sa {spi:#x}: {e}"))
+    }
+}
 
 /// Creates every ipsec tunnel's SAs; tunnel ids are the tunnels' order
 /// among the ipsec tunnels. `Ok(None)` without ipsec tunnels.
-pub fn load(cfg: &Config) -> Result<Option<Arc<EspRegistry>>, String> {
+pub fn load(cfg: &Config, make: &dyn SaMaker) -> Result<Option<Arc<EspRegistry>>, String> {
     let mut any = false;
     let reg = EspRegistry::new();
     for (id, t) in cfg
@@ -41,13 +64,11 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<EspRegistry>>, String> {
         let out = x
             .outbound()
             .ok_or_else(|| format!("tunnel {}: no outbound SA", t.name))?;
-        let sa = OutboundSa::new(sa_config(t, out)?)
-            .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, out.spi))?;
+        let sa = make.outbound(&t.name, sa_config(t, out)?)?;
         reg.add_tunnel(id as u32, &t.name, sa)
             .map_err(|e| e.to_string())?;
         for s in x.inbound() {
-            let sa = InboundSa::new(sa_config(t, s)?)
-                .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, s.spi))?;
+            let sa = make.inbound(&t.name, sa_config(t, s)?)?;
             reg.install_inbound(id as u32, sa)
                 .map_err(|e| format!("tunnel {}: {e}", t.name))?;
         }
@@ -62,7 +83,7 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<EspRegistry>>, String> {
 /// inbound SAs no longer configured are removed last. SAs whose SPI is
 /// unchanged are kept as they are (keys are not re-read for them). Other
 /// configuration changes go through the API. Returns what was done.
-pub fn reload(reg: &EspRegistry, cfg: &Config) -> Result<Vec<String>, String> {
+pub fn reload(reg: &EspRegistry, cfg: &Config, make: &dyn SaMaker) -> Result<Vec<String>, String> {
     let mut done = Vec::new();
     let installed = reg.list();
     let mut work = Vec::new();
@@ -83,8 +104,7 @@ pub fn reload(reg: &EspRegistry, cfg: &Config) -> Result<Vec<String>, String> {
                 .iter()
                 .any(|i| !i.outbound && i.spi == s.spi && i.tunnel == *id)
             {
-                let sa = InboundSa::new(sa_config(t, s)?)
-                    .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, s.spi))?;
+                let sa = make.inbound(&t.name, sa_config(t, s)?)?;
                 reg.install_inbound(*id, sa)
                     .map_err(|e| format!("tunnel {}: {e}", t.name))?;
                 done.push(format!(
@@ -98,8 +118,7 @@ pub fn reload(reg: &EspRegistry, cfg: &Config) -> Result<Vec<String>, String> {
         let Some(o) = x.outbound() else { continue };
         let cur = reg.tunnel_tx(*id).map(|tx| tx.spi());
         if cur != Some(o.spi) {
-            let sa = OutboundSa::new(sa_config(t, o)?)
-                .map_err(|e| format!("tunnel {} sa {:#x}: {e}", t.name, o.spi))?;
+            let sa = make.outbound(&t.name, sa_config(t, o)?)?;
             let old = reg.switch_outbound(*id, sa).map_err(|e| e.to_string())?;
             done.push(format!(
                 "tunnel {}: switched outbound SA {:#010x} -> {:#010x}",

@@ -25,6 +25,7 @@ use wire::esp::{padding_len, EspTrailer, HEADER_LEN, NEXT_HEADER_NONE, TRAILER_L
 use crate::lifetime::LifetimeEvent;
 use crate::replay::ReplayWindow;
 use crate::sa::{sum_words, Transform};
+use crate::seqstore::Take;
 use crate::{EspError, InboundSa, OutboundSa};
 
 /// IP protocol numbers of the inner packet (next header in tunnel mode).
@@ -93,11 +94,7 @@ impl OutboundSa {
     /// number is 2^32 - 1; with ESN 2^64 - 2 (the range type cannot hold
     /// 2^64 - 1, a number no SA lives to reach).
     pub fn seq_end(&self) -> u64 {
-        if self.esn {
-            u64::MAX
-        } else {
-            1 << 32
-        }
+        self.seq.last() + 1
     }
 
     /// Hands out up to `n` consecutive sequence numbers for a batch; several
@@ -107,22 +104,18 @@ impl OutboundSa {
     /// once exhausted this returns `seq-exhausted`, marks the SA expired and
     /// reports [`LifetimeEvent::Hard`] (through
     /// [`crate::lifetime::LifetimeState::take_event`]); later calls return
-    /// `sa-expired`. Numbers already handed out stay usable.
+    /// `sa-expired`. Numbers already handed out stay usable. Numbers above
+    /// the durable ceiling of a key that outlives the process are refused
+    /// as `seq-not-durable` until the control thread has written the next
+    /// block ([`crate::seqstore`]).
     pub fn reserve(&self, n: u64) -> Result<Range<u64>, EspError> {
         if self.lifetime.is_hard_expired() || self.exhausted.load(Relaxed) {
             return Err(EspError::SaExpired);
         }
-        let end = self.seq_end();
-        match self.next_seq.fetch_update(Relaxed, Relaxed, |cur| {
-            if cur >= end || n == 0 {
-                None
-            } else {
-                Some(cur + n.min(end - cur))
-            }
-        }) {
-            Ok(start) => Ok(start..start + n.min(end - start)),
-            Err(cur) if n == 0 && cur < end => Ok(cur..cur),
-            Err(_) => {
+        match self.seq.take(n) {
+            Take::Ok(r) => Ok(r),
+            Take::Wait => Err(EspError::SeqNotDurable),
+            Take::Exhausted => {
                 if !self.exhausted.swap(true, Relaxed) {
                     self.lifetime.raise_hard();
                 }

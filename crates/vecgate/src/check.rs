@@ -3,14 +3,19 @@
 //! Exit status: 0 valid, 1 invalid (every problem printed as `F:LINE: message`
 //! on stderr), 2 the file could not be read.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
-use vecgate_config::{Config, LoadError, TunnelKind};
+use vecgate_config::{Config, LoadError, SaDirection, TunnelKind};
+use vecgate_ipsec::seqstore::{resume, KeyId, SaIdentity, Store};
 
 pub fn main(config: &Path) -> ExitCode {
     match vecgate_config::load(config) {
         Ok(cfg) => {
-            let (errors, notes) = secrets(&cfg);
+            let (mut errors, mut notes) = secrets(&cfg);
+            let (state_notes, state_errors) = state_checks(&cfg);
+            errors.extend(state_errors);
+            notes.extend(state_notes);
             for e in &errors {
                 eprintln!("{}: {e}", config.display());
             }
@@ -144,4 +149,66 @@ fn summary(cfg: &Config) -> String {
         plural(cfg.gateway.workers, "worker", "workers"),
         cfg.gateway.api,
     )
+}
+
+/// What the configuration file alone cannot say: the state directory
+/// (missing, unwritable: an error when static SAs need it) and the static
+/// SAs' keys — one key, one SA, compared by key hash across the file and
+/// against the records of the state directory (a start would refuse the
+/// same). Key files that cannot be read here are left to `vecgate run`.
+/// Returns (notes, errors).
+fn state_checks(cfg: &Config) -> (Vec<String>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut errors = Vec::new();
+    let dir = cfg.gateway.state_dir();
+    let needed = crate::sastate::has_static_sas(cfg);
+    match Store::check(&dir) {
+        Ok(None) => {}
+        Ok(Some(n)) => notes.push(format!("[gateway] state_dir: {n}")),
+        Err(e) if needed => errors.push(format!(
+            "[gateway] state_dir: {e} (static SAs keep their sequence numbers and replay windows there)"
+        )),
+        Err(e) => notes.push(format!(
+            "[gateway] state_dir: {e} (needed only by static SAs)"
+        )),
+    }
+    let mut by_file: HashMap<&Path, SaIdentity> = HashMap::new();
+    let mut by_key: HashMap<KeyId, SaIdentity> = HashMap::new();
+    for t in cfg.tunnels.iter().filter(|t| t.kind == TunnelKind::Ipsec) {
+        let Some(x) = t.ipsec.as_ref().filter(|x| x.ike.is_none()) else {
+            continue;
+        };
+        for sa in &x.sas {
+            let id = SaIdentity {
+                tunnel: t.name.clone(),
+                outbound: sa.direction == SaDirection::Out,
+                spi: sa.spi,
+            };
+            if let Some(other) = by_file.insert(&sa.key_file, id.clone()) {
+                errors.push(format!(
+                    "{id}: key_file {} is also the key of {other} (one key, one SA: a key shared by two SAs repeats AES-GCM/ChaCha20 nonces)",
+                    sa.key_file.display()
+                ));
+                continue;
+            }
+            let Ok(key) = vecgate_ipsec::keys::read_key(sa, &t.name) else {
+                continue;
+            };
+            let Ok(alg) = sa.algorithm.as_str().parse() else {
+                continue;
+            };
+            let k = KeyId::of(alg, &key);
+            if let Some(other) = by_key.insert(k, id.clone()) {
+                errors.push(format!(
+                    "{id}: key_file {} holds the same key as {other} (one key, one SA: compared by key hash)",
+                    sa.key_file.display()
+                ));
+                continue;
+            }
+            if let Err(e) = resume(&id, Store::peek(&dir, &k), &Store::path_in(&dir, &k)) {
+                errors.push(e.to_string());
+            }
+        }
+    }
+    (notes, errors)
 }

@@ -195,12 +195,14 @@ impl ApiSaOps {
             match sa.direction {
                 SaDirection::Out => {
                     out = Some(
-                        OutboundSa::new(cfg).map_err(|e| api_err(400, &alg(), e.to_string()))?,
+                        crate::sastate::outbound(&t.name, cfg)
+                            .map_err(|e| start_err(e, &alg(), &key_field(i, *key)))?,
                     )
                 }
-                SaDirection::In => {
-                    ins.push(InboundSa::new(cfg).map_err(|e| api_err(400, &alg(), e.to_string()))?)
-                }
+                SaDirection::In => ins.push(
+                    crate::sastate::inbound(&t.name, cfg)
+                        .map_err(|e| start_err(e, &alg(), &key_field(i, *key)))?,
+                ),
             }
         }
         let out = out.ok_or_else(|| {
@@ -214,6 +216,27 @@ impl ApiSaOps {
             )
         })?;
         Ok((out, ins))
+    }
+}
+
+/// An SA refused at creation: its configuration is a 400 on `sa_field`,
+/// its state (key reused, state unreadable) a 409 on `key_field`.
+fn start_err(
+    e: crate::sastate::StartError,
+    sa_field: &str,
+    key_field: &str,
+) -> vecgate_control::state::ApiError {
+    match e {
+        crate::sastate::StartError::Sa(m) => api_err(400, sa_field, m),
+        crate::sastate::StartError::State(m) => api_err(409, key_field, m),
+    }
+}
+
+/// The field that names SA `i`'s key in an API request.
+fn key_field(i: usize, key: vecgate_control::KeySource<'_>) -> String {
+    match key {
+        vecgate_control::KeySource::Hex(_) => format!("sa[{i}].key"),
+        vecgate_control::KeySource::File(_) => format!("sa[{i}].key_file"),
     }
 }
 
@@ -258,7 +281,8 @@ impl vecgate_control::SaOps for ApiSaOps {
     ) -> Result<(), vecgate_control::state::ApiError> {
         let id = self.id(t, "tunnel")?;
         let cfg = Self::keyed(t, sa, key)?;
-        let sa = InboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
+        let sa =
+            crate::sastate::inbound(&t.name, cfg).map_err(|e| start_err(e, "algorithm", "key"))?;
         self.reg.install_inbound(id, sa).map_err(|e| match e {
             vecgate_ipsec::RegistryError::SpiInUse(_) => api_err(409, "spi", e.to_string()),
             _ => api_err(409, "tunnel", e.to_string()),
@@ -273,7 +297,8 @@ impl vecgate_control::SaOps for ApiSaOps {
     ) -> Result<u32, vecgate_control::state::ApiError> {
         let id = self.id(t, "name")?;
         let cfg = Self::keyed(t, sa, key)?;
-        let sa = OutboundSa::new(cfg).map_err(|e| api_err(400, "algorithm", e.to_string()))?;
+        let sa =
+            crate::sastate::outbound(&t.name, cfg).map_err(|e| start_err(e, "algorithm", "key"))?;
         self.reg
             .switch_outbound(id, sa)
             .map(|old| old.spi())

@@ -11,6 +11,7 @@ mod ike;
 mod ipsec_wiring;
 mod notify;
 mod run;
+mod sastate;
 mod setup;
 
 #[derive(Parser)]

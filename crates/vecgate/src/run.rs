@@ -102,11 +102,19 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // every table rebuild (sequence numbers, replay windows).
     // Always present (an empty registry costs nothing: the tables get an
     // ESP part only with ipsec tunnels), so ipsec tunnels can be added live.
+    // Static SAs resume from the state directory (sequence ceilings,
+    // replay windows); their first blocks are durable before any worker
+    // runs, and a ticker keeps the next ones ahead of use.
+    crate::sastate::init(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
     let esp = Some(
-        vecgate_ipsec::static_sas::load(&cfg)
+        vecgate_ipsec::static_sas::load(&cfg, &crate::sastate::Persisted)
             .map_err(|e| anyhow!("IPsec: {e}"))?
             .unwrap_or_default(),
     );
+    crate::sastate::tick();
+    let sastate_stop = Arc::new(AtomicBool::new(false));
+    let sastate_ticker =
+        crate::sastate::spawn_ticker(sastate_stop.clone()).context("spawning the state ticker")?;
     // IKEv2: state machines built now (PSK files read); the punt path
     // carries IKE between the workers and the control thread. Both always
     // run (idle, the thread sleeps on the punt queue) so IKE tunnels can
@@ -327,8 +335,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         if let (true, Some(reg)) = (hup.swap(false, Ordering::Relaxed), &esp) {
             match vecgate_config::load(path)
                 .map_err(|e| e.to_string())
-                .and_then(|c| vecgate_ipsec::static_sas::reload(reg, &c))
-            {
+                .and_then(|c| {
+                    vecgate_ipsec::static_sas::reload(reg, &c, &crate::sastate::Persisted)
+                }) {
                 Ok(done) => {
                     for d in done {
                         info!("IPsec: {d}");
@@ -364,6 +373,11 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             error!("a worker thread panicked");
         }
     }
+    // Nothing sends or accepts any more: the exact positions replace the
+    // durable ceilings, so a clean restart skips and drops nothing.
+    sastate_stop.store(true, Ordering::Relaxed);
+    let _ = sastate_ticker.join();
+    crate::sastate::shutdown();
     show(&counters);
     for g in guards {
         if let Err(e) = g.remove() {

@@ -796,7 +796,7 @@ fn hexs(b: &[u8]) -> String {
 /// A 36-byte aes256gcm16 key (key ‖ salt) for `spi` (a test fixture).
 fn test_key(spi: u32) -> Vec<u8> {
     (0..36u32)
-        .map(|i| (i.wrapping_mul(29) ^ spi.wrapping_mul(13) ^ 0xa5) as u8)
+        .map(|i| (i.wrapping_mul(29) ^ (spi ^ (spi >> 8)).wrapping_mul(13) ^ 0xa5) as u8)
         .collect()
 }
 

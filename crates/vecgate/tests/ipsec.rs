@@ -90,10 +90,12 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Deterministic test key for `spi` (not secret: a test fixture).
+/// Deterministic test key for `spi` (not secret: a test fixture); every
+/// SPI's differs (one key, one SA: the gateway refuses a key twice).
 fn key(len: usize, spi: u32) -> Vec<u8> {
+    let s = (spi ^ (spi >> 8) ^ (spi >> 16) ^ (spi >> 24)) as u8;
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(31) ^ (spi as u8).wrapping_mul(7) ^ 0x5c)
+        .map(|i| (i as u8).wrapping_mul(31) ^ s.wrapping_mul(7) ^ 0x5c)
         .collect()
 }
 

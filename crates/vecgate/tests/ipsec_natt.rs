@@ -24,7 +24,10 @@ impl Drop for Dir {
 }
 
 fn key_file(dir: &Dir, spi: u32) -> String {
-    let key: Vec<u8> = (0..36u32).map(|i| (i * 13 + spi) as u8).collect();
+    // Every SPI's key differs (one key, one SA).
+    let key: Vec<u8> = (0..36u32)
+        .map(|i| (i * 13 + spi + (spi >> 8)) as u8)
+        .collect();
     let p = dir.0.join(format!("{spi:x}.hex"));
     common::write_secret(&p, hex(&key));
     p.display().to_string()

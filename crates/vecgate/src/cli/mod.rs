@@ -243,6 +243,19 @@ pub enum SaCmd {
     },
     /// vecgate sa del SPI (inbound SAs)
     Del { spi: String },
+    /// vecgate sa reset-state --config F TUNNEL [SPI]: the operator's
+    /// override for a static SA refused at start (its state unreadable, or
+    /// its key recorded for another SA): forgets the key's record in the
+    /// state directory, so the SA starts at sequence number 1 again. Only
+    /// with the gateway stopped, and only if the peer was rekeyed or never
+    /// saw this key: a reused key with reused numbers repeats nonces.
+    /// The gateway's configuration (`--config F`, required) gives its
+    /// state_dir and the SAs' keys.
+    ResetState {
+        tunnel: String,
+        /// Only this SA of the tunnel (default: all its static SAs).
+        spi: Option<String>,
+    },
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -736,6 +749,15 @@ fn sa_key(k: &SaKey, body: &mut serde_json::Map<String, Value>) -> Result<(), St
 }
 
 pub fn sa(t: &Target, cmd: &SaCmd) -> ExitCode {
+    if let SaCmd::ResetState { tunnel, spi } = cmd {
+        let Some(config) = &t.config else {
+            eprintln!(
+                "vecgate sa reset-state: --config F is required (the gateway's configuration)"
+            );
+            return ExitCode::from(2);
+        };
+        return crate::sastate::reset_state(config, tunnel, spi.as_deref());
+    }
     finish((|| {
         let c = resolve(t)?;
         match cmd {
@@ -792,6 +814,7 @@ pub fn sa(t: &Target, cmd: &SaCmd) -> ExitCode {
                     println!("inbound SA {spi} deleted");
                 }
             }
+            SaCmd::ResetState { .. } => unreachable!("handled above"),
         }
         Ok(())
     })())

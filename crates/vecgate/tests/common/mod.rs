@@ -149,8 +149,12 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
 }
 
 /// Path of the release or debug vecgate binary built by cargo for this test.
+/// `VECGATE_BIN` overrides it (to measure an older build with the same
+/// test, e.g. the restart reproduction of issue 14 before its fix).
 pub fn vecgate_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vecgate"))
+    std::env::var_os("VECGATE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vecgate")))
 }
 
 /// A vecgate daemon running in a namespace; SIGTERM on drop. Its log is kept
@@ -160,6 +164,8 @@ pub struct Gateway {
     pub log: Arc<Mutex<Vec<String>>>,
     pub config: PathBuf,
     pub ns: String,
+    /// The state directory [`with_state_dir`] made up, if it did.
+    state: Option<PathBuf>,
 }
 
 impl Gateway {
@@ -167,7 +173,8 @@ impl Gateway {
     /// (up to 20 s) for the "ready" log line.
     pub fn start(ns: &Netns, config: &str) -> Gateway {
         let path = std::env::temp_dir().join(format!("{}.toml", unique("cfg")));
-        std::fs::write(&path, config).expect("write config");
+        let (text, state) = with_state_dir(config);
+        std::fs::write(&path, text).expect("write config");
         let mut child = Command::new("ip")
             .args(["netns", "exec", &ns.name])
             .arg(vecgate_bin())
@@ -196,6 +203,7 @@ impl Gateway {
             log,
             config: path,
             ns: ns.name.clone(),
+            state,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -269,7 +277,30 @@ impl Drop for Gateway {
             eprintln!("---- vecgate log ({}) ----\n{}", self.ns, self.log_text());
         }
         let _ = std::fs::remove_file(&self.config);
+        if let Some(d) = &self.state {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
+}
+
+/// `config` with a `state_dir` of its own under /tmp unless it names one:
+/// tests run in parallel with the same gateway names, and the default
+/// (/var/lib/vecgate/NAME) would be shared (and is locked per gateway).
+/// Returns the text and the directory it added (removed with the gateway).
+pub fn with_state_dir(config: &str) -> (String, Option<PathBuf>) {
+    if config.contains("state_dir")
+        || !config.contains("[gateway]\n")
+        || std::env::var_os("VECGATE_BIN").is_some()
+    {
+        return (config.to_string(), None);
+    }
+    let dir = std::env::temp_dir().join(format!("{}.state", unique("st")));
+    let text = config.replacen(
+        "[gateway]\n",
+        &format!("[gateway]\nstate_dir = \"{}\"\n", dir.display()),
+        1,
+    );
+    (text, Some(dir))
 }
 
 /// Polls `f` every 100 ms until it returns true or `secs` pass.

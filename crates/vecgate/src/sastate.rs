@@ -1,0 +1,471 @@
+//! The state directory at run time: durable ceilings of static SAs.
+//!
+//! A static SA's key outlives the process, so its outbound sequence numbers
+//! and its inbound replay window must too ([`vecgate_ipsec::seqstore`] says
+//! why and how). This module ties that to the gateway: SAs are attached
+//! when created from the configuration, the API or SIGHUP ([`outbound`],
+//! [`inbound`]: the key's record decides where they resume, or refuses
+//! them); a ticker thread ([`spawn_ticker`]) writes the next block of each
+//! SA once half of the current one is used and only then publishes it to
+//! the fast path; a clean stop ([`shutdown`]) writes the exact positions.
+//! IKE child SAs are never attached: their keys are fresh every time.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+use vecgate_config::{Config, TunnelKind};
+use vecgate_ipsec::seqstore::{
+    resume, KeyId, Planner, Record, Resume, SaIdentity, SeqCounter, Store,
+};
+use vecgate_ipsec::{InboundSa, OutboundSa, ReplayWindow, SaConfig};
+
+/// How often the ticker looks at the SAs. Blocks are sized for seconds of
+/// traffic and renewed at half, so this only bounds how late a renewal
+/// starts (and how long a new SA waits for its first block).
+const TICK: Duration = Duration::from_millis(20);
+
+static STATE: OnceLock<SaState> = OnceLock::new();
+
+struct SaState {
+    /// `Err`: why the directory is unusable (static SAs are then refused).
+    store: Result<Store, String>,
+    dir: PathBuf,
+    entries: Mutex<HashMap<KeyId, Entry>>,
+}
+
+enum Handle {
+    Out(Arc<SeqCounter>),
+    In(Arc<Mutex<ReplayWindow>>),
+}
+
+impl Handle {
+    /// Whether anyone but us still holds the SA's state (the SA is alive).
+    fn alive(&self) -> bool {
+        match self {
+            Handle::Out(c) => Arc::strong_count(c) > 1,
+            Handle::In(w) => Arc::strong_count(w) > 1,
+        }
+    }
+}
+
+struct Entry {
+    sa: SaIdentity,
+    handle: Handle,
+    planner: Planner,
+    /// The ceiling on disk (0 before the first write of a fresh key).
+    durable: u64,
+    /// Whether this entry has written its record yet.
+    written: bool,
+    seen_waits: u64,
+    /// A write failed (logged once until one succeeds again).
+    failing: bool,
+}
+
+fn window(w: &Mutex<ReplayWindow>) -> MutexGuard<'_, ReplayWindow> {
+    w.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `cfg` has SAs keyed from files (they need the state directory).
+pub fn has_static_sas(cfg: &Config) -> bool {
+    cfg.tunnels.iter().any(|t| {
+        t.kind == TunnelKind::Ipsec
+            && t.ipsec
+                .as_ref()
+                .is_some_and(|x| x.ike.is_none() && !x.sas.is_empty())
+    })
+}
+
+/// Opens the gateway's state directory (created 0700, locked for the
+/// process lifetime). Fails only when `cfg` has static SAs; otherwise an
+/// unusable directory is a warning and static SAs added later are refused.
+pub fn init(cfg: &Config) -> Result<(), String> {
+    let dir = cfg.gateway.state_dir();
+    let store = Store::open(&dir).map_err(|e| format!("state directory {}: {e}", dir.display()));
+    match &store {
+        Ok(_) => info!(state_dir = %dir.display(), "state directory open"),
+        Err(e) if has_static_sas(cfg) => return Err(e.clone()),
+        Err(e) => warn!("{e}: static IPsec SAs cannot be added"),
+    }
+    STATE
+        .set(SaState {
+            store,
+            dir,
+            entries: Mutex::new(HashMap::new()),
+        })
+        .map_err(|_| "state directory opened twice".to_string())
+}
+
+fn state() -> Result<&'static SaState, String> {
+    STATE
+        .get()
+        .ok_or_else(|| "the state directory is not open".to_string())
+}
+
+impl SaState {
+    fn entries(&self) -> MutexGuard<'_, HashMap<KeyId, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where `sa` with key `key` resumes, or why it may not start.
+    fn admit(&self, sa: &SaIdentity, key: &KeyId) -> Result<(Resume, &Store), String> {
+        let store = self.store.as_ref().map_err(|e| format!("{sa}: {e}"))?;
+        if let Some(e) = self.entries().get(key) {
+            if e.sa != *sa && e.handle.alive() {
+                return Err(format!(
+                    "{sa}: its key is already used by {} (one key, one SA: a reused AES-GCM/ChaCha20 key repeats nonces); give it its own key",
+                    e.sa
+                ));
+            }
+        }
+        let r = resume(sa, store.load(key), &store.path_of(key)).map_err(|e| e.to_string())?;
+        Ok((r, store))
+    }
+}
+
+/// Why a static SA was not created.
+#[derive(Debug)]
+pub enum StartError {
+    /// The SA's own configuration (key length, SPI, endpoints).
+    Sa(String),
+    /// Its state: unreadable, the key used by another SA, no directory.
+    State(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Sa(m) | StartError::State(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<StartError> for String {
+    fn from(e: StartError) -> String {
+        e.to_string()
+    }
+}
+
+/// Creates a static outbound SA of tunnel `tunnel` from `cfg`, resuming
+/// above everything its key may have sent before. It hands out nothing
+/// until the ticker has made its first block durable.
+pub fn outbound(tunnel: &str, cfg: SaConfig) -> Result<OutboundSa, StartError> {
+    let st = state().map_err(StartError::State)?;
+    let key = KeyId::of(cfg.algorithm, &cfg.key);
+    let id = SaIdentity {
+        tunnel: tunnel.to_string(),
+        outbound: true,
+        spi: cfg.spi,
+    };
+    let (r, _) = st.admit(&id, &key).map_err(StartError::State)?;
+    let mut sa = OutboundSa::new(cfg).map_err(|e| StartError::Sa(format!("{id}: {e}")))?;
+    let durable = match r {
+        Resume::Fresh => 0,
+        Resume::From { ceiling, .. } => ceiling,
+    };
+    sa.resume_seq(durable);
+    if durable > 0 {
+        info!(
+            "{id}: resumes above sequence number {durable} (durable ceiling from {})",
+            st.dir.display()
+        );
+    }
+    st.entries().insert(
+        key,
+        Entry {
+            sa: id,
+            handle: Handle::Out(sa.seq_counter().clone()),
+            planner: Planner::outbound(),
+            durable,
+            written: false,
+            seen_waits: 0,
+            failing: false,
+        },
+    );
+    Ok(sa)
+}
+
+/// Creates a static inbound SA of tunnel `tunnel` from `cfg`; its replay
+/// window starts where the key's record says (after a crash: everything up
+/// to the durable ceiling counts as seen).
+pub fn inbound(tunnel: &str, cfg: SaConfig) -> Result<InboundSa, StartError> {
+    let st = state().map_err(StartError::State)?;
+    let key = KeyId::of(cfg.algorithm, &cfg.key);
+    let id = SaIdentity {
+        tunnel: tunnel.to_string(),
+        outbound: false,
+        spi: cfg.spi,
+    };
+    let (r, _) = st.admit(&id, &key).map_err(StartError::State)?;
+    let sa = InboundSa::new(cfg).map_err(|e| StartError::Sa(format!("{id}: {e}")))?;
+    let handle = sa.replay_handle();
+    let durable = {
+        let mut w = window(&handle);
+        match r {
+            Resume::Fresh => {
+                w.set_ceiling(0);
+                0
+            }
+            Resume::From {
+                ceiling,
+                window: ring,
+            } => {
+                w.restore(ceiling, ring.as_deref());
+                info!(
+                    exact = ring.is_some(),
+                    "{id}: replay window resumes at {ceiling}"
+                );
+                ceiling
+            }
+        }
+    };
+    st.entries().insert(
+        key,
+        Entry {
+            sa: id,
+            handle: Handle::In(handle),
+            planner: Planner::inbound(),
+            durable,
+            written: false,
+            seen_waits: 0,
+            failing: false,
+        },
+    );
+    Ok(sa)
+}
+
+/// The gateway's [`vecgate_ipsec::static_sas::SaMaker`]: [`outbound`] and
+/// [`inbound`].
+pub struct Persisted;
+
+impl vecgate_ipsec::static_sas::SaMaker for Persisted {
+    fn outbound(&self, tunnel: &str, cfg: SaConfig) -> Result<OutboundSa, String> {
+        outbound(tunnel, cfg).map_err(String::from)
+    }
+    fn inbound(&self, tunnel: &str, cfg: SaConfig) -> Result<InboundSa, String> {
+        inbound(tunnel, cfg).map_err(String::from)
+    }
+}
+
+/// One pass: renew the ceilings that need it; forget SAs that are gone
+/// (after writing where they stopped).
+pub fn tick() {
+    let Ok(st) = state() else { return };
+    let Ok(store) = &st.store else { return };
+    let now = Instant::now();
+    let mut entries = st.entries();
+    entries.retain(|key, e| {
+        if !e.handle.alive() {
+            // Gone: nobody can use its numbers any more, so the exact
+            // position is a safe ceiling (a never-used SA leaves no record).
+            if e.written {
+                let _ = save_exact(store, key, e);
+            }
+            return false;
+        }
+        renew(store, key, e, now);
+        true
+    });
+}
+
+fn renew(store: &Store, key: &KeyId, e: &mut Entry, now: Instant) {
+    let save = |e: &mut Entry, ceiling: u64, window: Option<Vec<u64>>| -> bool {
+        let rec = Record {
+            sa: e.sa.clone(),
+            key: *key,
+            ceiling,
+            window,
+        };
+        match store.save(&rec) {
+            Ok(()) => {
+                if e.failing {
+                    info!("{}: state written again", e.sa);
+                }
+                e.failing = false;
+                e.written = true;
+                e.durable = ceiling;
+                true
+            }
+            Err(err) => {
+                if !e.failing {
+                    error!(
+                        "{}: cannot write its state to {}: {err}; packets beyond the durable ceiling are dropped (seq-not-durable / replay-not-durable)",
+                        e.sa,
+                        store.path_of(key).display()
+                    );
+                }
+                e.failing = true;
+                false
+            }
+        }
+    };
+    match &e.handle {
+        Handle::Out(c) => {
+            let c = c.clone();
+            let waits = c.waits();
+            let demand = waits - e.seen_waits;
+            e.seen_waits = waits;
+            if let Some(next) = e.planner.plan(now, c.next(), c.ceiling(), c.last(), demand) {
+                // Durable first, then usable.
+                if save(e, next, None) {
+                    c.publish(next);
+                }
+            }
+        }
+        Handle::In(w) => {
+            let w = w.clone();
+            let (top, ceiling, waits, enabled) = {
+                let g = window(&w);
+                (g.wanted(), g.ceiling(), g.waits(), g.enabled())
+            };
+            if !enabled {
+                // Replays are accepted anyway: only the key's owner is
+                // recorded.
+                if !e.written {
+                    let _ = save(e, 0, None);
+                    window(&w).set_ceiling(u64::MAX);
+                }
+                return;
+            }
+            let demand = waits - e.seen_waits;
+            e.seen_waits = waits;
+            if let Some(next) = e.planner.plan(now, top, ceiling, u64::MAX - 1, demand) {
+                if next < ceiling {
+                    // Lower in memory first (the disk still says more).
+                    window(&w).set_ceiling(next);
+                    let actual = window(&w).ceiling();
+                    let _ = save(e, actual, None);
+                } else if save(e, next, None) {
+                    window(&w).set_ceiling(next);
+                }
+            }
+        }
+    }
+}
+
+/// Writes where `e` stands exactly: outbound the last number used,
+/// inbound the window's top and bitmap. Only when nothing can move it any
+/// more (the SA is gone, or the workers have stopped).
+fn save_exact(store: &Store, key: &KeyId, e: &Entry) -> std::io::Result<u64> {
+    let (ceiling, window_bits) = match &e.handle {
+        Handle::Out(c) => (c.used(), None),
+        Handle::In(w) => {
+            let g = window(w);
+            if g.enabled() {
+                (g.top(), Some(g.ring().to_vec()))
+            } else {
+                (0, None)
+            }
+        }
+    };
+    store.save(&Record {
+        sa: e.sa.clone(),
+        key: *key,
+        ceiling,
+        window: window_bits,
+    })?;
+    Ok(ceiling)
+}
+
+/// A clean stop, after the workers have stopped: every SA's exact position,
+/// so a planned restart skips nothing and drops nothing.
+pub fn shutdown() {
+    let Ok(st) = state() else { return };
+    let Ok(store) = &st.store else { return };
+    for (key, e) in st.entries().iter() {
+        if !e.written {
+            continue;
+        }
+        match save_exact(store, key, e) {
+            Ok(c) => info!("{}: stopped at {c} (written)", e.sa),
+            Err(err) => warn!(
+                "{}: exact state not written ({err}); the durable ceiling stands",
+                e.sa
+            ),
+        }
+    }
+}
+
+/// Runs [`tick`] every [`TICK`] until `stop`.
+pub fn spawn_ticker(stop: Arc<AtomicBool>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("vg-sastate".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                tick();
+                std::thread::sleep(TICK);
+            }
+        })
+}
+
+/// `vecgate sa reset-state --config F TUNNEL [SPI]`: forgets the records
+/// of the tunnel's static SAs' keys (the operator's override). Refused while
+/// a gateway holds the state directory.
+pub fn reset_state(
+    config: &std::path::Path,
+    tunnel: &str,
+    spi: Option<&str>,
+) -> std::process::ExitCode {
+    let run = || -> Result<Vec<String>, String> {
+        let cfg = vecgate_config::load(config).map_err(|e| e.to_string())?;
+        let t = cfg
+            .tunnels
+            .iter()
+            .find(|t| t.name == tunnel)
+            .ok_or_else(|| format!("no tunnel {tunnel} in {}", config.display()))?;
+        let want = spi
+            .map(|s| {
+                let s = s.trim();
+                let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some(h) => u32::from_str_radix(h, 16),
+                    None => s.parse(),
+                };
+                v.map_err(|_| format!("SPI {s}: expected a number (0x... or decimal)"))
+            })
+            .transpose()?;
+        let sas: Vec<_> = t
+            .ipsec
+            .iter()
+            .filter(|x| x.ike.is_none())
+            .flat_map(|x| x.sas.iter())
+            .filter(|s| want.is_none_or(|w| w == s.spi))
+            .collect();
+        if sas.is_empty() {
+            return Err(format!("tunnel {tunnel}: no static SA to reset"));
+        }
+        let mut keys = Vec::new();
+        for s in &sas {
+            let key = vecgate_ipsec::keys::read_key(s, tunnel)?;
+            let alg = s
+                .algorithm
+                .as_str()
+                .parse()
+                .map_err(|_| format!("algorithm {}", s.algorithm))?;
+            keys.push(KeyId::of(alg, &key));
+        }
+        let dir = cfg.gateway.state_dir();
+        let gone = Store::reset_offline(&dir, &keys)
+            .map_err(|e| format!("state directory {}: {e}", dir.display()))?;
+        Ok(gone
+            .iter()
+            .map(|p| format!("removed {}", p.display()))
+            .collect())
+    };
+    match run() {
+        Ok(lines) => {
+            if lines.is_empty() {
+                println!("nothing recorded for those SAs");
+            }
+            for l in lines {
+                println!("{l}");
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("vecgate sa reset-state: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
