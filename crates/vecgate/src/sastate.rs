@@ -83,7 +83,18 @@ pub fn has_static_sas(cfg: &Config) -> bool {
 /// unusable directory is a warning and static SAs added later are refused.
 pub fn init(cfg: &Config) -> Result<(), String> {
     let dir = cfg.gateway.state_dir();
-    let store = Store::open(&dir).map_err(|e| format!("state directory {}: {e}", dir.display()));
+    // A previous instance killed a moment ago may still be exiting (its
+    // lock goes with its last descriptor): wait for it a little.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let store = loop {
+        match Store::open(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => break r,
+        }
+    };
+    let store = store.map_err(|e| format!("state directory {}: {e}", dir.display()));
     match &store {
         Ok(_) => info!(state_dir = %dir.display(), "state directory open"),
         Err(e) if has_static_sas(cfg) => return Err(e.clone()),

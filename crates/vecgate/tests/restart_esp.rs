@@ -56,9 +56,23 @@ fn topo() -> Topo {
     t.h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
     t.h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
     for spi in [SPI_AB, SPI_BA] {
-        std::fs::write(t.dir.join(format!("{spi:x}.hex")), hex(&key(spi))).unwrap();
+        write_secret(&t.dir.join(format!("{spi:x}.hex")), &hex(&key(spi)));
     }
     t
+}
+
+/// A key file as vecgate wants one: mode 0600.
+fn write_secret(path: &Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap();
 }
 
 /// Gateway `side`'s configuration; its state directory is fixed per side
@@ -456,7 +470,7 @@ fn corrupt_state_refuses_the_sa_until_reset() {
 
     // One key for two SAs: refused by check, compared by key hash.
     let dup = t.dir.join("dup.hex");
-    std::fs::write(&dup, hex(&key(SPI_AB))).unwrap();
+    write_secret(&dup, &hex(&key(SPI_AB)));
     let text = cfg_a.replace(
         &format!("{}/{SPI_BA:x}.hex", t.dir.display()),
         &dup.display().to_string(),
