@@ -31,6 +31,22 @@ pub const MAX_WINDOW: u32 = 1 << 16;
 /// 32-bit space, i.e. "the closest" epoch.
 const ESN_INFER_WINDOW_OFF: u64 = 1 << 31;
 
+/// Makes a new replay ceiling durable at once (returns whether it is): for
+/// an authentic packet far above the ceiling (a peer that restarted and
+/// jumped ahead), which would otherwise be dropped until the next block.
+#[derive(Clone)]
+pub struct PersistNow(pub std::sync::Arc<dyn Fn(u64) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for PersistNow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PersistNow")
+    }
+}
+
+/// How far past an authentic packet above the ceiling [`PersistNow`]
+/// moves it (the ticker takes over from there).
+pub const JUMP_MARGIN: u64 = 256;
+
 /// Anti-replay state of one inbound SA.
 #[derive(Debug)]
 pub struct ReplayWindow {
@@ -50,6 +66,9 @@ pub struct ReplayWindow {
     /// sender that restarted jumps ahead, and the next ceiling must reach
     /// past the jump.
     wanted: u64,
+    /// Writes a ceiling durably from the receive path (the packet waits
+    /// for it rather than being dropped).
+    persist: Option<PersistNow>,
 }
 
 impl ReplayWindow {
@@ -74,6 +93,7 @@ impl ReplayWindow {
             ceiling: u64::MAX,
             waits: 0,
             wanted: 0,
+            persist: None,
         })
     }
 
@@ -93,6 +113,12 @@ impl ReplayWindow {
     /// is safe at any time (the durable one is still higher).
     pub fn set_ceiling(&mut self, c: u64) {
         self.ceiling = c.max(self.top);
+    }
+
+    /// Lets the receive path make a ceiling durable itself when an
+    /// authentic packet is above it.
+    pub fn set_persist(&mut self, p: Option<PersistNow>) {
+        self.persist = p;
     }
 
     /// Authentic packets refused at the ceiling so far.
@@ -220,6 +246,16 @@ impl ReplayWindow {
     pub fn update(&mut self, seq: u64) -> Result<(), EspError> {
         self.check(seq)?;
         if seq > self.ceiling {
+            // Wait for a durable ceiling above it (rare: the ticker keeps
+            // the ceiling ahead of steady traffic) rather than drop it.
+            let c = seq.saturating_add(JUMP_MARGIN);
+            if let Some(p) = &self.persist {
+                if (p.0)(c) {
+                    self.ceiling = c;
+                }
+            }
+        }
+        if seq > self.ceiling {
             self.waits += 1;
             self.wanted = self.wanted.max(seq);
             return Err(EspError::ReplayNotDurable);
@@ -323,8 +359,21 @@ mod tests {
         assert_eq!(w.waits(), 1);
         assert_eq!(w.update(5000), Err(EspError::ReplayNotDurable));
         assert_eq!(w.wanted(), 5000, "a restarted sender's jump is wanted");
+        // With a durable writer, the packet waits for it instead.
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let a = asked.clone();
+        w.set_persist(Some(PersistNow(std::sync::Arc::new(move |c| {
+            a.store(c, std::sync::atomic::Ordering::Relaxed);
+            true
+        }))));
+        w.update(9000).unwrap();
+        assert_eq!(
+            asked.load(std::sync::atomic::Ordering::Relaxed),
+            9000 + JUMP_MARGIN
+        );
+        assert_eq!(w.ceiling(), 9000 + JUMP_MARGIN);
         w.set_ceiling(5);
-        assert_eq!(w.ceiling(), 10, "never below the top");
+        assert_eq!(w.ceiling(), 9000, "never below the top");
         // After a crash: everything up to the durable ceiling counts as seen.
         let mut r = ReplayWindow::new(64, false).unwrap();
         r.restore(100, None);

@@ -38,7 +38,7 @@ struct SaState {
 
 enum Handle {
     Out(Arc<SeqCounter>),
-    In(Arc<Mutex<ReplayWindow>>),
+    In(Arc<Mutex<ReplayWindow>>, Arc<Writer>),
 }
 
 impl Handle {
@@ -46,7 +46,7 @@ impl Handle {
     fn alive(&self) -> bool {
         match self {
             Handle::Out(c) => Arc::strong_count(c) > 1,
-            Handle::In(w) => Arc::strong_count(w) > 1,
+            Handle::In(w, _) => Arc::strong_count(w) > 1,
         }
     }
 }
@@ -62,6 +62,57 @@ struct Entry {
     seen_waits: u64,
     /// A write failed (logged once until one succeeds again).
     failing: bool,
+}
+
+/// The one writer of an inbound SA's record: the ticker and the receive
+/// path (a jump, [`vecgate_ipsec::replay::PersistNow`]) both write through
+/// it, so the durable ceiling never moves down behind an accepted packet.
+/// Lock order: the replay window, then this.
+struct Writer {
+    sa: SaIdentity,
+    key: KeyId,
+    /// The ceiling on disk.
+    written: Mutex<u64>,
+}
+
+impl Writer {
+    /// Makes at least `c` durable (nothing if it already is).
+    fn at_least(&self, c: u64) -> bool {
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if c <= *w {
+            return true;
+        }
+        if self.save(c) {
+            *w = c;
+            return true;
+        }
+        false
+    }
+
+    /// Writes exactly `c` (a lowering, under the window's lock).
+    fn exactly(&self, c: u64) -> bool {
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if self.save(c) {
+            *w = c;
+            return true;
+        }
+        false
+    }
+
+    fn save(&self, c: u64) -> bool {
+        let Some(store) = STATE.get().and_then(|s| s.store.as_ref().ok()) else {
+            return false;
+        };
+        store
+            .save(&Record {
+                sa: self.sa.clone(),
+                key: self.key,
+                ceiling: c,
+                window: None,
+            })
+            .map_err(|e| warn!("{}: cannot write its state: {e}", self.sa))
+            .is_ok()
+    }
 }
 
 fn window(w: &Mutex<ReplayWindow>) -> MutexGuard<'_, ReplayWindow> {
@@ -212,8 +263,17 @@ pub fn inbound(tunnel: &str, cfg: SaConfig) -> Result<InboundSa, StartError> {
     let (r, _) = st.admit(&id, &key).map_err(StartError::State)?;
     let sa = InboundSa::new(cfg).map_err(|e| StartError::Sa(format!("{id}: {e}")))?;
     let handle = sa.replay_handle();
+    let writer = Arc::new(Writer {
+        sa: id.clone(),
+        key,
+        written: Mutex::new(0),
+    });
     let durable = {
         let mut w = window(&handle);
+        let wr = writer.clone();
+        w.set_persist(Some(vecgate_ipsec::replay::PersistNow(Arc::new(
+            move |c| wr.at_least(c),
+        ))));
         match r {
             Resume::Fresh => {
                 w.set_ceiling(0);
@@ -224,6 +284,7 @@ pub fn inbound(tunnel: &str, cfg: SaConfig) -> Result<InboundSa, StartError> {
                 window: ring,
             } => {
                 w.restore(ceiling, ring.as_deref());
+                *writer.written.lock().unwrap_or_else(|e| e.into_inner()) = ceiling;
                 info!(
                     exact = ring.is_some(),
                     "{id}: replay window resumes at {ceiling}"
@@ -236,7 +297,7 @@ pub fn inbound(tunnel: &str, cfg: SaConfig) -> Result<InboundSa, StartError> {
         key,
         Entry {
             sa: id,
-            handle: Handle::In(handle),
+            handle: Handle::In(handle, writer),
             planner: Planner::inbound(),
             durable,
             written: false,
@@ -325,8 +386,8 @@ fn renew(store: &Store, key: &KeyId, e: &mut Entry, now: Instant) {
                 }
             }
         }
-        Handle::In(w) => {
-            let w = w.clone();
+        Handle::In(w, writer) => {
+            let (w, writer) = (w.clone(), writer.clone());
             let (top, ceiling, waits, enabled) = {
                 let g = window(&w);
                 (g.wanted(), g.ceiling(), g.waits(), g.enabled())
@@ -344,11 +405,15 @@ fn renew(store: &Store, key: &KeyId, e: &mut Entry, now: Instant) {
             e.seen_waits = waits;
             if let Some(next) = e.planner.plan(now, top, ceiling, u64::MAX - 1, demand) {
                 if next < ceiling {
-                    // Lower in memory first (the disk still says more).
-                    window(&w).set_ceiling(next);
-                    let actual = window(&w).ceiling();
-                    let _ = save(e, actual, None);
-                } else if save(e, next, None) {
+                    // Lower in memory first (the disk still says more),
+                    // then on disk, both under the window's lock.
+                    let mut g = window(&w);
+                    g.set_ceiling(next);
+                    if writer.exactly(g.ceiling()) {
+                        e.written = true;
+                    }
+                } else if writer.at_least(next) {
+                    e.written = true;
                     window(&w).set_ceiling(next);
                 }
             }
@@ -362,7 +427,7 @@ fn renew(store: &Store, key: &KeyId, e: &mut Entry, now: Instant) {
 fn save_exact(store: &Store, key: &KeyId, e: &Entry) -> std::io::Result<u64> {
     let (ceiling, window_bits) = match &e.handle {
         Handle::Out(c) => (c.used(), None),
-        Handle::In(w) => {
+        Handle::In(w, _) => {
             let g = window(w);
             if g.enabled() {
                 (g.top(), Some(g.ring().to_vec()))
