@@ -34,7 +34,7 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteType, RouteVia,
 };
 use netlink_packet_route::RouteNetlinkMessage;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -691,6 +691,7 @@ fn serve(ctl: &Control, listener: &TcpListener, settings: FpmSettings) {
     let mut session: Option<Session> = None;
     let mut last_publish = Instant::now();
     let mut gap = MIN_PUBLISH_GAP;
+    let mut unresolved_before: HashSet<(String, Prefix)> = HashSet::new();
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -753,9 +754,14 @@ fn serve(ctl: &Control, listener: &TcpListener, settings: FpmSettings) {
             rib.dirty = false;
             match ctl.set_learned(Arc::new(learned)) {
                 Ok(unresolved) => {
-                    for (vrf, p) in unresolved.iter().take(LOG_PER_SECOND as usize) {
+                    // Counted once when a route becomes unresolvable, not
+                    // at every publish it stays so.
+                    let now: HashSet<(String, Prefix)> = unresolved.into_iter().collect();
+                    for (vrf, p) in now.difference(&unresolved_before) {
+                        stats.fail(Failure::Unresolved);
                         log.warn(|| format!("{p} in vrf {vrf}: no next hop resolves"));
                     }
+                    unresolved_before = now;
                 }
                 Err(e) => tracing::warn!("fpm: tables not rebuilt: {}", e.message),
             }
