@@ -125,15 +125,8 @@ pub(crate) fn push_eth(p: &mut Packet, dst: [u8; 6], src: [u8; 6], ethertype: u1
     true
 }
 
-#[inline]
-pub(crate) fn be16(d: &[u8], off: usize) -> u16 {
-    u16::from_be_bytes([d[off], d[off + 1]])
-}
-
-#[inline]
-pub(crate) fn put16(d: &mut [u8], off: usize, v: u16) {
-    d[off..off + 2].copy_from_slice(&v.to_be_bytes());
-}
+/// Big-endian field access, the offloads' own (one copy in the crate).
+pub(crate) use crate::offload::hdr::{be16, put16};
 
 /// IPv4 address at `off`; the caller checked `off + 4 <= d.len()`.
 #[inline]

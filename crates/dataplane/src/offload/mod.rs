@@ -28,7 +28,7 @@ pub mod gso;
 pub mod tso;
 pub mod uso;
 
-mod hdr;
+pub(crate) mod hdr;
 
 pub use csum::{complete, verify_l4, verify_l4_at};
 pub use fragment::fragment_ipv4;
