@@ -9,7 +9,7 @@ PKGS=(iproute2 iputils-ping ethtool tcpdump tshark iperf3 nftables
       openvswitch-switch strongswan-charon strongswan-swanctl
       libcharon-extra-plugins libstrongswan-standard-plugins
       linux-perf cmake clang pkg-config
-      lintian prometheus systemd man-db procps frr)
+      lintian prometheus systemd man-db procps frr keepalived)
 
 missing=()
 for p in "${PKGS[@]}"; do

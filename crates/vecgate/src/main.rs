@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod check;
 mod cli;
 mod generate;
+mod ha;
 mod ike;
 mod ipsec_wiring;
 mod notify;

@@ -128,6 +128,13 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let punt = ike
         .as_ref()
         .map(|_| dataplane::ike_punt::Punt::new(dataplane::ike_punt::DEFAULT_SLOTS));
+    // VRRP (`[ha]`): adverts punted by the workers to the speaker thread.
+    let vrrp_punt = cfg
+        .ha
+        .as_ref()
+        .filter(|h| !h.groups.is_empty())
+        .map(|_| dataplane::ike_punt::Punt::new(64));
+    let held = crate::ha::Held::default();
     let nworkers = cfg.gateway.workers.max(1);
     let nports = cfg.interfaces.len();
 
@@ -182,6 +189,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         esp.as_deref(),
         &assigned.ports,
         &Default::default(),
+        &Default::default(),
     )
     .map_err(|e| anyhow!("building tables: {e}"))?;
     tports.commit(assigned);
@@ -205,6 +213,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         worker.set_neighbour_shared(neigh.clone());
         if let Some(p) = &punt {
             worker.set_punt(p.clone());
+        }
+        if let Some(p) = &vrrp_punt {
+            worker.set_vrrp(p.clone());
         }
         counters.push(worker.counters());
         mailboxes.push(worker.mailbox());
@@ -236,7 +247,8 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
 
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
-    let api = start_api(
+    let mailbox0 = mailboxes.first().cloned();
+    let (api, ctl) = start_api(
         &cfg,
         auth,
         tls,
@@ -247,8 +259,34 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         esp.clone(),
         ike.as_ref().map(|i| (i.status(), i.control())),
         tports,
+        held.clone(),
     )?;
     info!(api = %api.endpoint, "management API listening");
+    // VRRP: the speaker thread; taking or releasing the virtual addresses
+    // republishes the tables through the API's build-and-publish.
+    let ha_status = crate::ha::HaStatus::default();
+    let ha_thread = match (&vrrp_punt, mailbox0) {
+        (Some(p), Some(mb)) => {
+            let ctl = ctl.clone();
+            let macs: Vec<[u8; 6]> = netdevs.iter().map(|n| n.mac).collect();
+            let w = crate::ha::HaWiring {
+                punt: p.clone(),
+                mailbox: mb,
+                held: held.clone(),
+                rebuild: Box::new(move || {
+                    if let Err(e) = ctl.apply(&[], |_| Ok(())) {
+                        error!("VRRP: publishing the virtual addresses: {}", e.message);
+                    }
+                }),
+                status: ha_status.clone(),
+            };
+            Some(
+                crate::ha::start(&cfg, &macs, w, stop.clone())
+                    .context("spawning the VRRP thread")?,
+            )
+        }
+        _ => None,
+    };
     let ike = match (ike, &punt) {
         (Some(prep), Some(p)) => Some(
             prep.start(shared.clone(), p.clone(), stop.clone())
@@ -363,6 +401,15 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     if let Some(n) = &notifier {
         n.send("STOPPING=1\nSTATUS=stopping");
     }
+    // VRRP first: its priority-0 adverts go out through the workers.
+    if let Some(t) = ha_thread {
+        if t.join().is_err() {
+            error!("the VRRP thread panicked");
+        }
+        for line in crate::ha::describe(&ha_status) {
+            info!("VRRP {line}");
+        }
+    }
     api.shutdown();
     if let Some(h) = ike {
         h.join();
@@ -434,7 +481,8 @@ fn start_api(
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<TunnelPorts>>,
-) -> Result<vecgate_control::ServerHandle> {
+    held: crate::ha::Held,
+) -> Result<(vecgate_control::ServerHandle, Arc<vecgate_control::Control>)> {
     use vecgate_control::{Capabilities, Control, Dataplane, NetdevFacts};
     let nd = netdevs.to_vec();
     let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
@@ -452,7 +500,8 @@ fn start_api(
                 // so the port assignment is committed with it.
                 let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
                 let a = tp.assign(c)?;
-                let t = build_tables_ported(c, &nd, esp.as_deref(), &a.ports, learned)?;
+                let held = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let t = build_tables_ported(c, &nd, esp.as_deref(), &a.ports, learned, &held)?;
                 tp.commit(a);
                 Ok(t)
             },
@@ -487,6 +536,7 @@ fn start_api(
             .map_err(|e| anyhow!("FPM server thread: {e}"))?;
         info!(%addr, "FPM server listening for zebra (dplane_fpm_nl)");
     }
-    vecgate_control::serve(&cfg.gateway.api, ctl, auth, tls)
-        .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))
+    let handle = vecgate_control::serve(&cfg.gateway.api, ctl.clone(), auth, tls)
+        .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
+    Ok((handle, ctl))
 }

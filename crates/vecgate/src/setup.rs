@@ -117,13 +117,15 @@ pub struct Assignment {
 /// The IPsec SAs come from `esp` (created once by [`vecgate_ipsec::static_sas::load`] and
 /// shared by every rebuild); ipsec tunnels need them. The learned routes
 /// that win their prefix by administrative distance
-/// ([`vecgate_control::learned`]) go in as multipath route groups.
+/// ([`vecgate_control::learned`]) go in as multipath route groups; `held`
+/// are the VRRP virtual addresses this gateway holds, per port.
 pub fn build_tables_ported(
     cfg: &Config,
     netdevs: &[NetdevInfo],
     esp: Option<&vecgate_ipsec::EspRegistry>,
     tunnel_ports: &HashMap<String, u16>,
     learned: &Learned,
+    held: &HashMap<u16, Vec<std::net::IpAddr>>,
 ) -> Result<Tables, String> {
     let port_of = |name: &str| {
         tunnel_ports
@@ -139,7 +141,7 @@ pub fn build_tables_ported(
         b.add_vrf(*id, name);
     }
     for (port, (ifc, nd)) in cfg.interfaces.iter().zip(netdevs).enumerate() {
-        let addrs: Vec<Prefix> = ifc
+        let mut addrs: Vec<Prefix> = ifc
             .addresses
             .iter()
             .map(|a| {
@@ -147,6 +149,14 @@ pub fn build_tables_ported(
                     .map_err(|e| format!("interface {}: {e}", ifc.name))
             })
             .collect::<Result<_, _>>()?;
+        // VRRP virtual addresses held as master (crate::ha): host
+        // addresses of the interface, answered and accepted like the others.
+        for v in held.get(&(port as u16)).into_iter().flatten() {
+            if !addrs.iter().any(|a| a.addr == *v) {
+                let len = if v.is_ipv4() { 32 } else { 128 };
+                addrs.push(Prefix::new(*v, len).map_err(|e| format!("virtual address {v}: {e}"))?);
+            }
+        }
         let mtu = ifc.mtu.unwrap_or(nd.mtu).min(nd.mtu);
         b.add_interface(port as u16, &ifc.name, nd.mac, mtu, vrfs[&ifc.vrf], &addrs);
         b.set_flags(

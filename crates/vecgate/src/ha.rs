@@ -1,0 +1,412 @@
+//! The VRRPv3 speaker: one [`vecgate_ha::Machine`] per `[[ha.group]]`,
+//! driven by the adverts the workers punt (`dataplane` `vrrp_punt`), its
+//! timers and the links' carrier, on a thread of its own.
+//!
+//! Its actions become dataplane changes: an advertisement is a frame sent
+//! through worker 0 ([`Command::SendFrame`]); taking the addresses adds
+//! them to the interface in the tables ([`Held`], read by the table
+//! builder, so API live changes keep them) and announces them
+//! ([`Command::Announce`]: gratuitous ARP / unsolicited NA); releasing
+//! removes them, so a backup neither answers ARP/ND for nor accepts
+//! traffic to them. Every transition is logged and kept for `show`.
+
+use crossbeam_channel::Sender;
+use dataplane::ike_punt::Punt;
+use dataplane::worker::Command;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{info, warn};
+use vecgate_config::Config;
+use vecgate_ha::{Action, Event, Machine, Reason, State};
+use wire::vrrp::{Family, VrrpRepr};
+
+/// Virtual addresses held (as master) per port: added to the interface by
+/// the table builder.
+pub type Held = Arc<Mutex<HashMap<u16, Vec<IpAddr>>>>;
+
+/// One group as `show ha` reports it.
+#[derive(Clone, Debug)]
+pub struct GroupStatus {
+    pub vrid: u8,
+    pub interface: String,
+    pub addresses: Vec<IpAddr>,
+    pub state: State,
+    pub priority: u8,
+    pub master: Option<IpAddr>,
+    /// Wall-clock time, new state and reason of the last transition.
+    pub last: Option<(SystemTime, State, Reason)>,
+    pub stats: vecgate_ha::Stats,
+}
+
+pub type HaStatus = Arc<Mutex<Vec<GroupStatus>>>;
+
+struct Group {
+    m: Machine,
+    port: u16,
+    interface: String,
+    host: String,
+    mac: [u8; 6],
+    family: Family,
+    vips: Vec<IpAddr>,
+    base_priority: u8,
+    link_up: bool,
+    last_wall: Option<(SystemTime, State, Reason)>,
+}
+
+/// What the speaker needs from the gateway.
+pub struct HaWiring {
+    pub punt: Arc<Punt>,
+    pub mailbox: Sender<Command>,
+    pub held: Held,
+    /// Rebuilds and publishes the tables (with [`Held`] as it is now).
+    pub rebuild: Box<dyn Fn() + Send>,
+    pub status: HaStatus,
+}
+
+/// Builds the groups; `macs[i]` is port `i`'s MAC.
+fn groups(cfg: &Config, macs: &[[u8; 6]]) -> Vec<Group> {
+    let Some(h) = &cfg.ha else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for g in &h.groups {
+        let Some(port) = cfg.interfaces.iter().position(|i| i.name == g.interface) else {
+            continue;
+        };
+        let ifc = &cfg.interfaces[port];
+        let mac = macs.get(port).copied().unwrap_or_default();
+        let family = match g.addresses.first() {
+            Some(a) => Family::of(a),
+            None => continue,
+        };
+        // Adverts come from the primary IPv4 address (RFC 5798 §5.1.1.1) or
+        // the link-local IPv6 address (§5.1.2.1).
+        let primary = match family {
+            Family::V4 => match ifc.addresses.iter().find(|a| a.addr.is_ipv4()) {
+                Some(a) => a.addr,
+                None => continue,
+            },
+            Family::V6 => IpAddr::V6(dataplane::tables::link_local_eui64(mac)),
+        };
+        let priority = h.group_priority(g);
+        out.push(Group {
+            m: Machine::new(vecgate_ha::Config {
+                vrid: g.vrid,
+                priority,
+                interval_cs: h.interval_cs,
+                preempt: h.preempt,
+                primary,
+            }),
+            port: port as u16,
+            interface: g.interface.clone(),
+            host: ifc.host.clone(),
+            mac,
+            family,
+            vips: g.addresses.clone(),
+            base_priority: priority,
+            link_up: true,
+            last_wall: None,
+        });
+    }
+    out
+}
+
+/// The advertisement as an Ethernet frame: to the group's multicast MAC
+/// from the interface's own, TTL / hop limit 255 (RFC 5798 §5.1).
+fn advert_frame(g: &Group, priority: u8) -> Option<Vec<u8>> {
+    let c = g.m.config();
+    let repr = VrrpRepr {
+        vrid: c.vrid,
+        priority,
+        max_advert_int: c.interval_cs,
+        addrs: g.vips.clone(),
+    };
+    let dst = g.family.group();
+    let mut vr = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut vr, &c.primary, &dst).ok()?;
+    let mut f = Vec::with_capacity(14 + 40 + vr.len());
+    match g.family {
+        Family::V4 => f.extend_from_slice(&[0x01, 0x00, 0x5e, 0x00, 0x00, 0x12]),
+        Family::V6 => f.extend_from_slice(&[0x33, 0x33, 0x00, 0x00, 0x00, 0x12]),
+    }
+    f.extend_from_slice(&g.mac);
+    match (c.primary, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f.extend_from_slice(&[0x08, 0x00]);
+            let mut h = [0u8; 20];
+            h[0] = 0x45;
+            h[1] = 0xc0; // internetwork control, as routers send it
+            h[2..4].copy_from_slice(&u16::try_from(20 + vr.len()).ok()?.to_be_bytes());
+            h[8] = wire::vrrp::TTL;
+            h[9] = wire::vrrp::PROTOCOL;
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+            let sum = wire::checksum::checksum(&h);
+            h[10..12].copy_from_slice(&sum.to_be_bytes());
+            f.extend_from_slice(&h);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            f.extend_from_slice(&[0x86, 0xdd]);
+            let mut h = [0u8; 40];
+            h[0] = 0x6c; // traffic class 0xc0
+            h[4..6].copy_from_slice(&u16::try_from(vr.len()).ok()?.to_be_bytes());
+            h[6] = wire::vrrp::PROTOCOL;
+            h[7] = wire::vrrp::TTL;
+            h[8..24].copy_from_slice(&s.octets());
+            h[24..40].copy_from_slice(&d.octets());
+            f.extend_from_slice(&h);
+        }
+        _ => return None,
+    }
+    f.extend_from_slice(&vr);
+    Some(f)
+}
+
+/// The link's carrier as the kernel reports it; unknown counts as up.
+fn carrier(host: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{host}/carrier"))
+        .map(|s| s.trim() != "0")
+        .unwrap_or(true)
+}
+
+struct Speaker {
+    groups: Vec<Group>,
+    w: HaWiring,
+    track: Vec<String>,
+    penalty: u8,
+}
+
+impl Speaker {
+    fn apply(&mut self, i: usize, actions: Vec<Action>) {
+        let mut tables_changed = false;
+        let mut announce = false;
+        for a in actions {
+            let g = &mut self.groups[i];
+            match a {
+                Action::SendAdvert { priority } => {
+                    if let Some(frame) = advert_frame(g, priority) {
+                        let _ = self.w.mailbox.try_send(Command::SendFrame {
+                            port: g.port,
+                            frame,
+                        });
+                    }
+                }
+                Action::TakeAddresses | Action::ReleaseAddresses => {
+                    let take = matches!(a, Action::TakeAddresses);
+                    let mut held = self.w.held.lock().unwrap_or_else(|e| e.into_inner());
+                    let v = held.entry(g.port).or_default();
+                    v.retain(|x| !g.vips.contains(x));
+                    if take {
+                        v.extend(g.vips.iter().copied());
+                    }
+                    tables_changed = true;
+                }
+                Action::Announce => announce = true,
+                Action::Transition { from, to, reason } => {
+                    g.last_wall = Some((SystemTime::now(), to, reason));
+                    info!(
+                        vrid = g.m.config().vrid,
+                        interface = %g.interface,
+                        from = from.as_str(),
+                        to = to.as_str(),
+                        reason = reason.as_str(),
+                        priority = g.m.priority(),
+                        "VRRP transition"
+                    );
+                }
+            }
+        }
+        if tables_changed {
+            (self.w.rebuild)();
+        }
+        if announce {
+            let _ = self
+                .w
+                .mailbox
+                .try_send(Command::Announce(self.groups[i].port));
+        }
+    }
+
+    fn publish(&self) {
+        let v = self
+            .groups
+            .iter()
+            .map(|g| GroupStatus {
+                vrid: g.m.config().vrid,
+                interface: g.interface.clone(),
+                addresses: g.vips.clone(),
+                state: g.m.state(),
+                priority: g.m.priority(),
+                master: g.m.master_addr(),
+                last: g.last_wall,
+                stats: g.m.stats(),
+            })
+            .collect();
+        *self.w.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
+    }
+
+    fn advert(&mut self, now: Instant, port: u16, src: IpAddr, dst: IpAddr, data: &[u8]) {
+        let family = Family::of(&src);
+        let Ok(p) = wire::vrrp::Packet::new_checked(data, family) else {
+            return;
+        };
+        let Ok(r) = VrrpRepr::parse(&p, &src, &dst) else {
+            return;
+        };
+        for i in 0..self.groups.len() {
+            let g = &self.groups[i];
+            if g.port == port && g.family == family && g.m.config().vrid == r.vrid {
+                let a = self.groups[i].m.handle(
+                    now,
+                    Event::Advert {
+                        src,
+                        priority: r.priority,
+                        max_advert_int: r.max_advert_int,
+                    },
+                );
+                self.apply(i, a);
+            }
+        }
+    }
+
+    /// Carrier of each group's own link and of the tracked ones.
+    fn links(&mut self, now: Instant, hosts: &HashMap<String, String>) {
+        let down = self
+            .track
+            .iter()
+            .filter(|n| hosts.get(*n).is_some_and(|h| !carrier(h)))
+            .count();
+        let cut = u8::try_from(down)
+            .unwrap_or(u8::MAX)
+            .saturating_mul(self.penalty);
+        for i in 0..self.groups.len() {
+            let up = carrier(&self.groups[i].host);
+            if up != self.groups[i].link_up {
+                self.groups[i].link_up = up;
+                let ev = if up {
+                    Event::InterfaceUp
+                } else {
+                    Event::InterfaceDown
+                };
+                let a = self.groups[i].m.handle(now, ev);
+                self.apply(i, a);
+            }
+            let g = &self.groups[i];
+            let want = g.base_priority.saturating_sub(cut).max(1);
+            if want != g.m.priority() && g.base_priority != wire::vrrp::PRIORITY_OWNER {
+                warn!(vrid = g.m.config().vrid, interface = %g.interface, tracked_down = down,
+                      from = g.m.priority(), to = want, "VRRP priority changed by tracking");
+                let a = self.groups[i].m.handle(now, Event::SetPriority(want));
+                self.apply(i, a);
+            }
+        }
+    }
+}
+
+/// Starts the speaker thread; it stops (sending priority 0 for the groups
+/// it is master of) when `stop` is set.
+pub fn start(
+    cfg: &Config,
+    macs: &[[u8; 6]],
+    w: HaWiring,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let groups = groups(cfg, macs);
+    let (track, penalty) = cfg
+        .ha
+        .as_ref()
+        .map(|h| (h.track.clone(), h.track_penalty))
+        .unwrap_or_default();
+    let hosts: HashMap<String, String> = cfg
+        .interfaces
+        .iter()
+        .map(|i| (i.name.clone(), i.host.clone()))
+        .collect();
+    let mut s = Speaker {
+        groups,
+        w,
+        track,
+        penalty,
+    };
+    std::thread::Builder::new()
+        .name("vg-vrrp".into())
+        .spawn(move || {
+            let now = Instant::now();
+            for i in 0..s.groups.len() {
+                let a = s.groups[i].m.handle(now, Event::Startup);
+                s.apply(i, a);
+            }
+            s.publish();
+            let mut last_links = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                let wait = s
+                    .groups
+                    .iter()
+                    .filter_map(|g| g.m.next_deadline())
+                    .min()
+                    .map_or(Duration::from_millis(100), |t| {
+                        t.saturating_duration_since(now)
+                    })
+                    .min(Duration::from_millis(100));
+                if let Some(d) = s.w.punt.recv_timeout(wait) {
+                    let (port, src, dst) = (d.local.port(), d.remote.ip(), d.local.ip());
+                    s.advert(Instant::now(), port, src, dst, d.data());
+                    s.w.punt.release(d);
+                }
+                let now = Instant::now();
+                for i in 0..s.groups.len() {
+                    let a = s.groups[i].m.poll(now);
+                    s.apply(i, a);
+                }
+                if now.duration_since(last_links) >= Duration::from_millis(100) {
+                    last_links = now;
+                    s.links(now, &hosts);
+                }
+                s.publish();
+            }
+            let now = Instant::now();
+            for i in 0..s.groups.len() {
+                let a = s.groups[i].m.handle(now, Event::Shutdown);
+                s.apply(i, a);
+            }
+            s.publish();
+            // Let worker 0 send the priority-0 adverts before it stops.
+            std::thread::sleep(Duration::from_millis(50));
+        })
+}
+
+/// One line per group for the log (at exit).
+pub fn describe(status: &HaStatus) -> Vec<String> {
+    let v = status.lock().unwrap_or_else(|e| e.into_inner());
+    v.iter()
+        .map(|g| {
+            let last = g.last.map_or("-".to_owned(), |(t, st, r)| {
+                let secs = t
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64())
+                    .unwrap_or(0.0);
+                format!("{} ({}) at {secs:.3}", st.as_str(), r.as_str())
+            });
+            let addrs: Vec<String> = g.addresses.iter().map(|a| a.to_string()).collect();
+            format!(
+                "vrid {} on {} [{}]: {} priority {} master {} last {last}; adverts sent {} received {}, became master {} backup {}, priority 0 sent {} received {}",
+                g.vrid,
+                g.interface,
+                addrs.join(","),
+                g.state.as_str(),
+                g.priority,
+                g.master.map_or("-".to_owned(), |a| a.to_string()),
+                g.stats.adverts_sent,
+                g.stats.adverts_received,
+                g.stats.became_master,
+                g.stats.became_backup,
+                g.stats.priority_zero_sent,
+                g.stats.priority_zero_received,
+            )
+        })
+        .collect()
+}
