@@ -180,3 +180,70 @@ fn backup_takes_over_after_kill9_and_old_master_rejoins() {
     assert!(!replies.is_empty());
     drop(gw_b);
 }
+
+/// keepalived 2.2.7 (Debian's, VRRPv3) and a vecgate in one group: each
+/// takes the address when it should. A's link is cut (the peer's veth end
+/// goes down) rather than keepalived killed: a SIGKILLed keepalived leaves
+/// the address on its interface.
+#[test]
+fn keepalived_and_vecgate_elect_by_priority() {
+    let sw = Netns::new("hk-sw");
+    let a = Netns::new("hk-a");
+    let k = Netns::new("hk-k");
+    let host = Netns::new("hk-h");
+    sw.sh("ip link add br0 type bridge && ip link set br0 up");
+    for (ns, peer, local) in [(&a, "pa", "lan0"), (&k, "pk", "k0"), (&host, "ph", "h0")] {
+        veth(&sw, peer, ns, local);
+        sw.sh(&format!("ip link set {peer} master br0"));
+    }
+    host.sh("ip addr add 10.77.0.10/24 dev h0");
+    k.sh("ip addr add 10.77.0.3/24 dev k0");
+    let (mac_a, mac_k) = (mac(&a, "lan0"), mac(&k, "k0"));
+    let dir = std::env::temp_dir().join(unique("hk"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("k.conf"),
+        format!(
+            "global_defs {{ vrrp_version 3 }}\nvrrp_instance V {{\n state BACKUP\n interface k0\n virtual_router_id 51\n priority 100\n advert_int 0.5\n virtual_ipaddress {{ {VIP}/24 }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let d = dir.display();
+    let mut keepalived = k.spawn(&format!(
+        "keepalived -n -l -D -P -f {d}/k.conf -p {d}/k.pid -r {d}/kv.pid"
+    ));
+    let mut cap = Capture::start_filtered(&sw, "br0", "ip proto 112");
+    let gw = Gateway::start(&a, &config(&unique("hka"), "10.77.0.1", 200, true));
+    assert!(
+        wait_until(30, || vip_owner(&host).as_deref() == Some(mac_a.as_str())),
+        "vecgate (priority 200) never held {VIP} against keepalived (100)"
+    );
+    // keepalived stepped down: it dropped the address from its interface.
+    assert!(wait_until(10, || !k
+        .sh("ip -4 addr show dev k0")
+        .contains(VIP)));
+
+    // Cut vecgate's link: keepalived takes over.
+    sw.sh("ip link set pa down");
+    assert!(
+        wait_until(30, || vip_owner(&host).as_deref() == Some(mac_k.as_str())),
+        "keepalived did not take {VIP} over"
+    );
+    // Back: vecgate (higher, preempting) takes it again.
+    sw.sh("ip link set pa up");
+    assert!(
+        wait_until(30, || vip_owner(&host).as_deref() == Some(mac_a.as_str())),
+        "vecgate did not take {VIP} back"
+    );
+    assert!(wait_until(10, || !k
+        .sh("ip -4 addr show dev k0")
+        .contains(VIP)));
+    let file = cap.stop().to_path_buf();
+    let adverts = tshark(&file, "vrrp", "-e ip.src -e vrrp.prio");
+    assert!(adverts.iter().any(|l| l == "10.77.0.3\t100"), "{adverts:?}");
+    assert!(adverts.iter().any(|l| l == "10.77.0.1\t200"), "{adverts:?}");
+    drop(gw);
+    let _ = keepalived.kill();
+    let _ = keepalived.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
