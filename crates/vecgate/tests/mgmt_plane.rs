@@ -37,6 +37,7 @@ impl Drop for Dir {
 
 const KEY_OUT: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20212223";
 const KEY_IN: &str = "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3";
+const KEY_GOOD: &str = "5051525354555657585950515253545556575859505152535455565758595a5b5c5d5e5f";
 
 /// The gateway's configuration: one interface, one static ipsec tunnel.
 fn config(dir: &Path, api: &str) -> String {
@@ -47,6 +48,7 @@ fn config(dir: &Path, api: &str) -> String {
     format!(
         r#"[gateway]
 name = "mgmt"
+state_dir = "{}"
 {api}
 
 [[interface]]
@@ -74,6 +76,7 @@ spi = 0x2001
 algorithm = "aes256gcm16"
 key_file = "{}"
 "#,
+        dir.join("state").display(),
         out.display(),
         inn.display()
     )
@@ -280,9 +283,10 @@ fn unsafe_key_files_are_refused_while_the_api_keeps_answering() {
         !conf.contains("/dev/zero") && !conf.contains("fifo"),
         "{conf}"
     );
-    // A private regular key file still works.
+    // A private regular key file still works (a key of its own: one key,
+    // one SA).
     let good = dir.0.join("good.hex");
-    common::write_secret(&good, format!("{KEY_IN}\n"));
+    common::write_secret(&good, format!("{KEY_GOOD}\n"));
     let (st, b, _) = curl(
         &target,
         "POST",
