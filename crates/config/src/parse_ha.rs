@@ -1,6 +1,7 @@
 //! Shape phase of `[ha]` and its `[[ha.group]]` tables (a child of
 //! `parse`, using its `Reader`).
 
+use super::ipsec::read_strings;
 use super::{find, tables, type_name, Reader, Source};
 use crate::ha::{Ha, HaGroup, DEFAULT_INTERVAL_CS, DEFAULT_PRIORITY, DEFAULT_TRACK_PENALTY};
 use crate::validate::{ObjPos, Pos};
@@ -17,31 +18,6 @@ const HA_KEYS: &[&str] = &[
     "group",
 ];
 const GROUP_KEYS: &[&str] = &["vrid", "interface", "addresses", "priority"];
-
-fn strings(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<String> {
-    let Some(v) = r.get(key) else {
-        return Vec::new();
-    };
-    let DeValue::Array(items) = v.get_ref() else {
-        r.wrong_type(key, "an array of strings", v.get_ref());
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for item in items.iter() {
-        match item.get_ref() {
-            DeValue::String(s) => out.push(s.to_string()),
-            other => {
-                let at = r.src.span(item.span());
-                r.err(
-                    at,
-                    format!("{key} must hold strings, found {}", type_name(other)),
-                );
-                r.broken = true;
-            }
-        }
-    }
-    out
-}
 
 /// Reads `[ha]` when present; `ObjPos::subs` holds the groups' positions.
 pub(super) fn read(
@@ -80,7 +56,7 @@ pub(super) fn read(
         .and_then(|n| u16::try_from(n).ok())
         .unwrap_or(DEFAULT_INTERVAL_CS);
     let preempt = r.boolean("preempt", true);
-    let track = strings(&mut r, "track");
+    let track = read_strings(&mut r, "track");
     let track_penalty = r
         .int("track_penalty", 0..256, "0..=255")
         .and_then(|n| u8::try_from(n).ok())
@@ -111,7 +87,7 @@ pub(super) fn read(
             let interface = g.string("interface", true);
             let mut addresses = Vec::new();
             let at_addrs: Pos = g.key_pos("addresses");
-            for s in strings(&mut g, "addresses") {
+            for s in read_strings(&mut g, "addresses") {
                 match s.parse::<IpAddr>() {
                     Ok(a) => addresses.push(a),
                     Err(_) => {

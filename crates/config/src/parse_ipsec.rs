@@ -168,8 +168,8 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
     }
 }
 
-/// `key = ["...", ...]`.
-fn read_strings(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<String> {
+/// `key = ["...", ...]` (also read by `[ha]`).
+pub(super) fn read_strings(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<String> {
     let Some(v) = r.get(key) else {
         return Vec::new();
     };
