@@ -119,12 +119,15 @@ fn dashboard_queries_name_live_metrics_and_promtool_accepts_the_scrape() {
     let dir = std::env::temp_dir().join(unique("dash"));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("api.sock");
+    // One key per SA (vecgate refuses a key two SAs share).
     let key = dir.join("k.hex");
     std::fs::write(&key, "00112233445566778899aabbccddeeff01020304\n").unwrap();
+    let key_in = dir.join("k-in.hex");
+    std::fs::write(&key_in, "f0e1d2c3b4a5968778695a4b3c2d1e0f0a0b0c0d\n").unwrap();
     let psk = dir.join("psk");
     std::fs::write(&psk, "dashboard-test-psk-0123456789\n").unwrap();
     // Secrets only the gateway may read (it refuses others).
-    for f in [&key, &psk] {
+    for f in [&key, &key_in, &psk] {
         std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     }
     let cfg = format!(
@@ -170,7 +173,7 @@ key_file = "{key}"
 direction = "in"
 spi = 0x2001
 algorithm = "aes128gcm16"
-key_file = "{key}"
+key_file = "{key_in}"
 
 [[tunnel]]
 name = "ike0"
@@ -184,6 +187,7 @@ psk_file = "{psk}"
 "#,
         sock = sock.display(),
         key = key.display(),
+        key_in = key_in.display(),
         psk = psk.display(),
     );
     let _g = Gateway::start(&gw, &cfg);
