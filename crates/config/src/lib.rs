@@ -54,6 +54,8 @@ mod validate;
 pub use ha::{Ha, HaGroup};
 pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
+pub use parse::ipsec::{IKE_KEYS, SA_KEYS};
+pub use parse::TUNNEL_KEYS;
 pub use validate::validate;
 use validate::Pos;
 

@@ -18,7 +18,7 @@ use toml::Spanned;
 #[path = "parse_ha.rs"]
 mod ha;
 #[path = "parse_ipsec.rs"]
-mod ipsec;
+pub(crate) mod ipsec;
 
 /// Byte offset to line/column.
 pub(crate) struct Source {
@@ -77,7 +77,8 @@ const INTERFACE_KEYS: &[&str] = &[
     "rsc",
     "offloads",
 ];
-const TUNNEL_KEYS: &[&str] = &[
+/// The keys of a `[[tunnel]]` table (the API's tunnel fields too).
+pub const TUNNEL_KEYS: &[&str] = &[
     "name",
     "kind",
     "local",

@@ -10,7 +10,8 @@ use crate::validate::ObjPos;
 use std::path::PathBuf;
 use toml::de::DeValue;
 
-const SA_KEYS: &[&str] = &[
+/// The keys of a `[[tunnel.sa]]` table.
+pub const SA_KEYS: &[&str] = &[
     "direction",
     "spi",
     "algorithm",
@@ -22,7 +23,8 @@ const SA_KEYS: &[&str] = &[
     "lifetime_seconds",
 ];
 
-const IKE_KEYS: &[&str] = &[
+/// The keys of a `[tunnel.ike]` table.
+pub const IKE_KEYS: &[&str] = &[
     "psk_file",
     "local_id",
     "remote_id",

@@ -235,40 +235,85 @@ pub struct TunnelSpec {
     pub ike: Option<IkeSpec>,
 }
 
-/// One static SA of a new ipsec tunnel (`[[tunnel.sa]]`). The key comes
-/// from `key_file` (a hex file on the gateway) or inline as `key` (hex),
-/// exactly as `POST /sas` takes it; never echoed back.
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TunnelSaSpec {
-    /// "in" or "out".
-    pub direction: String,
-    /// SPI, as a number or hex text ("0x1001").
-    #[schema(value_type = String, example = "0x1001")]
-    pub spi: SpiText,
-    /// aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256 or
-    /// chacha20poly1305.
-    pub algorithm: String,
-    /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
-    #[serde(default)]
-    #[schema(value_type = Option<String>, format = Password)]
-    pub key: Option<HexKey>,
-    /// Path of a hex key file on the gateway.
-    #[serde(default)]
-    pub key_file: Option<String>,
-    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1); default true.
-    #[serde(default)]
+/// The keying fields of a static-SA request, whichever shape it came in.
+#[derive(Clone, Copy, Debug)]
+pub struct SaKeying<'a> {
+    pub spi: u32,
+    pub algorithm: &'a str,
+    pub key: Option<&'a HexKey>,
+    pub key_file: Option<&'a str>,
     pub esn: Option<bool>,
-    /// Anti-replay window of an inbound SA; default 1024 (0 = off).
-    #[serde(default)]
-    #[schema(minimum = 0, maximum = 65536)]
-    pub replay_window: Option<u32>,
-    #[serde(default)]
-    pub lifetime_bytes: Option<u64>,
-    #[serde(default)]
-    pub lifetime_packets: Option<u64>,
-    #[serde(default)]
-    pub lifetime_seconds: Option<u64>,
+    /// Bytes, packets, seconds.
+    pub lifetimes: [Option<u64>; 3],
+}
+
+/// A static-SA request shape: its own fields, then the keying fields all
+/// of them share (written once here), and [`SaKeying`] to read those.
+macro_rules! sa_request {
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident: $t:ty,)* }
+    ) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Deserialize, ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fm])* pub $f: $t,)*
+            /// SPI, as a number or hex text ("0x1001").
+            #[schema(value_type = String, example = "0x1001")]
+            pub spi: SpiText,
+            /// aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256 or
+            /// chacha20poly1305.
+            pub algorithm: String,
+            /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
+            #[serde(default)]
+            #[schema(value_type = Option<String>, format = Password)]
+            pub key: Option<HexKey>,
+            /// Path of a hex key file on the gateway.
+            #[serde(default)]
+            pub key_file: Option<String>,
+            /// 64-bit extended sequence numbers (RFC 4303 §2.2.1); default true.
+            #[serde(default)]
+            pub esn: Option<bool>,
+            #[serde(default)]
+            pub lifetime_bytes: Option<u64>,
+            #[serde(default)]
+            pub lifetime_packets: Option<u64>,
+            #[serde(default)]
+            pub lifetime_seconds: Option<u64>,
+        }
+
+        impl $name {
+            /// The shared keying fields.
+            pub fn keying(&self) -> SaKeying<'_> {
+                SaKeying {
+                    spi: self.spi.0,
+                    algorithm: &self.algorithm,
+                    key: self.key.as_ref(),
+                    key_file: self.key_file.as_deref(),
+                    esn: self.esn,
+                    lifetimes: [
+                        self.lifetime_bytes,
+                        self.lifetime_packets,
+                        self.lifetime_seconds,
+                    ],
+                }
+            }
+        }
+    };
+}
+sa_request! {
+    /// One static SA of a new ipsec tunnel (`[[tunnel.sa]]`). The key comes
+    /// from `key_file` (a hex file on the gateway) or inline as `key` (hex),
+    /// exactly as `POST /sas` takes it; never echoed back.
+    pub struct TunnelSaSpec {
+        /// "in" or "out".
+        pub direction: String,
+        /// Anti-replay window of an inbound SA; default 1024 (0 = off).
+        #[serde(default)]
+        #[schema(minimum = 0, maximum = 65536)]
+        pub replay_window: Option<u32>,
+    }
 }
 
 /// IKEv2 of a new ipsec tunnel (`[tunnel.ike]`, RFC 7296 with a PSK).
@@ -343,64 +388,25 @@ impl<'de> Deserialize<'de> for HexKey {
     }
 }
 
-/// POST /sas: a static inbound SA for an existing ipsec tunnel. The key
-/// comes from `key_file` (a hex file on the gateway, as in the TOML) or
-/// inline as `key` (hex); exactly one of them. Never echoed back.
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SaSpec {
-    /// The ipsec tunnel.
-    pub tunnel: String,
-    /// SPI, as a number or hex text ("0x1001").
-    #[schema(value_type = String, example = "0x1001")]
-    pub spi: SpiText,
-    /// aes128gcm16, aes256gcm16, aes128-sha1, aes256-sha256 or
-    /// chacha20poly1305.
-    pub algorithm: String,
-    /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
-    #[serde(default)]
-    #[schema(value_type = Option<String>, format = Password)]
-    pub key: Option<HexKey>,
-    /// Path of a hex key file on the gateway.
-    #[serde(default)]
-    pub key_file: Option<String>,
-    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1); default true.
-    #[serde(default)]
-    pub esn: Option<bool>,
-    /// Anti-replay window; default 1024 (0 = off).
-    #[serde(default)]
-    #[schema(minimum = 0, maximum = 65536)]
-    pub replay_window: Option<u32>,
-    #[serde(default)]
-    pub lifetime_bytes: Option<u64>,
-    #[serde(default)]
-    pub lifetime_packets: Option<u64>,
-    #[serde(default)]
-    pub lifetime_seconds: Option<u64>,
+sa_request! {
+    /// POST /sas: a static inbound SA for an existing ipsec tunnel. The key
+    /// comes from `key_file` (a hex file on the gateway, as in the TOML) or
+    /// inline as `key` (hex); exactly one of them. Never echoed back.
+    pub struct SaSpec {
+        /// The ipsec tunnel.
+        pub tunnel: String,
+        /// Anti-replay window; default 1024 (0 = off).
+        #[serde(default)]
+        #[schema(minimum = 0, maximum = 65536)]
+        pub replay_window: Option<u32>,
+    }
 }
 
-/// POST /tunnels/{name}/switch: the new outbound SA of an ipsec tunnel
-/// (make-before-break: the peer must already have the matching inbound
-/// SA; our inbound SAs are untouched). Key as in [`SaSpec`].
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SaSwitch {
-    #[schema(value_type = String, example = "0x2001")]
-    pub spi: SpiText,
-    pub algorithm: String,
-    #[serde(default)]
-    #[schema(value_type = Option<String>, format = Password)]
-    pub key: Option<HexKey>,
-    #[serde(default)]
-    pub key_file: Option<String>,
-    #[serde(default)]
-    pub esn: Option<bool>,
-    #[serde(default)]
-    pub lifetime_bytes: Option<u64>,
-    #[serde(default)]
-    pub lifetime_packets: Option<u64>,
-    #[serde(default)]
-    pub lifetime_seconds: Option<u64>,
+sa_request! {
+    /// POST /tunnels/{name}/switch: the new outbound SA of an ipsec tunnel
+    /// (make-before-break: the peer must already have the matching inbound
+    /// SA; our inbound SAs are untouched). Key as in [`SaSpec`].
+    pub struct SaSwitch {}
 }
 
 /// An SPI in a request: a JSON number or text ("0x1001" or "4097").

@@ -65,6 +65,17 @@ pub enum KeySource<'a> {
     File(&'a [u8]),
 }
 
+impl<'a> KeySource<'a> {
+    /// The inline hex when the request has one, else the key file's text
+    /// (empty when it was not read).
+    pub fn of(hex: Option<&'a str>, file: Option<&'a [u8]>) -> Self {
+        match (hex, file) {
+            (Some(h), _) => KeySource::Hex(h),
+            (None, f) => KeySource::File(f.unwrap_or(&[])),
+        }
+    }
+}
+
 /// Reads a key or PSK file named in a request (a private regular file of
 /// at most 4 KiB, [`vecgate_config::secret`]): never blocks on a FIFO,
 /// never reads a device. Called on the blocking pool, before any lock,
@@ -223,30 +234,13 @@ fn field_in(message: &str, fields: &[&str]) -> Option<String> {
 /// IKE and SA keys by their path in the request (`ike.psk_file`,
 /// `sa[1].spi`), the tunnel's own keys by name.
 fn tunnel_field(message: &str) -> String {
-    const IKE: &[&str] = &[
-        "psk_file",
-        "local_id",
-        "remote_id",
-        "ike_proposals",
-        "esp_proposals",
-        "dpd_interval",
-        "ike_lifetime",
-        "child_lifetime",
-        "local_traffic",
-    ];
-    const SA: &[&str] = &[
-        "spi",
-        "replay_window",
-        "lifetime_bytes",
-        "lifetime_packets",
-        "lifetime_seconds",
-        "key_file",
-    ];
+    use vecgate_config::{IKE_KEYS, SA_KEYS, TUNNEL_KEYS};
     if message.contains("mutually exclusive") {
         return "ike".into();
     }
     if let Some(i) = message.find("[tunnel.ike]") {
-        return field_in(&message[i..], IKE).map_or_else(|| "ike".into(), |f| format!("ike.{f}"));
+        return field_in(&message[i..], IKE_KEYS)
+            .map_or_else(|| "ike".into(), |f| format!("ike.{f}"));
     }
     if let Some(i) = message.find("[[tunnel.sa]] #") {
         let rest = &message[i + 15..];
@@ -255,30 +249,13 @@ fn tunnel_field(message: &str) -> String {
             .next()
             .and_then(|d| d.parse().ok())
             .unwrap_or(1);
-        let f = field_in(rest, SA).unwrap_or_else(|| "spi".into());
+        let f = field_in(rest, SA_KEYS).unwrap_or_else(|| "spi".into());
         return format!("sa[{}].{f}", n.saturating_sub(1));
     }
     if message.contains("[[tunnel.sa]]") {
         return "sa".into();
     }
-    field_in(
-        message,
-        &[
-            "name",
-            "local",
-            "remote",
-            "key",
-            "vrf",
-            "underlay_vrf",
-            "mtu",
-            "traffic",
-            "nat_t",
-            "addresses",
-            "inner",
-            "port",
-        ],
-    )
-    .unwrap_or_else(|| "name".into())
+    field_in(message, TUNNEL_KEYS).unwrap_or_else(|| "name".into())
 }
 
 impl Control {
@@ -865,11 +842,7 @@ impl Control {
             let keys: Vec<KeySource<'_>> = hex
                 .iter()
                 .zip(&file_keys)
-                .map(|(h, f)| match (h, f) {
-                    (Some(h), _) => KeySource::Hex(h),
-                    (None, Some(f)) => KeySource::File(f),
-                    (None, None) => KeySource::File(&[]),
-                })
+                .map(|(h, f)| KeySource::of(*h, f.as_deref().map(|t| &t[..])))
                 .collect();
             ops.add_tunnel(&probe, &tunnel, &keys, psk.as_deref().map(|p| &p[..]))?;
             // Inline keys are not written into the configuration (as with
@@ -968,17 +941,7 @@ impl Control {
                     ));
                 }
             }
-            let (sa, h) = Self::static_sa(
-                direction,
-                s.spi.0,
-                &s.algorithm,
-                s.key.as_ref(),
-                s.key_file.as_deref(),
-                s.esn,
-                s.replay_window,
-                [s.lifetime_bytes, s.lifetime_packets, s.lifetime_seconds],
-            )
-            .map_err(|e| {
+            let (sa, h) = Self::static_sa(direction, s.keying(), s.replay_window).map_err(|e| {
                 let f = at(e.field.as_deref().unwrap_or("key"));
                 ApiError::bad(&f, format!("{f}: {}", e.message))
             })?;
@@ -1109,18 +1072,33 @@ impl Control {
         Ok(t)
     }
 
+    /// The key file's text of a request without an inline key (read
+    /// before the configuration lock: a bad key file never holds up other
+    /// requests).
+    fn key_file_text(
+        hex: Option<&str>,
+        sa: &vecgate_config::StaticSa,
+    ) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, ApiError> {
+        match hex {
+            Some(_) => Ok(None),
+            None => read_key_file(&sa.key_file, "key_file").map(Some),
+        }
+    }
+
     /// The SA as the TOML holds it, and where its key comes from.
-    #[allow(clippy::too_many_arguments)]
     fn static_sa<'a>(
         direction: vecgate_config::SaDirection,
-        spi: u32,
-        algorithm: &str,
-        key: Option<&'a HexKey>,
-        key_file: Option<&'a str>,
-        esn: Option<bool>,
+        k: SaKeying<'a>,
         replay_window: Option<u32>,
-        lifetimes: [Option<u64>; 3],
     ) -> Result<(vecgate_config::StaticSa, Option<&'a str>), ApiError> {
+        let SaKeying {
+            spi,
+            algorithm,
+            key,
+            key_file,
+            esn,
+            lifetimes,
+        } = k;
         // SPIs 0..=255 are reserved (RFC 4303 §2.1).
         if spi < 256 {
             return Err(ApiError::bad(
@@ -1176,31 +1154,15 @@ impl Control {
         let ops = self.sa_ops()?;
         let (sa, hex) = Self::static_sa(
             vecgate_config::SaDirection::In,
-            spec.spi.0,
-            &spec.algorithm,
-            spec.key.as_ref(),
-            spec.key_file.as_deref(),
-            spec.esn,
+            spec.keying(),
             spec.replay_window,
-            [
-                spec.lifetime_bytes,
-                spec.lifetime_packets,
-                spec.lifetime_seconds,
-            ],
         )?;
         // Read before the configuration lock (the caller runs this on the
         // blocking pool): a bad key file never holds up other requests.
-        let text = match hex {
-            Some(_) => None,
-            None => Some(read_key_file(&sa.key_file, "key_file")?),
-        };
+        let text = Self::key_file_text(hex, &sa)?;
         let mut cfg = lock(&self.config);
         let t = Self::ipsec_tunnel(&cfg, &spec.tunnel, "tunnel")?;
-        let key = match (hex, &text) {
-            (Some(h), _) => KeySource::Hex(h),
-            (None, Some(f)) => KeySource::File(f),
-            (None, None) => KeySource::File(&[]),
-        };
+        let key = KeySource::of(hex, text.as_deref().map(|t| &t[..]));
         ops.install_inbound(t, &sa, key)?;
         if hex.is_none() && !lock(&self.inline_keyed).contains(&spec.tunnel) {
             if let Some(x) = cfg
@@ -1225,31 +1187,11 @@ impl Control {
     /// RFC 7296 §2.8: the peer switches on its own schedule).
     pub fn switch_sa(&self, tunnel: &str, spec: &SaSwitch) -> Result<SaSwitched, ApiError> {
         let ops = self.sa_ops()?;
-        let (sa, hex) = Self::static_sa(
-            vecgate_config::SaDirection::Out,
-            spec.spi.0,
-            &spec.algorithm,
-            spec.key.as_ref(),
-            spec.key_file.as_deref(),
-            spec.esn,
-            None,
-            [
-                spec.lifetime_bytes,
-                spec.lifetime_packets,
-                spec.lifetime_seconds,
-            ],
-        )?;
-        let text = match hex {
-            Some(_) => None,
-            None => Some(read_key_file(&sa.key_file, "key_file")?),
-        };
+        let (sa, hex) = Self::static_sa(vecgate_config::SaDirection::Out, spec.keying(), None)?;
+        let text = Self::key_file_text(hex, &sa)?;
         let mut cfg = lock(&self.config);
         let t = Self::ipsec_tunnel(&cfg, tunnel, "name")?;
-        let key = match (hex, &text) {
-            (Some(h), _) => KeySource::Hex(h),
-            (None, Some(f)) => KeySource::File(f),
-            (None, None) => KeySource::File(&[]),
-        };
+        let key = KeySource::of(hex, text.as_deref().map(|t| &t[..]));
         let old = ops.switch_outbound(t, &sa, key)?;
         if hex.is_none() && !lock(&self.inline_keyed).contains(tunnel) {
             if let Some(x) = cfg
