@@ -263,7 +263,9 @@ pub struct ChildPolicy {
 pub struct IkeConfig {
     /// Our address; its port is the IKE port (500), NAT-T uses `natt_port`.
     pub local_addr: SocketAddr,
-    /// Peer address and IKE port.
+    /// Peer address and IKE port. As a responder only IKE_SA_INITs from
+    /// this address are served, unless it is unspecified (0.0.0.0 or :::
+    /// any peer, limited per source address).
     pub remote_addr: SocketAddr,
     /// NAT-T port on both sides (RFC 3948), normally 4500.
     pub natt_port: u16,
@@ -305,6 +307,15 @@ pub struct IkeConfig {
     pub retransmit_tries: u32,
     /// Half-open SAs above which IKE_SA_INIT requires a COOKIE (§2.6).
     pub cookie_threshold: usize,
+    /// Half-open SAs from one source address above which INITs from it
+    /// require a COOKIE (RFC 8019 §4.1; strongSwan's cookie_threshold_ip).
+    pub cookie_threshold_ip: usize,
+    /// IKE_SA_INIT requests per second above which every INIT requires a
+    /// COOKIE (RFC 8019 §4.1: a rate, not only a count, starts them).
+    pub cookie_rate: u32,
+    /// Half-open SAs one source address may hold, cookie or not; INITs
+    /// beyond are dropped (RFC 8019 §4.3; strongSwan's block_threshold).
+    pub half_open_per_source: usize,
     /// Whether we initiate (otherwise we only respond).
     pub initiate: bool,
     /// Always UDP-encapsulate ESP and float to NAT-T even without NAT.
@@ -333,7 +344,8 @@ impl fmt::Debug for IkeConfig {
 impl IkeConfig {
     /// A configuration with defaults: proposals `aes256gcm16-prfsha256-x25519`
     /// and `aes256-sha256-modp2048`, ESP `aes256gcm16`, 1 s retransmission
-    /// base, 5 tries, cookie threshold 16, no rekeying, no DPD.
+    /// base, 5 tries, cookies at 16 half-open SAs (3 from one address) or
+    /// 20 INITs a second, 5 half-open SAs per address, no rekeying, no DPD.
     pub fn new(local_addr: SocketAddr, remote_addr: SocketAddr, psk: &[u8]) -> IkeConfig {
         IkeConfig {
             local_addr,
@@ -362,6 +374,9 @@ impl IkeConfig {
             retransmit_base: Duration::from_secs(1),
             retransmit_tries: 5,
             cookie_threshold: 16,
+            cookie_threshold_ip: 3,
+            cookie_rate: 20,
+            half_open_per_source: 5,
             initiate: false,
             force_encap: false,
             fragment_size: Some(1280),

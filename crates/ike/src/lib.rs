@@ -52,4 +52,4 @@ pub mod state;
 pub use config::{ChildPolicy, EspProposal, IkeConfig, IkeProposal, Prefix};
 pub use error::{Error, Result};
 pub use payload::Identity;
-pub use state::{Action, ChildSaKeys, Event, FailReason, Ike};
+pub use state::{Action, ChildSaKeys, Event, FailReason, Ike, InitDrop, InitStats, MAX_HALF_OPEN};

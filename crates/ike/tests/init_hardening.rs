@@ -9,7 +9,7 @@ use std::time::Instant;
 use vecgate_ike::crypto::dh_keys_generated;
 use vecgate_ike::message::Message;
 use vecgate_ike::payload::{notify, Payload};
-use vecgate_ike::{Action, Ike, IkeConfig};
+use vecgate_ike::{Action, Ike, IkeConfig, InitDrop};
 
 const A: &str = "192.0.2.1:500";
 const B: &str = "192.0.2.2:500";
@@ -153,4 +153,217 @@ fn an_unacceptable_proposal_is_counted_not_a_tunnel_failure() {
         assert_eq!(b.refused_inits(), n);
         assert!(!b.has_sa());
     }
+}
+
+/// `msg` (an INIT request) sent again with `cookie` as its first payload,
+/// as RFC 7296 §2.6 has the initiator do.
+fn with_cookie(msg: &[u8], cookie: &[u8]) -> Vec<u8> {
+    let mut m = Message::parse_plain(msg).unwrap();
+    m.payloads.insert(
+        0,
+        Payload::Notify(vecgate_ike::payload::Notify::new(
+            notify::COOKIE,
+            cookie.to_vec(),
+        )),
+    );
+    m.build_plain().unwrap()
+}
+
+/// The messages `ike` sent, parsed.
+fn sent(ike: &mut Ike) -> Vec<Message> {
+    actions(ike)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Send { data, .. } => Message::parse_plain(&data).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cookie_of(m: &Message) -> Option<Vec<u8>> {
+    m.notify(notify::COOKIE).map(|n| n.data.clone())
+}
+
+const SUITE: &str = "aes128-sha256-x25519";
+
+#[test]
+fn inits_from_anyone_but_the_configured_peer_cost_nothing() {
+    let mut b = Ike::new(cfg(B, A, SUITE)).unwrap();
+    let msgs: Vec<Vec<u8>> = (0..50).map(|_| init(SUITE)).collect();
+    let before = dh_keys_generated();
+    for (i, m) in msgs.iter().enumerate() {
+        let from = addr(&format!("203.0.113.{i}:500"));
+        b.handle_datagram(m, addr(B), from, Instant::now());
+    }
+    assert_eq!(dh_keys_generated(), before, "DH for a stranger");
+    assert!(actions(&mut b).is_empty(), "answered a stranger");
+    assert!(!b.has_sa());
+    let s = b.init_stats();
+    assert_eq!(s.dropped_for(InitDrop::UnknownPeer), 50);
+    assert_eq!((s.received, s.cookies_sent, s.half_open), (50, 0, 0));
+    // The configured peer is served.
+    b.handle_datagram(&init(SUITE), addr(B), addr(A), Instant::now());
+    assert!(b.has_sa());
+    assert_eq!(b.init_stats().half_open, 1);
+}
+
+#[test]
+fn cookies_start_when_inits_come_too_fast() {
+    let mut c = cfg(B, "0.0.0.0:500", SUITE);
+    c.cookie_threshold = 1000;
+    c.cookie_threshold_ip = 1000;
+    c.half_open_per_source = 1000;
+    c.cookie_rate = 5;
+    let mut b = Ike::new(c).unwrap();
+    let t0 = Instant::now();
+    let from = |i: u32| addr(&format!("198.51.100.{}:500", i % 250 + 1));
+    // Five within a second: served.
+    for i in 0..5 {
+        b.handle_datagram(&init(SUITE), addr(B), from(i), t0);
+        let out = sent(&mut b);
+        assert_eq!(out.len(), 1);
+        assert!(cookie_of(&out[0]).is_none(), "cookie below the rate");
+    }
+    assert_eq!(b.init_stats().half_open, 5);
+    // The sixth within the same second is asked for a cookie; no state.
+    let msg = init(SUITE);
+    b.handle_datagram(&msg, addr(B), from(5), t0);
+    let out = sent(&mut b);
+    let cookie = cookie_of(&out[0]).expect("no cookie above the rate");
+    assert_eq!(b.init_stats().half_open, 5);
+    assert_eq!(b.init_stats().cookies_sent, 1);
+    // Returning the cookie proves the address: state is spent.
+    b.handle_datagram(&with_cookie(&msg, &cookie), addr(B), from(5), t0);
+    assert!(cookie_of(&sent(&mut b)[0]).is_none());
+    assert_eq!(b.init_stats().half_open, 6);
+    // A second later the rate is back under the limit.
+    let t1 = t0 + std::time::Duration::from_millis(1100);
+    b.handle_datagram(&init(SUITE), addr(B), from(6), t1);
+    assert!(cookie_of(&sent(&mut b)[0]).is_none());
+}
+
+#[test]
+fn one_source_gets_cookies_then_is_limited_others_are_not() {
+    let mut c = cfg(B, "0.0.0.0:500", SUITE);
+    c.cookie_threshold_ip = 2;
+    c.half_open_per_source = 3;
+    let mut b = Ike::new(c).unwrap();
+    let now = Instant::now();
+    let src = addr("198.51.100.7:500");
+    for _ in 0..2 {
+        b.handle_datagram(&init(SUITE), addr(B), src, now);
+        assert!(cookie_of(&sent(&mut b)[0]).is_none());
+    }
+    // Third from that address: cookie first; with it, served (3 of 3).
+    let msg = init(SUITE);
+    b.handle_datagram(&msg, addr(B), src, now);
+    let cookie = cookie_of(&sent(&mut b)[0]).expect("per-source cookie");
+    b.handle_datagram(&with_cookie(&msg, &cookie), addr(B), src, now);
+    assert!(cookie_of(&sent(&mut b)[0]).is_none());
+    assert_eq!(b.init_stats().half_open, 3);
+    // Fourth, even with its cookie: the per-source limit drops it.
+    let msg = init(SUITE);
+    b.handle_datagram(&msg, addr(B), src, now);
+    let cookie = cookie_of(&sent(&mut b)[0]).expect("per-source cookie");
+    let again = with_cookie(&msg, &cookie);
+    let before = dh_keys_generated();
+    b.handle_datagram(&again, addr(B), src, now);
+    assert!(sent(&mut b).is_empty());
+    assert_eq!(dh_keys_generated(), before);
+    assert_eq!(b.init_stats().dropped_for(InitDrop::SourceLimit), 1);
+    // Another address is not affected.
+    b.handle_datagram(&init(SUITE), addr(B), addr("198.51.100.8:500"), now);
+    assert!(cookie_of(&sent(&mut b)[0]).is_none());
+    assert_eq!(b.init_stats().half_open, 4);
+    // Half-open SAs expire (30 s): the source is served again.
+    let later = now + std::time::Duration::from_secs(31);
+    b.handle_timeout(later);
+    b.handle_datagram(&init(SUITE), addr(B), src, later);
+    assert!(cookie_of(&sent(&mut b)[0]).is_none());
+    assert_eq!(b.init_stats().half_open, 1);
+}
+
+/// Delivers every datagram between `a` and `b` until both are quiet.
+fn pump(a: &mut Ike, b: &mut Ike, now: Instant) -> Vec<vecgate_ike::Event> {
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        let mut moved = false;
+        for a_to_b in [true, false] {
+            let (src, dst) = if a_to_b {
+                (&mut *a, &mut *b)
+            } else {
+                (&mut *b, &mut *a)
+            };
+            while let Some(act) = src.poll_action() {
+                moved = true;
+                match act {
+                    Action::Send {
+                        local,
+                        remote,
+                        data,
+                    } => dst.handle_datagram(&data, remote, local, now),
+                    Action::Event(e) => events.push(e),
+                    _ => {}
+                }
+            }
+        }
+        if !moved {
+            return events;
+        }
+    }
+    panic!("no quiescence");
+}
+
+#[test]
+fn half_open_sas_have_their_own_account_and_never_block_a_rekey() {
+    // B serves any peer and asks no cookies, so a flood of INITs from
+    // many addresses fills its half-open account.
+    let mut cb = cfg(B, "0.0.0.0:500", SUITE);
+    cb.cookie_threshold = usize::MAX;
+    cb.cookie_threshold_ip = usize::MAX;
+    cb.cookie_rate = u32::MAX;
+    cb.remote_id = vecgate_ike::Identity::from_text("192.0.2.1");
+    let mut b = Ike::new(cb).unwrap();
+    let mut ca = cfg(A, B, SUITE);
+    ca.initiate = true;
+    let mut a = Ike::new(ca).unwrap();
+    let now = Instant::now();
+    a.initiate(now).unwrap();
+    pump(&mut a, &mut b, now);
+    assert!(a.is_established() && b.is_established());
+    let mut n = 0u32;
+    while b.init_stats().dropped_for(InitDrop::HalfOpenFull) == 0 {
+        let from = addr(&format!("198.51.{}.{}:500", n / 250, n % 250 + 1));
+        b.handle_datagram(&init(SUITE), addr(B), from, now);
+        let _ = actions(&mut b);
+        n += 1;
+        assert!(n < 1000, "the half-open account never filled");
+    }
+    assert_eq!(b.init_stats().half_open, vecgate_ike::MAX_HALF_OPEN);
+    assert_eq!(n as usize, vecgate_ike::MAX_HALF_OPEN + 1);
+    // Rekeys by either side go through, twice each.
+    for round in 0..2 {
+        a.rekey_ike(now);
+        let ev = pump(&mut a, &mut b, now);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, vecgate_ike::Event::IkeRekeyed { .. })),
+            "round {round}: A's rekey failed: {ev:?}"
+        );
+        b.rekey_ike(now);
+        let ev = pump(&mut b, &mut a, now);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, vecgate_ike::Event::IkeRekeyed { .. })),
+            "round {round}: B's rekey failed: {ev:?}"
+        );
+        assert!(a.is_established() && b.is_established());
+    }
+    // The half-open account is still full and still refuses.
+    let from = addr("203.0.113.200:500");
+    b.handle_datagram(&init(SUITE), addr(B), from, now);
+    assert!(actions(&mut b).is_empty());
+    assert_eq!(b.init_stats().dropped_for(InitDrop::HalfOpenFull), 2);
+    // A new IKE SA of A's own is not refused either.
+    a.initiate(now).unwrap();
 }

@@ -3,8 +3,7 @@
 //! a request that returns the cookie proves its source address; the
 //! initiator repeats its request with the cookie it was given.
 
-use super::table::St;
-use super::{Ike, HALF_OPEN_TIMEOUT};
+use super::Ike;
 use crate::crypto;
 use crate::error::{Error, Result};
 use crate::message::Message;
@@ -14,9 +13,6 @@ use std::time::Instant;
 
 /// Longest cookie we echo (RFC 7296 §3.10.1: 1 to 64 octets).
 const MAX_COOKIE: usize = 64;
-/// INITs remembered as half-open before they have an SA (bounds memory
-/// under a flood; beyond it cookies are in force anyway).
-const MAX_INIT_ATTEMPTS: usize = 1024;
 
 impl Ike {
     /// RFC 7296 §2.6: Cookie = <VersionIDofSecret> | Hash(Ni | IPi | SPIi | <secret>).
@@ -33,9 +29,8 @@ impl Ike {
     }
 
     /// The COOKIE notify to answer an IKE_SA_INIT request with, when
-    /// cookies are in force (enough half-open SAs, counting the INITs that
-    /// were let through but made none: an invalid KE must count too) and
-    /// the request does not carry the right one; None lets it through.
+    /// cookies are in force ([`Ike::cookies_needed`]) and the request does
+    /// not carry the right one; None lets it through.
     pub(super) fn cookie_demand(
         &mut self,
         m: &Message,
@@ -44,15 +39,7 @@ impl Ike {
         spi_i: u64,
         now: Instant,
     ) -> Option<Notify> {
-        while let Some(t) = self.init_attempts.front() {
-            if now < *t + HALF_OPEN_TIMEOUT {
-                break;
-            }
-            self.init_attempts.pop_front();
-        }
-        let half_open =
-            self.sas.iter().filter(|s| s.state == St::HalfOpen).count() + self.init_attempts.len();
-        if half_open < self.cfg.cookie_threshold {
+        if !self.cookies_needed(remote.ip(), now) {
             return None;
         }
         let want = self.cookie_for(ni, remote, spi_i);
@@ -60,20 +47,6 @@ impl Ike {
             .notify(notify::COOKIE)
             .is_some_and(|c| crypto::ct_eq(&c.data, &want));
         (!ok).then(|| Notify::new(notify::COOKIE, want))
-    }
-
-    /// An INIT got past the cookie check: it counts as half-open from now
-    /// on, before any DH work is spent on it.
-    pub(super) fn init_attempt(&mut self, now: Instant) {
-        if self.init_attempts.len() >= MAX_INIT_ATTEMPTS {
-            self.init_attempts.pop_front();
-        }
-        self.init_attempts.push_back(now);
-    }
-
-    /// The INIT became a half-open SA, which counts itself from now on.
-    pub(super) fn init_attempt_done(&mut self) {
-        self.init_attempts.pop_back();
     }
 
     /// Initiator: the responder asked for a cookie; repeat the

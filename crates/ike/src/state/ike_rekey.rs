@@ -2,7 +2,6 @@
 //! IKE SA is keyed from the old one's SK_d and a fresh DH, the children
 //! move over, and the initiator of the rekey deletes the old SA.
 
-use super::sa_init::MAX_SAS;
 use super::table::{nonce, rand_spi64, IkeSa, Req, Request, St, Task};
 use super::{Event, FailReason, Ike};
 use crate::crypto::{DhPrivate, IkeKeys, IkeSuite};
@@ -149,9 +148,8 @@ impl Ike {
         we_initiated: bool,
         now: Instant,
     ) -> Result<()> {
-        if self.sas.len() >= MAX_SAS {
-            return Err(Error::TooMany("IKE SAs"));
-        }
+        // No room check: half-open SAs cannot take an established SA's
+        // room (their own account), and the rekeyed SA replaces this one.
         let old = &mut self.sas[idx];
         let old_keys = old.keys()?;
         let keys = IkeKeys::rekeyed(

@@ -9,6 +9,7 @@
 //! [`Ike::next_timeout`] and calls [`Ike::handle_timeout`] then. This
 //! file dispatches a datagram to its exchange and runs the timers.
 
+mod admission;
 mod auth;
 mod child;
 mod cookies;
@@ -21,6 +22,7 @@ mod retransmit;
 mod sa_init;
 mod table;
 
+pub use admission::{InitDrop, InitStats, MAX_HALF_OPEN};
 pub use output::{Action, ChildSaKeys, Event, FailReason};
 
 use crate::config::{ChildPolicy, IkeConfig};
@@ -53,11 +55,8 @@ pub struct Ike {
     policies: Vec<ChildPolicy>,
     /// The own selectors no longer take new children ([`Ike::retire`]).
     retired: bool,
-    /// IKE_SA_INIT requests past the cookie check that have not (yet)
-    /// become a half-open SA: they count as half-open ([`cookies`]).
-    init_attempts: VecDeque<Instant>,
-    /// IKE_SA_INIT requests refused for want of an acceptable proposal.
-    refused_inits: u64,
+    /// IKE_SA_INIT admission: half-open accounting, rate, counters.
+    adm: admission::Admission,
 }
 
 impl fmt::Debug for Ike {
@@ -87,8 +86,7 @@ impl Ike {
             reconnect_at: None,
             policies: Vec::new(),
             retired: false,
-            init_attempts: VecDeque::new(),
-            refused_inits: 0,
+            adm: admission::Admission::default(),
         })
     }
 
@@ -107,10 +105,11 @@ impl Ike {
         (self.dropped, self.last_error.as_ref())
     }
 
-    /// IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN. Unauthenticated
-    /// input: counted here, not reported as a failure of the tunnel.
+    /// IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN or
+    /// INVALID_KE_PAYLOAD. Unauthenticated input: counted here, not
+    /// reported as a failure of the tunnel ([`Ike::init_stats`]).
     pub fn refused_inits(&self) -> u64 {
-        self.refused_inits
+        self.adm.stats.refused
     }
 
     /// Whether an IKE SA is established.

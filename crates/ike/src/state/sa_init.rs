@@ -3,7 +3,7 @@
 //! the keys it yields protect everything that follows.
 
 use super::table::{nonce, rand_spi64, IkeSa, Req, St};
-use super::{Action, FailReason, Ike};
+use super::{Action, FailReason, Ike, InitDrop};
 use crate::crypto::{self, DhGroup, DhPrivate, IkeKeys, IkeSuite};
 use crate::error::{Error, Result};
 use crate::message::{exchange, flags, Header, Message};
@@ -13,7 +13,9 @@ use crate::select;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-/// At most this many IKE SAs per peer (established, half-open, rekeyed).
+/// At most this many IKE SAs of ours per peer that we start (initiated,
+/// established); half-open responder SAs have their own account
+/// ([`super::MAX_HALF_OPEN`]) and a rekey is never refused for room.
 pub(super) const MAX_SAS: usize = 64;
 
 pub(super) fn nat_payloads(
@@ -70,7 +72,7 @@ fn nat_detected(
 impl Ike {
     /// Start a new IKE SA towards the configured peer.
     pub fn initiate(&mut self, now: Instant) -> Result<()> {
-        if self.sas.len() >= MAX_SAS {
+        if self.sas.iter().filter(|s| !s.is_half_open()).count() >= MAX_SAS {
             return Err(Error::TooMany("IKE SAs"));
         }
         let mut sa = IkeSa::new(true, self.cfg.local_addr, self.cfg.remote_addr, now);
@@ -171,6 +173,11 @@ impl Ike {
         if h.spi_r != 0 || h.msg_id != 0 || h.is_response() {
             return Ok(());
         }
+        self.adm.stats.received += 1;
+        if !self.peer_allowed(remote) {
+            self.init_dropped(InitDrop::UnknownPeer);
+            return Ok(());
+        }
         // A retransmitted request gets the same response (RFC 7296 §2.1).
         if let Some(i) = self
             .sas
@@ -184,20 +191,36 @@ impl Ike {
             }
             return Ok(());
         }
-        let m = Message::parse_plain(data)?;
-        let ni = m.need::<Nonce>()?.to_vec();
+        let parsed = Message::parse_plain(data).and_then(|m| {
+            let ni = m.need::<Nonce>()?.to_vec();
+            Ok((m, ni))
+        });
+        let (m, ni) = match parsed {
+            Ok(x) => x,
+            Err(e) => {
+                self.init_dropped(InitDrop::Malformed);
+                return Err(e);
+            }
+        };
         if let Some(c) = self.cookie_demand(&m, &ni, remote, h.spi_i, now) {
+            self.adm.stats.cookies_sent += 1;
             return self.plain_reply(h, local, remote, c);
         }
-        self.init_attempt(now);
-        if self.sas.len() >= MAX_SAS {
+        if !self.room_for(remote.ip()) {
             return Ok(());
         }
-        let props = m.need::<Sa>()?;
+        self.init_attempt(remote.ip(), now);
+        let (props, ke) = match (m.need::<Sa>(), m.need::<Ke>()) {
+            (Ok(p), Ok(k)) => (p, k),
+            (Err(e), _) | (_, Err(e)) => {
+                self.init_dropped(InitDrop::Malformed);
+                return Err(e);
+            }
+        };
         let Some((num, suite)) = select::select_ike(props, &self.cfg.ike_proposals) else {
             // Unauthenticated: a counter, not a tunnel failure (anyone can
             // send this, as often as they like).
-            self.refused_inits += 1;
+            self.adm.stats.refused += 1;
             return self.plain_reply(
                 h,
                 local,
@@ -205,8 +228,9 @@ impl Ike {
                 Notify::new(notify::NO_PROPOSAL_CHOSEN, vec![]),
             );
         };
-        let (group, ke) = m.need::<Ke>()?;
+        let (group, ke) = ke;
         if group != suite.dh.id() {
+            self.adm.stats.refused += 1;
             return self.plain_reply(
                 h,
                 local,
@@ -218,7 +242,10 @@ impl Ike {
             );
         }
         // Refuse an invalid KE before spending a key pair on it.
-        suite.dh.check_public(ke)?;
+        if let Err(e) = suite.dh.check_public(ke) {
+            self.init_dropped(InitDrop::InvalidKe);
+            return Err(e);
+        }
         let dh = DhPrivate::generate(suite.dh)?;
         let shared = dh.agree(ke)?;
         let mut sa = IkeSa::new(false, local, remote, now);
