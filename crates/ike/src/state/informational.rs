@@ -3,7 +3,7 @@
 //! an established IKE SA.
 
 use super::table::{Req, Request};
-use super::{Action, Event, FailReason, Ike};
+use super::{FailReason, Ike};
 use crate::error::Result;
 use crate::message::{exchange, Message};
 use crate::payload::{notify, sa as sap, Delete, Payload};
@@ -52,14 +52,7 @@ impl Ike {
                 let sa = &mut self.sas[idx];
                 if let Some(i) = sa.children.iter().position(|c| c.spi_in == spi) {
                     let c = sa.children.remove(i);
-                    self.actions.push_back(Action::RemoveChild {
-                        spi_in: c.spi_in,
-                        spi_out: c.spi_out,
-                    });
-                    self.event(Event::ChildDeleted {
-                        spi_in: c.spi_in,
-                        spi_out: c.spi_out,
-                    });
+                    self.child_removed(&c);
                 }
             }
             Req::DeleteIke => self.sas[idx].dead = true,
@@ -98,14 +91,7 @@ impl Ike {
                 spis: removed.iter().map(|c| c.spi_in).collect(),
             }));
             for c in removed {
-                self.actions.push_back(Action::RemoveChild {
-                    spi_in: c.spi_in,
-                    spi_out: c.spi_out,
-                });
-                self.event(Event::ChildDeleted {
-                    spi_in: c.spi_in,
-                    spi_out: c.spi_out,
-                });
+                self.child_removed(&c);
             }
         }
         Ok(out)

@@ -238,6 +238,18 @@ impl Ike {
             .rposition(|s| s.state == St::Established && !s.dead)
     }
 
+    /// A child SA is gone: the dataplane drops its SAs, the owner hears of it.
+    pub(super) fn child_removed(&mut self, c: &Child) {
+        self.actions.push_back(Action::RemoveChild {
+            spi_in: c.spi_in,
+            spi_out: c.spi_out,
+        });
+        self.event(Event::ChildDeleted {
+            spi_in: c.spi_in,
+            spi_out: c.spi_out,
+        });
+    }
+
     /// Forgets dead IKE SAs (their children are removed) and schedules a
     /// reconnection when the last one went.
     pub(super) fn sweep(&mut self, now: Instant) {
@@ -247,14 +259,7 @@ impl Ike {
             if self.sas[i].dead {
                 let sa = self.sas.remove(i);
                 for c in &sa.children {
-                    self.actions.push_back(Action::RemoveChild {
-                        spi_in: c.spi_in,
-                        spi_out: c.spi_out,
-                    });
-                    self.event(Event::ChildDeleted {
-                        spi_in: c.spi_in,
-                        spi_out: c.spi_out,
-                    });
+                    self.child_removed(c);
                 }
                 if sa.state == St::Established {
                     self.event(Event::IkeDeleted {
