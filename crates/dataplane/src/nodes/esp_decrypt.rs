@@ -20,14 +20,15 @@
 //! decryption). Delivered packets carry `flags::DECAP`, so TCP segments are
 //! coalesced (RSC) on the way to the host as for the overlays.
 
+use super::pull;
 use super::tunnel_util::clamp_mss;
-use super::{ip4_at, ip6_at, pull};
 use crate::esp::EspTunnel;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use packet::buffer::{Offload, Packet};
 use std::net::IpAddr;
 use vecgate_ipsec::{EspError, RxOk};
 use wire::esp::UdpEncap;
+use wire::{ipv4, ipv6};
 
 /// Bit of `meta.aux` (set by ip-local): the offset is that of a UDP header
 /// (NAT-T), not of the ESP header.
@@ -139,8 +140,8 @@ impl Node for EspDecrypt {
             // The crypto checked the inner header's version and minimum
             // length against the next header.
             let src: Option<IpAddr> = match (rx.inner_v6, d.len()) {
-                (false, n) if n >= 20 => Some(ip4_at(d, 12).into()),
-                (true, n) if n >= 40 => Some(ip6_at(d, 8).into()),
+                (false, n) if n >= 20 => Some(ipv4::Packet::new_unchecked(d).src_addr().into()),
+                (true, n) if n >= 40 => Some(ipv6::Packet::new_unchecked(d).src_addr().into()),
                 _ => None,
             };
             if !src.is_some_and(|s| tun.allows(s)) {

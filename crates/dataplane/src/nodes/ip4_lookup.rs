@@ -3,10 +3,11 @@
 //! exceeded (RFC 1812 §5.3.1); no route gets ICMP net unreachable
 //! (RFC 1812 §5.2.7.1). The chosen adjacency travels in `meta.adj`.
 
-use super::{icmp_aux, icmp_error::kind, ip4_at};
+use super::{icmp_aux, icmp_error::kind};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::tables::Adj;
 use packet::buffer::Packet;
+use wire::ipv4;
 
 pub struct Ip4Lookup;
 
@@ -45,16 +46,16 @@ impl Node for Ip4Lookup {
         for mut p in input.drain(..) {
             // ip4-input (or the node that built the packet) checked the
             // 20-byte header.
-            let d = p.data();
-            let dst = ip4_at(d, 16);
-            let ttl = d[8];
+            let ip = ipv4::Packet::new_unchecked(p.data());
+            let dst = ip.dst_addr();
+            let ttl = ip.ttl();
             let local = p.meta.flags & flags::LOCAL != 0;
             if dst.is_broadcast() {
                 next.drop(p, E::Broadcast as u16);
                 continue;
             }
             if dst == wire::vrrp::GROUP_V4
-                && d[9] == wire::vrrp::PROTOCOL
+                && ip.protocol() == wire::vrrp::PROTOCOL
                 && !local
                 && cx.vrrp.is_some()
             {
@@ -65,7 +66,7 @@ impl Node for Ip4Lookup {
                 next.drop(p, E::MulticastNotRouted as u16);
                 continue;
             }
-            let idx = t.lookup4_flow(p.meta.vrf, ip4_at(d, 12), dst, d[9]);
+            let idx = t.lookup4_flow(p.meta.vrf, ip.src_addr(), dst, ip.protocol());
             let adj = idx.map_or(Adj::Unreachable, |i| t.adj(i));
             let to = match adj {
                 Adj::Local if local => {

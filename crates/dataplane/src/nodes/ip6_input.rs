@@ -3,9 +3,9 @@
 //! source (RFC 4291 §2.7). Extension headers are walked only for local
 //! delivery (ip-local); a router forwards them untouched (RFC 8200 §4).
 
-use super::{be16, ip6_at};
 use crate::graph::{Ctx, Next, Node, NodeId};
 use packet::buffer::Packet;
+use wire::ipv6;
 
 pub struct Ip6Input;
 
@@ -29,7 +29,7 @@ fn check(d: &[u8]) -> Result<usize, E> {
     if d[0] >> 4 != 6 {
         return Err(E::BadVersion);
     }
-    let total = 40 + usize::from(be16(d, 4));
+    let total = 40 + usize::from(ipv6::Packet::new_unchecked(d).payload_len());
     // A payload length of 0 with a hop-by-hop jumbo option (RFC 2675) is
     // not supported: 0 means no payload here.
     if total > d.len() {
@@ -58,15 +58,15 @@ impl Node for Ip6Input {
                 Ok(total) => {
                     p.truncate(total);
                     if p.meta.trace {
-                        let d = p.data();
+                        let ip = ipv6::Packet::new_unchecked(p.data());
                         cx.trace.add(
                             "ip6-input",
                             format_args!(
                                 "{} -> {} nh {} hlim {} len {total}",
-                                ip6_at(d, 8),
-                                ip6_at(d, 24),
-                                d[6],
-                                d[7]
+                                ip.src_addr(),
+                                ip.dst_addr(),
+                                ip.next_header(),
+                                ip.hop_limit()
                             ),
                         );
                     }

@@ -6,11 +6,12 @@
 //! limit ≤ 1 gets ICMPv6 time exceeded (RFC 8200 §3), no route ICMPv6
 //! destination unreachable "no route" (RFC 4443 §3.1).
 
-use super::{icmp_aux, icmp_error::kind, ip4_lookup::trace, ip6_at};
+use super::{icmp_aux, icmp_error::kind, ip4_lookup::trace};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::tables::Adj;
 use packet::buffer::Packet;
 use std::net::Ipv6Addr;
+use wire::ipv6;
 
 pub struct Ip6Lookup;
 
@@ -55,9 +56,9 @@ impl Node for Ip6Lookup {
     fn process(&mut self, cx: &mut Ctx, input: &mut Vec<Packet>, next: &mut Next<'_>) {
         let t = &*cx.tables;
         for mut p in input.drain(..) {
-            let d = p.data();
-            let dst = ip6_at(d, 24);
-            let hlim = d[7];
+            let ip = ipv6::Packet::new_unchecked(p.data());
+            let dst = ip.dst_addr();
+            let hlim = ip.hop_limit();
             let local = p.meta.flags & flags::LOCAL != 0;
             if dst.is_multicast() {
                 let ours = !local
@@ -77,7 +78,7 @@ impl Node for Ip6Lookup {
                 }
                 continue;
             }
-            let mut idx = t.lookup6_flow(p.meta.vrf, ip6_at(d, 8), dst, d[6]);
+            let mut idx = t.lookup6_flow(p.meta.vrf, ip.src_addr(), dst, ip.next_header());
             let mut adj = idx.map_or(Adj::Unreachable, |i| t.adj(i));
             if is_link_local(&dst) && adj != Adj::Local {
                 // Only our own packets reach a link-local destination, out

@@ -8,7 +8,7 @@
 //! unresolved next hop queues the packet in the neighbour table and sends
 //! an ARP request / Neighbor Solicitation.
 
-use super::{be16, icmp_aux, icmp_error::kind, ip4_at, ip6_at, ip_ethertype, push_eth};
+use super::{icmp_aux, icmp_error::kind, ip_ethertype, push_eth};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
 use crate::neighbour_packets::{arp_request, neighbor_solicit};
@@ -122,7 +122,7 @@ impl Node for IpRewrite {
                 }
                 let too_big = too_big && !marked;
                 if too_big {
-                    let df = v6 || be16(p.data(), 6) & 0x4000 != 0;
+                    let df = v6 || ipv4::Packet::new_unchecked(p.data()).dont_frag();
                     if df {
                         p.meta.aux = icmp_aux(kind::TOO_BIG, ifc.mtu);
                         if p.meta.trace {
@@ -152,9 +152,9 @@ impl Node for IpRewrite {
                     let d = p.data();
                     let ip = nh.unwrap_or_else(|| {
                         if v6 {
-                            IpAddr::V6(ip6_at(d, 24))
+                            IpAddr::V6(ipv6::Packet::new_unchecked(d).dst_addr())
                         } else {
-                            IpAddr::V4(ip4_at(d, 16))
+                            IpAddr::V4(ipv4::Packet::new_unchecked(d).dst_addr())
                         }
                     });
                     match cx.neighbour(port, ip) {
