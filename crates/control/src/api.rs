@@ -427,6 +427,42 @@ async fn config(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
+/// Live reload: the body is a whole configuration file (TOML), validated
+/// whole (400 naming each error's line, nothing applied), then the
+/// difference from the running configuration is applied through the same
+/// steps as the other live changes. A change only a restart can apply
+/// (workers, an interface's netdev or driver, `[gateway]`, `[routing]`,
+/// `[ha]`) refuses the whole reload with 409 "needs a restart: …".
+/// `?dry_run=true` only returns the plan.
+#[utoipa::path(post, path = "/config", tag = "gateway", params(ReloadQuery),
+    request_body(content = String, content_type = "application/toml",
+                 description = "The new configuration file"),
+    responses((status = 200, description = "The plan; `applied` says whether it was applied", body = ReloadPlan),
+              (status = 400, description = "invalid configuration: every error with its line", body = ErrorBody),
+              (status = 409, description = "a change needs a restart, or a live step was refused (nothing applied)", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn reload(
+    State(s): State<AppState>,
+    q: Result<Query<ReloadQuery>, QueryRejection>,
+    body: String,
+) -> ApiResult<Json<ReloadPlan>> {
+    let Query(q) = q.map_err(query_err)?;
+    let new = vecgate_config::parse(&body).map_err(|diags| {
+        let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        ApiError::bad(
+            "config",
+            format!(
+                "the new configuration has {} error(s), nothing applied: {}",
+                diags.len(),
+                lines.join("; ")
+            ),
+        )
+    })?;
+    let ctl = s.ctl.clone();
+    let dry = q.dry_run.unwrap_or(false);
+    blocking(move || ctl.reload(new, dry)).await?.map(Json)
+}
+
 #[utoipa::path(get, path = "/trace", tag = "observability",
     responses((status = 200, body = TraceInfo), (status = 401, body = ErrorBody)))]
 async fn trace_get(State(s): State<AppState>) -> ApiResult<Json<TraceInfo>> {
@@ -532,7 +568,7 @@ impl Modify for BearerAddon {
     paths(status, interfaces, add_interface, interface, patch_interface, vrfs, routes, add_route,
           del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, switch_sa, sas, add_sa,
           del_sa, ike, counters, metrics,
-          config, trace_get, trace_arm, trace_clear, capture),
+          config, reload, trace_get, trace_arm, trace_clear, capture),
     modifiers(&BearerAddon),
     security(("bearer" = []))
 )]
@@ -612,7 +648,7 @@ pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
         .route("/ike", get(ike))
         .route("/counters", get(counters))
         .route("/metrics", get(metrics))
-        .route("/config", get(config))
+        .route("/config", get(config).post(reload))
         .route("/trace", get(trace_get).post(trace_arm).delete(trace_clear))
         .route("/capture", axum::routing::post(capture))
         .fallback(not_found)

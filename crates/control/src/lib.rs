@@ -29,6 +29,7 @@ pub mod fpm;
 pub mod learned;
 pub mod metrics;
 pub mod model;
+pub mod reload;
 pub mod server;
 pub mod state;
 

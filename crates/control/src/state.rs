@@ -1238,6 +1238,290 @@ impl Control {
         Ok(())
     }
 
+    /// Live reload (`POST /config`, `vecgate reload`, SIGHUP): takes the
+    /// running configuration to `new`, already parsed and validated whole
+    /// ([`vecgate_config::parse`], checked again here). The plan
+    /// ([`crate::reload::plan`]) is returned as is for a dry run; otherwise
+    /// a change only a restart can apply refuses the whole reload (409
+    /// "needs a restart: …"), and the rest goes through the live API's
+    /// steps: key and PSK files are read first (nothing done if one is
+    /// bad), new ipsec tunnels are registered and new inbound SAs installed
+    /// (undone if a later step fails), a changed outbound SA switched to
+    /// (make-before-break, RFC 7296 §2.8), then the whole new
+    /// configuration is built and published in one table swap
+    /// ([`Control::apply`]: interfaces, VRFs, routes and tunnels that did
+    /// not change keep their ports and state), and last the inbound SAs
+    /// and tunnels gone from the file leave the registry and new IKEv2
+    /// tunnels start. Blocking (IKE deletes wait for the peer).
+    pub fn reload(&self, new: Config, dry_run: bool) -> Result<ReloadPlan, ApiError> {
+        use crate::reload::{rekeys, Item, Op};
+        use vecgate_config::{SaDirection, TunnelKind};
+        if let Some(d) = vecgate_config::validate(&new).first() {
+            return Err(ApiError::bad("config", d.message.clone()));
+        }
+        let _serial = lock(&self.tunnel_ops);
+        let cur = self.config();
+        let plan = crate::reload::plan(&cur, &new);
+        let mut report = ReloadPlan {
+            applied: false,
+            changes: plan
+                .iter()
+                .map(|c| PlanChange {
+                    op: c.op.sign().into(),
+                    object: c.object().into(),
+                    name: c.name.clone(),
+                    detail: c.detail.clone(),
+                    restart: c.restart.clone(),
+                })
+                .collect(),
+            done: Vec::new(),
+        };
+        if dry_run {
+            return Ok(report);
+        }
+        let blocked: Vec<String> = plan
+            .iter()
+            .filter(|c| c.restart.is_some())
+            .map(|c| c.line())
+            .collect();
+        if !blocked.is_empty() {
+            return Err(ApiError::new(
+                409,
+                format!("needs a restart: {}; nothing applied", blocked.join("; ")),
+                Some("config"),
+            ));
+        }
+        if plan.is_empty() {
+            report.applied = true;
+            return Ok(report);
+        }
+        let ipsec = |t: &vecgate_config::Tunnel| t.kind == TunnelKind::Ipsec;
+        // Tunnels leaving the registry (removed, or re-registered) and
+        // entering it (added, or re-registered).
+        let mut leaving: Vec<&vecgate_config::Tunnel> = Vec::new();
+        let mut entering: Vec<&vecgate_config::Tunnel> = Vec::new();
+        for t in cur.tunnels.iter().filter(|t| ipsec(t)) {
+            match new.tunnel(&t.name) {
+                None => leaving.push(t),
+                Some(u) if rekeys(t, u) => leaving.push(t),
+                Some(_) => {}
+            }
+        }
+        for u in new.tunnels.iter().filter(|u| ipsec(u)) {
+            match cur.tunnel(&u.name) {
+                None => entering.push(u),
+                Some(t) if rekeys(t, u) => entering.push(u),
+                Some(_) => {}
+            }
+        }
+        let re_registered = |name: &str| {
+            leaving.iter().any(|t| t.name == name) && entering.iter().any(|t| t.name == name)
+        };
+        // Static SAs of tunnels kept in the registry.
+        let sa_changes: Vec<(Op, &str, &vecgate_config::StaticSa)> = plan
+            .iter()
+            .filter_map(|c| match &c.item {
+                Item::Sa { tunnel, sa }
+                    if !re_registered(tunnel)
+                        && new.tunnel(tunnel).is_some()
+                        && cur.tunnel(tunnel).is_some() =>
+                {
+                    Some((c.op, tunnel.as_str(), &**sa))
+                }
+                _ => None,
+            })
+            .collect();
+        let ops = if leaving.is_empty() && entering.is_empty() && sa_changes.is_empty() {
+            None
+        } else {
+            Some(self.sa_ops()?)
+        };
+        let refused = |what: &str, e: ApiError| ApiError {
+            status: e.status,
+            message: format!("{what}: {}; nothing applied", e.message),
+            field: Some("config".into()),
+        };
+        // 1. Every secret read before anything changes.
+        type Secret = zeroize::Zeroizing<Vec<u8>>;
+        let mut tunnel_keys: Vec<(Vec<Secret>, Option<Secret>)> = Vec::new();
+        for u in &entering {
+            let x = u.ipsec.clone().unwrap_or_default();
+            let mut keys = Vec::new();
+            for sa in &x.sas {
+                keys.push(
+                    read_key_file(&sa.key_file, "key_file").map_err(|e| {
+                        refused(&format!("tunnel {} sa {:#010x}", u.name, sa.spi), e)
+                    })?,
+                );
+            }
+            let psk = match &x.ike {
+                Some(k) => Some(
+                    read_key_file(&k.psk_file, "psk_file")
+                        .map_err(|e| refused(&format!("tunnel {}", u.name), e))?,
+                ),
+                None => None,
+            };
+            tunnel_keys.push((keys, psk));
+        }
+        let mut sa_keys: Vec<Option<Secret>> = Vec::new();
+        for (op, tunnel, sa) in &sa_changes {
+            sa_keys.push(match op {
+                Op::Add => Some(
+                    read_key_file(&sa.key_file, "key_file")
+                        .map_err(|e| refused(&format!("tunnel {tunnel} sa {:#010x}", sa.spi), e))?,
+                ),
+                _ => None,
+            });
+        }
+        // 2. Undoable steps: new tunnels registered, new inbound SAs.
+        let mut registered: Vec<String> = Vec::new();
+        let mut installed: Vec<u32> = Vec::new();
+        let undo = |registered: &[String], installed: &[u32]| {
+            if let Some(ops) = ops {
+                for spi in installed {
+                    let _ = ops.remove_inbound(*spi);
+                }
+                for n in registered {
+                    let _ = ops.remove_tunnel(n);
+                }
+            }
+        };
+        let mut done = Vec::new();
+        if let Some(ops) = ops {
+            for (u, (keys, psk)) in entering.iter().zip(&tunnel_keys) {
+                if re_registered(&u.name) {
+                    continue;
+                }
+                let ks: Vec<KeySource<'_>> = keys.iter().map(|k| KeySource::File(k)).collect();
+                if let Err(e) = ops.add_tunnel(&new, u, &ks, psk.as_deref().map(|p| &p[..])) {
+                    undo(&registered, &installed);
+                    return Err(refused(&format!("tunnel {}", u.name), e));
+                }
+                registered.push(u.name.clone());
+                done.push(format!("tunnel {}: registered", u.name));
+            }
+            for ((op, tunnel, sa), key) in sa_changes.iter().zip(&sa_keys) {
+                let (Op::Add, SaDirection::In, Some(k), Some(u)) =
+                    (op, sa.direction, key, new.tunnel(tunnel))
+                else {
+                    continue;
+                };
+                if let Err(e) = ops.install_inbound(u, sa, KeySource::File(k)) {
+                    undo(&registered, &installed);
+                    return Err(refused(&format!("tunnel {tunnel} sa {:#010x}", sa.spi), e));
+                }
+                installed.push(sa.spi);
+                done.push(format!(
+                    "tunnel {tunnel}: installed inbound SA {:#010x}",
+                    sa.spi
+                ));
+            }
+            // 3. Re-registered tunnels: the old SAs go, the new ones come.
+            for (u, (keys, psk)) in entering.iter().zip(&tunnel_keys) {
+                if !re_registered(&u.name) {
+                    continue;
+                }
+                ops.stop_tunnel(&u.name);
+                let _ = ops.remove_tunnel(&u.name);
+                let ks: Vec<KeySource<'_>> = keys.iter().map(|k| KeySource::File(k)).collect();
+                if let Err(e) = ops.add_tunnel(&new, u, &ks, psk.as_deref().map(|p| &p[..])) {
+                    undo(&registered, &installed);
+                    return Err(ApiError {
+                        status: e.status,
+                        message: format!(
+                            "tunnel {}: {}; its old SAs were removed already, the rest is not applied",
+                            u.name, e.message
+                        ),
+                        field: Some("config".into()),
+                    });
+                }
+                registered.push(u.name.clone());
+                done.push(format!("tunnel {}: registered anew", u.name));
+            }
+            // 4. Outbound switches (the peer has the matching inbound SA).
+            for ((op, tunnel, sa), key) in sa_changes.iter().zip(&sa_keys) {
+                let (Op::Add, SaDirection::Out, Some(k), Some(u)) =
+                    (op, sa.direction, key, new.tunnel(tunnel))
+                else {
+                    continue;
+                };
+                match ops.switch_outbound(u, sa, KeySource::File(k)) {
+                    Ok(old) => done.push(format!(
+                        "tunnel {tunnel}: switched outbound SA {old:#010x} -> {:#010x}",
+                        sa.spi
+                    )),
+                    Err(e) => {
+                        undo(&registered, &installed);
+                        return Err(refused(&format!("tunnel {tunnel} sa {:#010x}", sa.spi), e));
+                    }
+                }
+            }
+            // Tunnels about to leave tell their peers (IKEv2 DELETE).
+            for t in &leaving {
+                if !re_registered(&t.name) {
+                    ops.stop_tunnel(&t.name);
+                }
+            }
+        }
+        // 5. One build and one publish for everything else.
+        if let Err(e) = self.apply(&["config"], |c| {
+            *c = new.clone();
+            Ok(())
+        }) {
+            undo(&registered, &installed);
+            return Err(ApiError {
+                field: Some("config".into()),
+                ..e
+            });
+        }
+        // 6. What the new tables no longer use.
+        if let Some(ops) = ops {
+            for (op, tunnel, sa) in &sa_changes {
+                if *op == Op::Remove && sa.direction == SaDirection::In {
+                    match ops.remove_inbound(sa.spi) {
+                        Ok(_) => done.push(format!(
+                            "tunnel {tunnel}: removed inbound SA {:#010x}",
+                            sa.spi
+                        )),
+                        Err(e) => done.push(format!("tunnel {tunnel}: {}", e.message)),
+                    }
+                }
+            }
+            for t in &leaving {
+                if !re_registered(&t.name) {
+                    let _ = ops.remove_tunnel(&t.name);
+                    done.push(format!("tunnel {}: removed with its SAs", t.name));
+                }
+            }
+            for n in &registered {
+                ops.start_tunnel(n);
+            }
+        }
+        // Bookkeeping of the API's own views.
+        lock(&self.api_routes).retain(|(v, p)| {
+            new.routes
+                .iter()
+                .any(|r| r.vrf == *v && r.prefix.to_string() == *p)
+        });
+        {
+            let mut inline = lock(&self.inline_keyed);
+            inline.retain(|n| new.tunnel(n).is_some() && !re_registered(n));
+        }
+        let sum = self.counters();
+        let ports = self.tunnel_ports(&new);
+        let mut base = lock(&self.tunnel_base);
+        base.retain(|n, _| new.tunnel(n).is_some());
+        for t in new.tunnels.iter().filter(|t| cur.tunnel(&t.name).is_none()) {
+            if let Some((_, Some(p))) = ports.iter().find(|(n, _)| *n == t.name) {
+                let snap = sum.ports.get(usize::from(*p)).copied().unwrap_or_default();
+                base.insert(t.name.clone(), snap);
+            }
+        }
+        report.applied = true;
+        report.done = done;
+        Ok(report)
+    }
+
     /// Asks every worker with `make` and collects the answers (blocking:
     /// call from a blocking context). A worker that does not answer within
     /// [`MAILBOX_WAIT`] is skipped.

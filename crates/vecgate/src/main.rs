@@ -67,6 +67,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: cli::TunnelCmd,
     },
+    /// Apply a changed configuration file live: `--config F` is validated
+    /// whole, then its difference from the running configuration is
+    /// applied (or refused whole when a change needs a restart).
+    Reload {
+        #[command(flatten)]
+        target: cli::Target,
+        /// Print the plan (+ added, - removed, ~ changed); apply nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Install, switch or delete static IPsec SAs live.
     Sa {
         #[command(flatten)]
@@ -133,6 +143,7 @@ fn main() -> ExitCode {
         Cmd::Route { target, cmd } => cli::route(&target, &cmd),
         Cmd::Tunnel { target, cmd } => cli::tunnel(&target, &cmd),
         Cmd::Sa { target, cmd } => cli::sa(&target, &cmd),
+        Cmd::Reload { target, dry_run } => cli::reload(&target, dry_run),
         Cmd::Set { target, cmd } => cli::set(&target, &cmd),
         Cmd::Rsc {
             target,

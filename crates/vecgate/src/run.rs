@@ -357,8 +357,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             sum.show_errors()
         );
     };
-    // SIGHUP re-reads the file's IPsec SAs (install / switch / remove,
-    // make-before-break); other changes go through the API.
+    // SIGHUP reloads the file live (`vecgate reload`'s steps).
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handlers")?;
@@ -370,19 +369,16 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         if let (Some(n), Some(w)) = (&notifier, &mut watchdog) {
             w.tick(n);
         }
-        if let (true, Some(reg)) = (hup.swap(false, Ordering::Relaxed), &esp) {
-            match vecgate_config::load(path)
-                .map_err(|e| e.to_string())
-                .and_then(|c| {
-                    vecgate_ipsec::static_sas::reload(reg, &c, &crate::sastate::Persisted)
-                }) {
-                Ok(done) => {
-                    for d in done {
-                        info!("IPsec: {d}");
-                    }
-                    info!("IPsec SAs:\n{}", reg.show());
-                }
-                Err(e) => error!("IPsec reload: {e}"),
+        if hup.swap(false, Ordering::Relaxed) {
+            // On its own thread: the watchdog keeps ticking while IKE
+            // deletes wait for their peers; reloads never overlap
+            // (Control::reload serializes them).
+            let (ctl, path) = (ctl.clone(), path.to_owned());
+            if let Err(e) = std::thread::Builder::new()
+                .name("vg-reload".into())
+                .spawn(move || reload_file(&ctl, &path))
+            {
+                error!("reload: spawning its thread: {e}");
             }
         }
         // SA lifetimes: soft → a rekey is due (logged until IKEv2 acts on
@@ -433,6 +429,41 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// SIGHUP: the configuration file re-read, validated whole and its
+/// difference applied ([`vecgate_control::Control::reload`]); every
+/// error is logged with its line and nothing is applied.
+fn reload_file(ctl: &vecgate_control::Control, path: &Path) {
+    let cfg = match vecgate_config::load(path) {
+        Ok(c) => c,
+        Err(LoadError::Invalid { path, diagnostics }) => {
+            for d in &diagnostics {
+                error!("reload: {}:{}: {}", path.display(), d.line, d.message);
+            }
+            error!(
+                errors = diagnostics.len(),
+                "reload refused: invalid configuration, nothing applied"
+            );
+            return;
+        }
+        Err(e) => {
+            error!("reload refused: {e}");
+            return;
+        }
+    };
+    match ctl.reload(cfg, false) {
+        Ok(plan) => {
+            for c in &plan.changes {
+                info!("reload: {} {} {}: {}", c.op, c.object, c.name, c.detail);
+            }
+            for d in &plan.done {
+                info!("IPsec: {d}");
+            }
+            info!(changes = plan.changes.len(), "reloaded {}", path.display());
+        }
+        Err(e) => error!("reload refused: {}", e.message),
+    }
 }
 
 /// The API's access control: the bearer tokens from the configured files

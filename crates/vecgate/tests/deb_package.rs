@@ -200,7 +200,7 @@ fn builds_lints_verifies_installs_and_purges() {
     for d in [
         "Type=notify",
         "WatchdogSec=",
-        "ExecReload=/bin/kill -HUP $MAINPID",
+        "ExecReload=/usr/bin/vecgate reload --config /etc/vecgate/%i.toml",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
         "StateDirectory=vecgate",

@@ -165,6 +165,17 @@ impl Client {
         path: &str,
         body: Option<&str>,
     ) -> Result<Response, String> {
+        self.request_typed(method, path, body, "application/json")
+    }
+
+    /// Sends one request with a body of `content_type`.
+    pub fn request_typed(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        content_type: &str,
+    ) -> Result<Response, String> {
         let mut s = self.open()?;
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: vecgate\r\nConnection: close\r\n");
         if let Some(t) = &self.token {
@@ -172,7 +183,7 @@ impl Client {
         }
         let b = body.unwrap_or("");
         if body.is_some() {
-            req.push_str("Content-Type: application/json\r\n");
+            req.push_str(&format!("Content-Type: {content_type}\r\n"));
         }
         req.push_str(&format!("Content-Length: {}\r\n\r\n{b}", b.len()));
         let req = Zeroizing::new(req);

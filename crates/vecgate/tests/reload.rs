@@ -1,0 +1,464 @@
+//! Live reload (`vecgate reload`, SIGHUP, `POST /config`) in namespaces.
+//!
+//! ```text
+//!  h1 10.1.0.2 ── lan0 [vecgate] wan0 192.0.2.1 ──── 192.0.2.2 peer (kernel)
+//!                 t1: VXLAN VNI 7,   10.20.0.1 ═══ vx-a 10.20.0.2 → 10.2.0.2 (lo)
+//!                 t2: VXLAN VNI 8/9, 10.30.0.1 ═══ vx-b 10.30.0.2 → 10.3.0.2 (lo)
+//! ```
+//!
+//! A paced TCP transfer from h1 to 10.2.0.2 runs through t1 (never in
+//! any file's difference) while t2 and its route are added (`vecgate
+//! reload`), changed (SIGHUP) and removed (`POST /config`). Referees, all
+//! from the same run: the receiver's SHA-256 and byte count, a capture of
+//! the transfer at the receiving end (tshark's TCP analysis: no segment
+//! missing, and every retransmitted one had come through before), t1's
+//! and the ports' drop counters, and pings through t2 with
+//! the peer's VXLAN counters.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Topo {
+    h1: Netns,
+    gw: Netns,
+    peer: Netns,
+    lan: String,
+    wan: String,
+    dir: PathBuf,
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn topo() -> Topo {
+    let h1 = Netns::new("rh");
+    let gw = Netns::new("rg");
+    let peer = Netns::new("rp");
+    let lan = unique("rl");
+    let wan = unique("rw");
+    veth(&h1, "eth0", &gw, &lan);
+    veth(&peer, "eth0", &gw, &wan);
+    h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip link set eth0 up && ip route add default via 10.1.0.1");
+    peer.sh(
+        "ip addr add 192.0.2.2/24 dev eth0 && ip link set eth0 up && \
+         sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 && \
+         ip addr add 10.2.0.2/32 dev lo && ip addr add 10.3.0.2/32 dev lo && \
+         ip link add vx-a type vxlan id 7 local 192.0.2.2 remote 192.0.2.1 dstport 4789 && \
+         ip addr add 10.20.0.2/24 dev vx-a && ip link set vx-a up && \
+         ip route add 10.1.0.0/24 via 10.20.0.1",
+    );
+    let dir = std::env::temp_dir().join(unique("reload"));
+    std::fs::create_dir_all(&dir).unwrap();
+    Topo {
+        h1,
+        gw,
+        peer,
+        lan,
+        wan,
+        dir,
+    }
+}
+
+/// The peer's end of t2 with VNI `key` (replacing any earlier one; the
+/// same MAC, so the gateway's neighbour entry stays right).
+fn peer_t2(t: &Topo, key: u32) {
+    t.peer.sh(&format!(
+        "ip link del vx-b 2>/dev/null; \
+         ip link add vx-b address 02:00:00:00:30:02 type vxlan id {key} local 192.0.2.2 remote 192.0.2.1 dstport 4789 && \
+         ip addr add 10.30.0.2/24 dev vx-b && ip link set vx-b up && \
+         sysctl -qw net.ipv4.conf.vx-b.rp_filter=0"
+    ));
+}
+
+/// The gateway's configuration: t1 and its route always; t2 with GRE key
+/// `t2` and its route when given; `extra` appended.
+fn config(t: &Topo, sock: &str, t2: Option<u32>, extra: &str) -> String {
+    let mut c = format!(
+        "[gateway]\nname = \"rl\"\napi = \"unix:{sock}\"\nstate_dir = \"{}/state\"\n\n\
+         [[interface]]\nname = \"lan0\"\nhost = \"{}\"\ndriver = \"af_packet\"\naddresses = [\"10.1.0.1/24\"]\n\n\
+         [[interface]]\nname = \"wan0\"\nhost = \"{}\"\ndriver = \"af_packet\"\naddresses = [\"192.0.2.1/24\"]\n\n\
+         [[tunnel]]\nname = \"t1\"\nkind = \"vxlan\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\nkey = 7\naddresses = [\"10.20.0.1/24\"]\n\n",
+        t.dir.display(),
+        t.lan,
+        t.wan
+    );
+    if let Some(k) = t2 {
+        c.push_str(&format!(
+            "[[tunnel]]\nname = \"t2\"\nkind = \"vxlan\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\nkey = {k}\naddresses = [\"10.30.0.1/24\"]\n\n"
+        ));
+    }
+    c.push_str("[[route]]\nvrf = \"default\"\nprefix = \"10.2.0.0/24\"\nvia = \"10.20.0.2\"\n\n");
+    if t2.is_some() {
+        c.push_str(
+            "[[route]]\nvrf = \"default\"\nprefix = \"10.3.0.0/24\"\nvia = \"10.30.0.2\"\n\n",
+        );
+    }
+    c.push_str(extra);
+    c
+}
+
+fn vecgate(gw: &Netns, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", &gw.name])
+        .arg(vecgate_bin())
+        .args(args)
+        .output()
+        .expect("run vecgate")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `vecgate reload --config FILE [args]`, FILE holding `cfg`.
+fn reload(t: &Topo, file: &Path, cfg: &str, args: &[&str]) -> Output {
+    std::fs::write(file, cfg).unwrap();
+    let mut a = vec!["reload", "--config", file.to_str().unwrap()];
+    a.extend_from_slice(args);
+    vecgate(&t.gw, &a)
+}
+
+/// The running configuration (`GET /config`) and the API's view of
+/// routes and tunnels (without counters).
+fn state(sock: &str) -> (String, String) {
+    let cfg = sh(&format!(
+        "curl -sf --unix-socket {sock} http://vecgate/config"
+    ));
+    let routes = sh(&format!(
+        "curl -sf --unix-socket {sock} http://vecgate/routes"
+    ));
+    (cfg, routes)
+}
+
+/// A tunnel's counter from `GET /tunnels`.
+fn tunnel_counter(sock: &str, name: &str, key: &str) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(&sh(&format!(
+        "curl -sf --unix-socket {sock} http://vecgate/tunnels"
+    )))
+    .unwrap();
+    v.as_array()
+        .and_then(|a| a.iter().find(|x| x["name"] == name))
+        .and_then(|x| x[key].as_u64())
+        .unwrap_or(0)
+}
+
+/// The peer's received-packet count on `dev`.
+fn peer_rx(t: &Topo, dev: &str) -> u64 {
+    t.peer
+        .sh(&format!("cat /sys/class/net/{dev}/statistics/rx_packets"))
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// Paced sender: 64 KiB every 20 ms until STOPFILE exists, then closes;
+/// prints "sha256 bytes" of what it sent.
+const PACED_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, port, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+for i in range(150):
+    try:
+        s = socket.create_connection((addr, port), timeout=30)
+        break
+    except OSError:
+        time.sleep(0.1)
+s.settimeout(60)
+h = hashlib.sha256(); n = 0
+deadline = time.time() + 120
+while not os.path.exists(stop) and time.time() < deadline:
+    d = os.urandom(65536)
+    s.sendall(d); h.update(d); n += len(d)
+    time.sleep(0.02)
+s.close()
+print(h.hexdigest(), n)
+"#;
+
+#[test]
+fn reload_adds_changes_and_removes_a_tunnel_without_touching_another() {
+    let t = topo();
+    let sock = t.dir.join("api.sock").display().to_string();
+    let file = t.dir.join("gw.toml");
+    let gw = Gateway::start(&t.gw, &config(&t, &sock, None, ""));
+    warm_up(&t.h1, "10.2.0.2");
+    assert!(ping_ok(&t.h1, "-c 2 -i 0.2 -W 2 10.2.0.2"));
+    // 10.3.0.0/24 has no route yet.
+    assert!(!ping_ok(&t.h1, "-c 1 -W 1 10.3.0.2"));
+
+    // The transfer through t1, captured where it leaves the tunnel.
+    let cap = Capture::start(&t.peer, "vx-a");
+    let stop = t.dir.join("stop");
+    let (rxs, txs) = (t.dir.join("rx.py"), t.dir.join("tx.py"));
+    std::fs::write(&rxs, TCP_RX).unwrap();
+    std::fs::write(&txs, PACED_TX).unwrap();
+    let rx = t
+        .peer
+        .spawn(&format!("python3 {} 10.2.0.2 7100", rxs.display()));
+    let tx = t.h1.spawn(&format!(
+        "python3 {} 10.2.0.2 7100 {}",
+        txs.display(),
+        stop.display()
+    ));
+    let t1_tx = || tunnel_counter(&sock, "t1", "tx_packets");
+    let t1_drops0 = tunnel_counter(&sock, "t1", "drops");
+    let tx0 = t1_tx();
+    assert!(
+        wait_until(30, || t1_tx() > tx0 + 100),
+        "the transfer did not start"
+    );
+
+    // 1. `vecgate reload`: t2 and its route are added; 10.3.0.2 answers
+    //    through t2 (the peer's vx-b counts the requests).
+    peer_t2(&t, 8);
+    let out = reload(&t, &file, &config(&t, &sock, Some(8), ""), &[]);
+    let o = text(&out);
+    assert!(out.status.success(), "{o}");
+    assert!(
+        o.contains("+ tunnel t2: vxlan 192.0.2.1 → 192.0.2.2 key 8"),
+        "{o}"
+    );
+    assert!(
+        o.contains("+ route default 10.3.0.0/24: via 10.30.0.2"),
+        "{o}"
+    );
+    assert!(!o.contains("t1"), "t1 is in the plan: {o}");
+    warm_up(&t.h1, "10.3.0.2");
+    let b0 = peer_rx(&t, "vx-b");
+    assert!(
+        ping_ok(&t.h1, "-c 3 -i 0.2 -W 2 10.3.0.2"),
+        "{}",
+        gw.log_text()
+    );
+    assert!(
+        peer_rx(&t, "vx-b") >= b0 + 3,
+        "the pings did not go through t2"
+    );
+    assert!(tunnel_counter(&sock, "t2", "tx_packets") >= 3);
+
+    // 2. SIGHUP: t2's key changes (8 → 9), as `vecgate reload` would.
+    peer_t2(&t, 9);
+    std::fs::write(&gw.config, config(&t, &sock, Some(9), "")).unwrap();
+    sh(&format!("kill -HUP {}", gw.pid()));
+    assert!(
+        wait_until(30, || gw.log_contains("reload: ~ tunnel t2: key: 8 → 9")),
+        "{}",
+        gw.log_text()
+    );
+    warm_up(&t.h1, "10.3.0.2");
+    let b1 = peer_rx(&t, "vx-b");
+    assert!(
+        ping_ok(&t.h1, "-c 3 -i 0.2 -W 2 10.3.0.2"),
+        "{}",
+        gw.log_text()
+    );
+    assert!(peer_rx(&t, "vx-b") >= b1 + 3);
+    // What SIGHUP applied is the file: `vecgate reload` finds nothing to do.
+    let out = reload(&t, &file, &config(&t, &sock, Some(9), ""), &["--dry-run"]);
+    assert!(text(&out).contains("No changes"), "{}", text(&out));
+
+    // 3. `POST /config`: t2 and its route are removed; 10.3.0.2 is
+    //    unreachable (no packet reaches the peer's vx-b).
+    let body = t.dir.join("post.toml");
+    std::fs::write(&body, config(&t, &sock, None, "")).unwrap();
+    let answer = sh(&format!(
+        "curl -sf --unix-socket {sock} -H 'Content-Type: application/toml' \
+         --data-binary @{} http://vecgate/config",
+        body.display()
+    ));
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(v["applied"], true, "{answer}");
+    let ops: Vec<String> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{} {} {}", s(&c["op"]), s(&c["object"]), s(&c["name"])))
+        .collect();
+    assert!(ops.contains(&"- tunnel t2".to_string()), "{answer}");
+    assert!(
+        ops.contains(&"- route default 10.3.0.0/24".to_string()),
+        "{answer}"
+    );
+    let b2 = peer_rx(&t, "vx-b");
+    assert!(!ping_ok(&t.h1, "-c 3 -i 0.2 -W 1 10.3.0.2"));
+    assert_eq!(peer_rx(&t, "vx-b"), b2, "t2 still forwards");
+
+    // The transfer kept running through all three reloads.
+    let tx1 = t1_tx();
+    assert!(
+        wait_until(30, || t1_tx() > tx1 + 50),
+        "the transfer stalled"
+    );
+    std::fs::write(&stop, "").unwrap();
+    let sent = tx.wait_with_output().unwrap();
+    let got = rx.wait_with_output().unwrap();
+    let (sent, got) = (
+        String::from_utf8_lossy(&sent.stdout).trim().to_string(),
+        String::from_utf8_lossy(&got.stdout).trim().to_string(),
+    );
+    assert!(
+        !sent.is_empty() && sent == got,
+        "sent {sent:?}, received {got:?}"
+    );
+    let mut cap = cap;
+    let pcap = cap.stop().to_path_buf();
+    let flow = "tcp.port == 7100";
+    let lost = tshark(
+        &pcap,
+        &format!("{flow} && tcp.analysis.lost_segment"),
+        "-e frame.number",
+    );
+    // Data segments at the receiving end: (frame, seq, len, retransmitted).
+    let fields = "-e frame.number -e tcp.seq -e tcp.len -e tcp.analysis.retransmission -e tcp.analysis.fast_retransmission";
+    let data: Vec<(u64, u64, u64, bool)> = tshark(&pcap, &format!("{flow} && tcp.len > 0"), fields)
+        .iter()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            Some((
+                f.first()?.parse().ok()?,
+                f.get(1)?.parse().ok()?,
+                f.get(2)?.parse().ok()?,
+                f.iter().skip(3).any(|x| !x.is_empty()),
+            ))
+        })
+        .collect();
+    assert!(
+        data.len() > 200,
+        "the capture saw {} data segments",
+        data.len()
+    );
+    assert!(lost.is_empty(), "segments lost through t1: {lost:?}");
+    // A retransmission is a loss only if its original never came through:
+    // every byte the sender sent again had already reached the receiver
+    // (a timer that fired on a slow ACK on a loaded machine, RFC 8985's
+    // tail-loss probe, resends what was not lost).
+    let lost_then_resent: Vec<&(u64, u64, u64, bool)> = data
+        .iter()
+        .filter(|r| r.3)
+        .filter(|r| {
+            !data
+                .iter()
+                .any(|o| !o.3 && o.0 < r.0 && o.1 <= r.1 && r.1 + r.2 <= o.1 + o.2)
+        })
+        .collect();
+    assert!(
+        lost_then_resent.is_empty(),
+        "segments whose original did not come through t1 (frame, seq, len): {lost_then_resent:?}"
+    );
+    let resent = data.iter().filter(|r| r.3).count();
+    eprintln!(
+        "{} data segments through t1, {resent} sent twice (both copies arrived)",
+        data.len()
+    );
+    assert_eq!(
+        tunnel_counter(&sock, "t1", "drops"),
+        t1_drops0,
+        "t1 dropped packets"
+    );
+    let ports: serde_json::Value = serde_json::from_str(&sh(&format!(
+        "curl -sf --unix-socket {sock} http://vecgate/interfaces"
+    )))
+    .unwrap();
+    for p in ports.as_array().unwrap() {
+        for k in ["drops", "rx_missed", "rx_errors", "tx_errors"] {
+            assert_eq!(p[k], 0, "{} {k}: {p}", p["name"]);
+        }
+    }
+}
+
+fn s(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_bad_file_or_a_restart_change_changes_nothing_and_dry_run_only_plans() {
+    let t = topo();
+    let sock = t.dir.join("api.sock").display().to_string();
+    let file = t.dir.join("gw.toml");
+    let good = config(&t, &sock, None, "");
+    let gw = Gateway::start(&t.gw, &good);
+    let before = state(&sock);
+
+    // A route through a tunnel that does not exist, on a known line.
+    let bad = config(
+        &t,
+        &sock,
+        Some(8),
+        "[[route]]\nvrf = \"default\"\nprefix = \"10.4.0.0/24\"\nvia = \"nope\"\n",
+    );
+    let line = bad.lines().count(); // `via = "nope"` is the last line
+    let out = reload(&t, &file, &bad, &[]);
+    let o = text(&out);
+    assert!(!out.status.success(), "{o}");
+    assert!(
+        o.contains(&format!("{}:{line}:", file.display())),
+        "the error does not name line {line}: {o}"
+    );
+    assert_eq!(state(&sock), before, "a bad file changed the gateway");
+    // The API refuses it the same way, naming the line.
+    std::fs::write(&file, &bad).unwrap();
+    let r = sh(&format!(
+        "curl -s -o /dev/stdout -w ' %{{http_code}}' --unix-socket {sock} \
+         --data-binary @{} http://vecgate/config",
+        file.display()
+    ));
+    assert!(r.ends_with(" 400"), "{r}");
+    assert!(r.contains(&format!("line {line}:")), "{r}");
+    assert_eq!(state(&sock), before);
+    // SIGHUP too: logged with the line, nothing applied.
+    std::fs::write(&gw.config, &bad).unwrap();
+    sh(&format!("kill -HUP {}", gw.pid()));
+    assert!(
+        wait_until(30, || gw.log_contains("reload refused")),
+        "{}",
+        gw.log_text()
+    );
+    assert!(gw.log_contains(&format!(":{line}: ")), "{}", gw.log_text());
+    assert_eq!(state(&sock), before);
+
+    // A change only a restart applies refuses the whole file (the new
+    // tunnel with it).
+    let restart =
+        config(&t, &sock, Some(8), "").replace("name = \"rl\"\n", "name = \"rl\"\nworkers = 2\n");
+    let out = reload(&t, &file, &restart, &[]);
+    let o = text(&out);
+    assert!(!out.status.success(), "{o}");
+    assert!(
+        o.contains("needs a restart") && o.contains("workers: 1 → 2"),
+        "{o}"
+    );
+    assert_eq!(state(&sock), before);
+
+    // --dry-run prints the plan and changes nothing.
+    let next = config(&t, &sock, Some(8), "");
+    let out = reload(&t, &file, &next, &["--dry-run"]);
+    let o = text(&out);
+    assert!(out.status.success(), "{o}");
+    for want in [
+        "+ tunnel t2: vxlan 192.0.2.1 → 192.0.2.2 key 8",
+        "+ route default 10.3.0.0/24: via 10.30.0.2",
+        "Plan: 2 to add, 0 to change, 0 to remove (dry run, nothing applied).",
+    ] {
+        assert!(o.contains(want), "no {want:?} in:\n{o}");
+    }
+    assert_eq!(state(&sock), before);
+    let out = reload(&t, &file, &next, &["--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["applied"], false);
+    assert_eq!(v["changes"].as_array().map(Vec::len), Some(2));
+    assert_eq!(state(&sock), before);
+    // The same file applied: the API shows it.
+    let out = reload(&t, &file, &next, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (cfg, routes) = state(&sock);
+    assert!(cfg.contains("name = \"t2\""), "{cfg}");
+    assert!(routes.contains("10.3.0.0/24"), "{routes}");
+    drop(gw);
+}
