@@ -749,7 +749,7 @@ fn scapy_packets_forwarded_and_bad_ones_dropped_by_reason() {
 /// (SIGHUP: new inbound SAs are installed, a changed outbound SA is
 /// switched to, inbound SAs gone from the file are removed).
 fn reconfigure(gw: &Gateway, text: &str, want_log: &str) {
-    std::fs::write(&gw.config, text).unwrap();
+    gw.rewrite_config(text);
     sh(&format!("kill -HUP {}", gw.pid()));
     assert!(
         wait_until(10, || gw.log_contains(want_log)),

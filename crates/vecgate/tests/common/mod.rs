@@ -221,6 +221,21 @@ impl Gateway {
         gw
     }
 
+    /// Rewrites the gateway's configuration file with `config` (e.g. before
+    /// a SIGHUP), keeping the `state_dir` [`with_state_dir`] gave it at
+    /// start: a reload refuses a changed state directory (restart only).
+    pub fn rewrite_config(&self, config: &str) {
+        let text = match &self.state {
+            Some(d) if !config.contains("state_dir") => config.replacen(
+                "[gateway]\n",
+                &format!("[gateway]\nstate_dir = \"{}\"\n", d.display()),
+                1,
+            ),
+            _ => config.to_string(),
+        };
+        std::fs::write(&self.config, text).expect("write config");
+    }
+
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
