@@ -25,7 +25,7 @@
 //! node's.
 
 use super::tunnel_util::clamp_mss;
-use super::{be16, pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use super::{pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
 use crate::esp::EspTunnel;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso, uso, SegmentSpec};
@@ -107,7 +107,7 @@ impl Node for EspEncrypt {
             // The point-to-point virtual port got an Ethernet header from
             // ip-rewrite; ESP carries the IP packet.
             let et = if p.len() >= ETH_LEN {
-                be16(p.data(), 12)
+                wire::ethernet::Frame::new_unchecked(p.data()).outer_ethertype()
             } else {
                 0
             };

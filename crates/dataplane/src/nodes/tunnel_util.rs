@@ -1,10 +1,11 @@
 //! Helpers the tunnel nodes share: handing a decapsulated packet to the
 //! overlay, and inner TCP MSS clamping.
 
-use super::{be16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use super::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
 use crate::graph::{flags, Ctx, Next, NodeId};
 use crate::tunnel::Tunnel;
 use packet::buffer::{Gso, Offload, Packet};
+use wire::{ethernet, ipv4, ipv6};
 
 /// What the decapsulated payload is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub(crate) fn inner_ip(d: &[u8], eth: bool) -> Option<(usize, bool)> {
         if d.len() < ETH_LEN {
             return None;
         }
-        match be16(d, 12) {
+        match ethernet::Frame::new_unchecked(d).outer_ethertype() {
             ETHERTYPE_IPV4 => Some((ETH_LEN, false)),
             ETHERTYPE_IPV6 => Some((ETH_LEN, true)),
             _ => None,
@@ -50,7 +51,7 @@ pub(crate) fn clamp_mss(p: &mut Packet, l3: usize, v6: bool, mtu: u32) {
         }
         (l3 + 40, d[l3 + 6], 60u32)
     } else {
-        if d.len() < l3 + 20 || be16(d, l3 + 6) & 0x3fff != 0 {
+        if d.len() < l3 + 20 || ipv4::Packet::new_unchecked(&d[l3..]).is_fragment() {
             return;
         }
         (l3 + usize::from(d[l3] & 0x0f) * 4, d[l3 + 9], 40u32)
@@ -164,8 +165,14 @@ pub(crate) fn deliver(
 #[inline]
 pub(crate) fn outer_addrs(d: &[u8]) -> Option<(std::net::IpAddr, std::net::IpAddr)> {
     match d.first()? >> 4 {
-        4 if d.len() >= 20 => Some((super::ip4_at(d, 12).into(), super::ip4_at(d, 16).into())),
-        6 if d.len() >= 40 => Some((super::ip6_at(d, 8).into(), super::ip6_at(d, 24).into())),
+        4 if d.len() >= 20 => {
+            let ip = ipv4::Packet::new_unchecked(d);
+            Some((ip.src_addr().into(), ip.dst_addr().into()))
+        }
+        6 if d.len() >= 40 => {
+            let ip = ipv6::Packet::new_unchecked(d);
+            Some((ip.src_addr().into(), ip.dst_addr().into()))
+        }
         _ => None,
     }
 }

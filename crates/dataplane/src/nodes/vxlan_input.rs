@@ -8,11 +8,12 @@
 //! found by (underlay VRF, our address, the peer's, UDP port, VNI) and the
 //! inner Ethernet frame enters its overlay VRF on its virtual port.
 
+use super::pull;
 use super::tunnel_util::{deliver, outer_addrs, Inner};
-use super::{be16, pull};
 use crate::graph::{Ctx, Next, Node, NodeId};
 use crate::tunnel::{DecapKey, KeyClass};
 use packet::buffer::Packet;
+use wire::{udp, vxlan};
 
 pub struct VxlanInput;
 
@@ -90,11 +91,12 @@ fn check(t: &crate::tables::Tables, p: &Packet) -> Result<(u32, usize), E> {
     if d.len() < off + HDRS {
         return Err(E::TooShort);
     }
-    let ulen = usize::from(be16(d, off + 4));
+    let u = udp::Packet::new_unchecked(&d[off..]);
+    let ulen = usize::from(u.len());
     if ulen < HDRS || off + ulen > d.len() {
         return Err(E::TooShort);
     }
-    let csum = be16(d, off + 6);
+    let csum = u.checksum();
     let v6 = d[0] >> 4 == 6;
     // A partial checksum (NEEDS_CSUM: the sender is a local stack on this
     // host, e.g. a kernel VXLAN device over veth) was never computed: there
@@ -103,11 +105,12 @@ fn check(t: &crate::tables::Tables, p: &Packet) -> Result<(u32, usize), E> {
     if (csum != 0 || v6) && !o.csum_valid && !o.needs_csum && !crate::offload::verify_l4_at(d, 0) {
         return Err(E::BadChecksum);
     }
-    if d[off + 8] & 0x08 == 0 {
+    let vx = vxlan::Vxlan::new_unchecked(&d[off + 8..]);
+    if !vx.vni_valid() {
         return Err(E::IFlagClear);
     }
-    let vni = u32::from_be_bytes([0, d[off + 12], d[off + 13], d[off + 14]]);
-    let port = be16(d, off + 2);
+    let vni = vx.vni();
+    let port = u.dst_port();
     let k = DecapKey {
         vrf: p.meta.vrf,
         local: dst,

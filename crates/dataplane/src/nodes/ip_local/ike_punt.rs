@@ -3,10 +3,9 @@
 
 use super::E;
 use crate::graph::Ctx;
-use crate::nodes::be16;
 use packet::buffer::Packet;
 use std::net::IpAddr;
-use wire::checksum;
+use wire::{checksum, udp as udp_hdr};
 
 /// IKE for the control plane: UDP to port 500, or to 4500 with the non-ESP
 /// marker (RFC 3948 §2.2), punted as a copy ([`crate::ike_punt::Punt::punt`]).
@@ -30,7 +29,9 @@ pub(super) fn punt_ike(
     if udp.len() < 8 {
         return None;
     }
-    let (sport, dport, ulen) = (be16(udp, 0), be16(udp, 2), usize::from(be16(udp, 4)));
+    let h = udp_hdr::Packet::new_unchecked(udp);
+    let (sport, dport, ulen) = (h.src_port(), h.dst_port(), usize::from(h.len()));
+    let sum = h.checksum();
     if ulen < 8 || ulen > udp.len() {
         return Some(E::TooShort);
     }
@@ -42,7 +43,6 @@ pub(super) fn punt_ike(
     // The checksum (optional over IPv4, RFC 768) unless the sender is a
     // local stack that left it partial or the backend verified it.
     let o = &p.meta.offload;
-    let sum = be16(udp, 6);
     if !o.needs_csum && !o.csum_valid && (sum != 0 || dst.is_ipv6()) {
         let ph = checksum::pseudo_header(&src, &dst, 17, ulen as u32).ok()?;
         if checksum::combine(&[ph, checksum::data(udp)]) != 0xffff {

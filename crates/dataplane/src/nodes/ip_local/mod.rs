@@ -24,11 +24,11 @@ mod tunnel_demux;
 mod udp_gso;
 mod vrrp_punt;
 
-use super::{be16, ip4_at, ip6_at};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour_packets::{ICMP6_NA, ICMP6_NS};
 use packet::buffer::{Gso, Packet};
 use std::net::IpAddr;
+use wire::{ipv4, ipv6};
 
 #[derive(Default)]
 pub struct IpLocal {
@@ -138,15 +138,15 @@ type R = Result<(), (Packet, E)>;
 
 impl IpLocal {
     fn local4(&mut self, cx: &mut Ctx, p: Packet, next: &mut Next<'_>) -> R {
-        let d = p.data();
-        let ihl = usize::from(d[0] & 0x0f) * 4;
-        if be16(d, 6) & 0x3fff != 0 {
+        let ip = ipv4::Packet::new_unchecked(p.data());
+        let ihl = ip.header_len();
+        if ip.is_fragment() {
             // No reassembly for local traffic.
             return Err((p, E::Fragment));
         }
-        if d[9] != 1 {
-            let (src, dst) = (ip4_at(d, 12).into(), ip4_at(d, 16).into());
-            let proto = d[9];
+        if ip.protocol() != 1 {
+            let (src, dst) = (ip.src_addr().into(), ip.dst_addr().into());
+            let proto = ip.protocol();
             return self.not_icmp(cx, p, next, proto, ihl, src, dst);
         }
         echo::reply4(cx, p, next, ihl)
@@ -181,10 +181,12 @@ impl IpLocal {
             return Err((p, E::BadExtHeader));
         }
         if nh != 58 {
-            let (src, dst) = (ip6_at(d, 8).into(), ip6_at(d, 24).into());
+            let ip = ipv6::Packet::new_unchecked(d);
+            let (src, dst) = (ip.src_addr().into(), ip.dst_addr().into());
             return self.not_icmp(cx, p, next, nh, off, src, dst);
         }
-        let (src, dst, hlim) = (ip6_at(d, 8), ip6_at(d, 24), d[7]);
+        let ip = ipv6::Packet::new_unchecked(d);
+        let (src, dst, hlim) = (ip.src_addr(), ip.dst_addr(), ip.hop_limit());
         let icmp = &d[off..];
         if icmp.len() < 8 {
             return Err((p, E::TooShort));

@@ -3,7 +3,6 @@
 //! UDP port.
 
 use crate::graph::{Ctx, NodeId};
-use crate::nodes::be16;
 use packet::buffer::Packet;
 
 /// Decapsulation node for a local packet with L4 protocol `proto` at
@@ -22,7 +21,7 @@ pub(super) fn tunnel_dispatch(cx: &Ctx, p: &Packet, proto: u8, l4: usize) -> Opt
             if d.len() < l4 + 4 {
                 return None;
             }
-            let dport = be16(d, l4 + 2);
+            let dport = wire::udp::Packet::new_unchecked(&d[l4..]).dst_port();
             if esp.nat_t && dport == wire::esp::NAT_T_PORT {
                 Some((NodeId::EspDecrypt, crate::nodes::esp_decrypt::AUX_UDP))
             } else if t.vxlan_ports.contains(&dport) {

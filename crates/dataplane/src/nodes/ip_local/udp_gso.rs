@@ -5,7 +5,6 @@
 
 use super::{IpLocal, E};
 use crate::graph::{Ctx, Next};
-use crate::nodes::be16;
 use crate::offload::{gso, uso, SegmentSpec};
 use packet::buffer::Packet;
 
@@ -42,7 +41,7 @@ impl IpLocal {
             6 => (40, *d.get(6)?),
             _ => return None,
         };
-        let dport = be16(d.get(l4..l4 + 4)?, 2);
+        let dport = wire::udp::Packet::new_unchecked(d.get(l4..l4 + 4)?).dst_port();
         (proto == crate::tunnel::IP_PROTO_UDP && cx.tables.tunnels.vxlan_ports.contains(&dport))
             .then_some(l4)
     }
