@@ -11,11 +11,11 @@
 //! TTL-1 flood spends its own budget, never another tenant's "fragmentation
 //! needed" / "packet too big" that its PMTU discovery depends on.
 
-use super::{be16, ip4_at, ip6_at, put16};
+use super::put16;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use packet::buffer::Packet;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use wire::checksum;
+use wire::{checksum, ipv4, ipv6};
 
 /// What icmp-error sends, in the upper 16 bits of `meta.aux` (the lower
 /// 16 carry an MTU).
@@ -195,15 +195,16 @@ fn error4(cx: &mut Ctx, p: Packet) -> R {
     if d.len() < 20 {
         return Err((p, E::Truncated));
     }
-    let ihl = usize::from(d[0] & 0x0f) * 4;
-    let (src, dst) = (ip4_at(d, 12), ip4_at(d, 16));
+    let ip = ipv4::Packet::new_unchecked(d);
+    let ihl = ip.header_len();
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
     if dst.is_multicast() || dst.is_broadcast() {
         return Err((p, E::AboutMulticast));
     }
     if src.is_unspecified() || src.is_multicast() || src.is_broadcast() || src.is_loopback() {
         return Err((p, E::BadSource));
     }
-    if be16(d, 6) & 0x1fff != 0 {
+    if ip.frag_offset() != 0 {
         return Err((p, E::NonFirstFragment));
     }
     // ICMP errors (anything but the query types) are never answered.
@@ -262,7 +263,8 @@ fn error6(cx: &mut Ctx, p: Packet) -> R {
     if d.len() < 40 {
         return Err((p, E::Truncated));
     }
-    let (src, dst) = (ip6_at(d, 8), ip6_at(d, 24));
+    let ip = ipv6::Packet::new_unchecked(d);
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
     let kind = (p.meta.aux >> 16) as u16;
     let mtu = p.meta.aux & 0xffff;
     // Packet too big may answer a multicast (RFC 4443 §2.4(e.3)).

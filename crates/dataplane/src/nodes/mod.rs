@@ -29,7 +29,6 @@ pub mod vxlan_input;
 
 use crate::graph::{Ctx, Next, Node};
 use packet::buffer::{Gso, Packet};
-use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Declares the graph's nodes from one list (id, constructor), in
 /// dispatch order (roughly topological, see [`crate::graph::Graph::run`]):
@@ -127,20 +126,6 @@ pub(crate) fn push_eth(p: &mut Packet, dst: [u8; 6], src: [u8; 6], ethertype: u1
 
 /// Big-endian field access, the offloads' own (one copy in the crate).
 pub(crate) use crate::offload::hdr::{be16, put16};
-
-/// IPv4 address at `off`; the caller checked `off + 4 <= d.len()`.
-#[inline]
-pub(crate) fn ip4_at(d: &[u8], off: usize) -> Ipv4Addr {
-    Ipv4Addr::new(d[off], d[off + 1], d[off + 2], d[off + 3])
-}
-
-/// IPv6 address at `off`; the caller checked `off + 16 <= d.len()`.
-#[inline]
-pub(crate) fn ip6_at(d: &[u8], off: usize) -> Ipv6Addr {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&d[off..off + 16]);
-    Ipv6Addr::from(a)
-}
 
 /// Ethertype for the IP packet at the start of `p` (by version nibble).
 #[inline]

@@ -32,7 +32,7 @@
 //! order (RFC 2890 §2.2 then drops); use one worker for such tunnels.
 
 use super::tunnel_util::{clamp_mss, inner_ip};
-use super::{be16, pull, put16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use super::{pull, put16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso, tso, uso, OffloadError, OuterL4, OuterSpec, SegmentSpec};
 use crate::tunnel::{flow_hash, Tunnel, TunnelKind, VXLAN_SPORT_BASE};
@@ -104,7 +104,7 @@ impl Node for TunnelEncap {
             if !eth {
                 // IP tunnel: only IP, without the point-to-point L2 header.
                 let et = if p.len() >= ETH_LEN {
-                    be16(p.data(), 12)
+                    wire::ethernet::Frame::new_unchecked(p.data()).outer_ethertype()
                 } else {
                     0
                 };
@@ -340,9 +340,10 @@ impl TunnelEncap {
                 if tun.v6 && full {
                     // Mandatory over IPv6 (RFC 8200 §8.1); zero over IPv4
                     // (RFC 7348 §5).
+                    let ip = wire::ipv6::Packet::new_unchecked(&d[..]);
                     let ph = wire::checksum::pseudo_header_v6(
-                        &super::ip6_at(d, 8),
-                        &super::ip6_at(d, 24),
+                        &ip.src_addr(),
+                        &ip.dst_addr(),
                         17,
                         (total - l4) as u32,
                     );

@@ -3,10 +3,10 @@
 
 use super::{reply_meta, E, R};
 use crate::graph::{Ctx, Next, NodeId};
-use crate::nodes::{be16, ip4_at, put16};
+use crate::nodes::{be16, put16};
 use packet::buffer::Packet;
 use std::net::Ipv6Addr;
-use wire::checksum;
+use wire::{checksum, ipv4};
 
 /// Answers the ICMP message at `ihl` of an IPv4 packet if it is an echo
 /// request: swap addresses, type 0, fresh TTL.
@@ -22,14 +22,13 @@ pub(super) fn reply4(cx: &mut Ctx, mut p: Packet, next: &mut Next<'_>, ihl: usiz
     if icmp[0] != 8 || icmp[1] != 0 {
         return Err((p, E::LocalUnhandled));
     }
-    let (src, dst) = (ip4_at(d, 12), ip4_at(d, 16));
+    let mut ip = ipv4::Packet::new_unchecked(p.data_mut());
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    ip.set_src_addr(dst);
+    ip.set_dst_addr(src);
+    ip.set_ttl(64);
+    ip.fill_checksum();
     let d = p.data_mut();
-    d[12..16].copy_from_slice(&dst.octets());
-    d[16..20].copy_from_slice(&src.octets());
-    d[8] = 64;
-    put16(d, 10, 0);
-    let c = checksum::checksum(&d[..ihl]);
-    put16(d, 10, c);
     d[ihl] = 0;
     let ic = be16(d, ihl + 2);
     put16(d, ihl + 2, checksum::update_u16(ic, 0x0800, 0x0000));

@@ -6,10 +6,11 @@ use super::{reply_meta, IpLocal, E, R};
 use crate::graph::{flags, Ctx, Next, NodeId};
 use crate::neighbour::Learn;
 use crate::neighbour_packets::{na_reply, NA_OVERRIDE, NA_SOLICITED};
-use crate::nodes::{ip6_at, push_eth, send_released, ETHERTYPE_IPV6};
+use crate::nodes::{push_eth, send_released, ETHERTYPE_IPV6};
 use crate::tables::multicast_mac_v6;
 use packet::buffer::Packet;
 use std::net::{IpAddr, Ipv6Addr};
+use wire::icmpv6;
 
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 
@@ -29,7 +30,7 @@ impl IpLocal {
         if hlim != 255 || icmp[1] != 0 || icmp.len() < 24 {
             return Err((p, E::NdInvalid));
         }
-        let target = ip6_at(icmp, 8);
+        let target = icmpv6::Packet::new_unchecked(icmp).target_addr();
         if target.is_multicast() {
             return Err((p, E::NdInvalid));
         }
@@ -104,7 +105,7 @@ impl IpLocal {
         if hlim != 255 || icmp[1] != 0 || icmp.len() < 24 {
             return Err((p, E::NdInvalid));
         }
-        let target = ip6_at(icmp, 8);
+        let target = icmpv6::Packet::new_unchecked(icmp).target_addr();
         let fl = icmp[4];
         if target.is_multicast() {
             return Err((p, E::NdInvalid));
