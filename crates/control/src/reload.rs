@@ -334,7 +334,17 @@ fn tunnels(a: &Config, b: &Config, out: &mut Vec<Change>) {
         if ct != cu {
             let mut d = fields_changed(&ct, &cu, &["ipsec"]);
             if let (Some(x), Some(y)) = (&ct.ipsec, &cu.ipsec) {
-                d.extend(fields_changed(x, y, &["sas"]));
+                d.extend(fields_changed(x, y, &["sas", "ike"]));
+                match (&x.ike, &y.ike) {
+                    (Some(i), Some(j)) => d.extend(
+                        fields_changed(i, j, &[])
+                            .into_iter()
+                            .map(|f| format!("ike.{f}")),
+                    ),
+                    (None, Some(_)) => d.push("ike: added".into()),
+                    (Some(_), None) => d.push("ike: removed".into()),
+                    (None, None) => {}
+                }
             } else if ct.ipsec != cu.ipsec {
                 d.push("ipsec settings".into());
             }

@@ -570,3 +570,70 @@ fn charon_makes_an_ike_sa_per_child() {
     crosses(&api, &t.h11, "10.22.0.2", "t2", "t1", &gw);
     assert!(!ping(&t.h1, "10.2.0.2", 1), "blue still crosses");
 }
+
+/// Live reload against charon: t2 added by `vecgate reload` negotiates
+/// and carries red's traffic; a change of its IKE settings (DPD) deletes
+/// its IKE SA with charon and negotiates a new one (new SPIs); removed, it
+/// is deleted at charon too. t1, in none of the differences, keeps its
+/// IKE SA (same SPIs) and carries blue's traffic throughout.
+#[test]
+fn reload_adds_changes_and_removes_an_ike_tunnel() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = Topo::new();
+    let ch = t.charon();
+    let (cfg, api) = t.vecgate_cfg(true);
+    let only_t1 = cfg[..cfg.rfind("\n[[tunnel]]").unwrap()].to_string() + "\n";
+    let gw = Gateway::start(&t.ga, &only_t1);
+    assert!(
+        wait_until(30, || up(&api, "t1")),
+        "{:#}\n{}",
+        cli_json(&api, "ike"),
+        gw.log_text()
+    );
+    let t1_spis = ike_spis(&ike_of(&api, "t1"));
+
+    let (ok, o) = gw.reload(&cfg);
+    assert!(ok && o.contains("+ tunnel t2: ipsec"), "{o}");
+    assert!(
+        wait_until(30, || up(&api, "t2")),
+        "{:#}\n{}",
+        cli_json(&api, "ike"),
+        gw.log_text()
+    );
+    crosses(&api, &t.h11, "10.22.0.2", "t2", "t1", &gw);
+    let t2_spis = ike_spis(&ike_of(&api, "t2"));
+
+    // t2's [tunnel.ike] is the file's last section.
+    let (ok, o) = gw.reload(&(cfg.clone() + "dpd_interval = 30\n"));
+    assert!(
+        ok && o.contains("~ tunnel t2: ike.dpd_interval: - → 30"),
+        "{o}"
+    );
+    assert!(o.contains("registered anew"), "{o}");
+    assert!(
+        wait_until(30, || up(&api, "t2")
+            && !ike_spis(&ike_of(&api, "t2")).is_empty()
+            && ike_spis(&ike_of(&api, "t2")) != t2_spis),
+        "{:#}\n{}",
+        cli_json(&api, "ike"),
+        gw.log_text()
+    );
+    crosses(&api, &t.h11, "10.22.0.2", "t2", "t1", &gw);
+
+    let (ok, o) = gw.reload(&only_t1);
+    assert!(ok && o.contains("- tunnel t2: ipsec"), "{o}");
+    assert!(
+        wait_until(10, || !ch.swanctl(&["--list-sas"]).contains("net2:")),
+        "charon: {}\n---- vecgate ----\n{}",
+        ch.swanctl(&["--list-sas"]),
+        gw.log_text()
+    );
+    assert_eq!(ike_of(&api, "t2"), Value::Null);
+    assert!(!ping(&t.h11, "10.22.0.2", 1), "red still crosses");
+    assert_eq!(
+        ike_spis(&ike_of(&api, "t1")),
+        t1_spis,
+        "t1's IKE SA changed"
+    );
+    crosses(&api, &t.h1, "10.2.0.2", "t1", "t2", &gw);
+}

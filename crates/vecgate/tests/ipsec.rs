@@ -843,21 +843,6 @@ fn make_before_break_switch_during_tcp_transfer() {
     assert!(n_esp >= n_dec && n_dec > 100);
 }
 
-/// Rewrites `gw`'s file with `text` and runs `vecgate reload --config` on
-/// it: (success, stdout and stderr).
-fn reload_cli(gw: &Gateway, text: &str) -> (bool, String) {
-    gw.rewrite_config(text);
-    let out = Command::new(common::vecgate_bin())
-        .args(["reload", "--config"])
-        .arg(&gw.config)
-        .output()
-        .expect("vecgate reload");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
-
 /// `vecgate reload` brings a static ESP tunnel in (its SAs keyed from
 /// their files), registers it anew when its NAT-T setting changes, and
 /// takes it out with its SAs; pings and the SA counters are the referees.
@@ -884,7 +869,7 @@ fn reload_adds_rekeys_and_removes_an_esp_tunnel() {
 
     // Added: both ends, then traffic flows through the new SAs.
     for (gw, side) in [(&b, 1), (&a, 0)] {
-        let (ok, o) = reload_cli(gw, &full(side, ""));
+        let (ok, o) = gw.reload(&full(side, ""));
         assert!(ok && o.contains("+ tunnel esp0: ipsec"), "{o}");
         assert!(o.contains("tunnel esp0: registered"), "{o}");
     }
@@ -896,7 +881,7 @@ fn reload_adds_rekeys_and_removes_an_esp_tunnel() {
     // Changed: NAT-T on registers the tunnel's SAs anew (same keys, their
     // sequence numbers resumed from the state directory).
     for (gw, side) in [(&b, 1), (&a, 0)] {
-        let (ok, o) = reload_cli(gw, &full(side, "nat_t = true\n"));
+        let (ok, o) = gw.reload(&full(side, "nat_t = true\n"));
         assert!(ok && o.contains("nat_t: false → true"), "{o}");
         assert!(o.contains("registered anew"), "{o}");
     }
@@ -907,7 +892,7 @@ fn reload_adds_rekeys_and_removes_an_esp_tunnel() {
 
     // Removed: no route, no SA left.
     for (gw, side) in [(&a, 0), (&b, 1)] {
-        let (ok, o) = reload_cli(gw, &bare(full(side, "")));
+        let (ok, o) = gw.reload(&bare(full(side, "")));
         assert!(ok && o.contains("- tunnel esp0: ipsec"), "{o}");
     }
     assert!(!ping(&t.h1, "-c 2 -i 0.2 -W 1 10.2.0.2").0);

@@ -236,6 +236,22 @@ impl Gateway {
         std::fs::write(&self.config, text).expect("write config");
     }
 
+    /// Rewrites the file with `text` ([`Gateway::rewrite_config`]) and runs
+    /// `vecgate reload --config` on it: (success, stdout and stderr).
+    pub fn reload(&self, text: &str) -> (bool, String) {
+        self.rewrite_config(text);
+        let out = Command::new(vecgate_bin())
+            .args(["reload", "--config"])
+            .arg(&self.config)
+            .output()
+            .expect("vecgate reload");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
