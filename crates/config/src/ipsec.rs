@@ -42,6 +42,8 @@
 //! dpd_interval = 30                     # seconds; liveness checks
 //! ike_lifetime = 14400                  # seconds until the IKE SA is rekeyed
 //! child_lifetime = 3600                 # seconds until a child SA is rekeyed
+//! child_lifetime_packets = 4278190080   # packets until it stops (rekey at 85 %)
+//! child_lifetime_bytes = 0              # bytes likewise; default: no byte limit
 //! local_traffic = ["10.1.0.0/24"]       # our selectors; default: any
 //! ```
 //!
@@ -108,12 +110,22 @@ pub struct IkeSettings {
     /// Seconds of silence before a liveness check (RFC 7296 §2.4).
     #[serde(default)]
     pub dpd_interval: Option<u64>,
-    /// Seconds until the IKE SA is rekeyed.
+    /// Seconds until the IKE SA is rekeyed (default 14400, less up to
+    /// 10 % at random, as strongSwan).
     #[serde(default)]
     pub ike_lifetime: Option<u64>,
-    /// Seconds until each child SA is rekeyed.
+    /// Seconds until each child SA is rekeyed (default 3600, less up to
+    /// 10 % at random, as strongSwan).
     #[serde(default)]
     pub child_lifetime: Option<u64>,
+    /// Packets (either direction) after which a child SA stops (its rekey
+    /// starts at 85 % of them). Default: below the 32-bit sequence space.
+    #[serde(default)]
+    pub child_lifetime_packets: Option<u64>,
+    /// Bytes (either direction) after which a child SA stops (its rekey
+    /// starts at 85 % of them). Default: no byte limit.
+    #[serde(default)]
+    pub child_lifetime_bytes: Option<u64>,
     /// Our traffic selectors; empty: any address of the family.
     #[serde(default)]
     pub local_traffic: Vec<Prefix>,
@@ -357,6 +369,8 @@ pub(crate) fn emit(x: &Ipsec, s: &mut String, quote: impl Fn(&str) -> String) {
             ("dpd_interval", k.dpd_interval),
             ("ike_lifetime", k.ike_lifetime),
             ("child_lifetime", k.child_lifetime),
+            ("child_lifetime_packets", k.child_lifetime_packets),
+            ("child_lifetime_bytes", k.child_lifetime_bytes),
         ] {
             if let Some(v) = v {
                 let _ = writeln!(s, "{key} = {v}");

@@ -34,6 +34,8 @@ pub const IKE_KEYS: &[&str] = &[
     "dpd_interval",
     "ike_lifetime",
     "child_lifetime",
+    "child_lifetime_packets",
+    "child_lifetime_bytes",
     "local_traffic",
 ];
 
@@ -145,6 +147,12 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
     let dpd_interval = secs(&mut s, "dpd_interval");
     let ike_lifetime = secs(&mut s, "ike_lifetime");
     let child_lifetime = secs(&mut s, "child_lifetime");
+    let volume = |s: &mut Reader<'_, '_, '_>, k: &'static str| {
+        s.int(k, 0..(1i128 << 63), "1..=9223372036854775807")
+            .and_then(|n| u64::try_from(n).ok())
+    };
+    let child_lifetime_packets = volume(&mut s, "child_lifetime_packets");
+    let child_lifetime_bytes = volume(&mut s, "child_lifetime_bytes");
     let local_traffic = read_prefixes(&mut s, "local_traffic");
     let (pos, broken) = (s.pos, s.broken);
     match (psk_file, broken) {
@@ -160,6 +168,8 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
                 dpd_interval,
                 ike_lifetime,
                 child_lifetime,
+                child_lifetime_packets,
+                child_lifetime_bytes,
                 local_traffic,
             })
         }

@@ -160,12 +160,20 @@ fn check_ike(v: &mut V<'_>, p: &ObjPos, label: &str, ike: &IkeSettings) {
         ("dpd_interval", ike.dpd_interval),
         ("ike_lifetime", ike.ike_lifetime),
         ("child_lifetime", ike.child_lifetime),
+        ("child_lifetime_packets", ike.child_lifetime_packets),
+        ("child_lifetime_bytes", ike.child_lifetime_bytes),
     ] {
         if val == Some(0) {
+            // Lifetimes have defaults (strongSwan's); liveness checks none.
+            let what = if k == "dpd_interval" {
+                "to disable"
+            } else {
+                "for the default"
+            };
             v.err(
                 p.key(k),
                 label,
-                format!("{k} = 0: leave the key out to disable"),
+                format!("{k} = 0: leave the key out {what}"),
             );
         }
     }

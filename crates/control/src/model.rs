@@ -346,6 +346,13 @@ pub struct IkeSpec {
     /// Seconds until each child SA is rekeyed.
     #[serde(default)]
     pub child_lifetime: Option<u64>,
+    /// Packets until each child SA stops (rekeyed at 85 %); default
+    /// 2^32 - 2^24.
+    #[serde(default)]
+    pub child_lifetime_packets: Option<u64>,
+    /// Bytes until each child SA stops (rekeyed at 85 %); default none.
+    #[serde(default)]
+    pub child_lifetime_bytes: Option<u64>,
     /// Our traffic selectors; default: the tunnel VRF's networks.
     #[serde(default)]
     pub local_traffic: Option<Vec<String>>,

@@ -960,6 +960,8 @@ impl Control {
                 dpd_interval: k.dpd_interval,
                 ike_lifetime: k.ike_lifetime,
                 child_lifetime: k.child_lifetime,
+                child_lifetime_packets: k.child_lifetime_packets,
+                child_lifetime_bytes: k.child_lifetime_bytes,
                 local_traffic: prefixes("ike.local_traffic", k.local_traffic.as_ref())?,
             }),
         };

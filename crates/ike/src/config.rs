@@ -229,6 +229,9 @@ impl EspProposal {
         if pfs {
             t.extend(self.dh.iter().map(|g| Transform::new(sa::TT_DH, g.id())));
         }
+        // Extended sequence numbers preferred, 32-bit ones accepted
+        // (RFC 7296 §3.3.2: the responder picks one).
+        t.push(Transform::new(sa::TT_ESN, 1));
         t.push(Transform::new(sa::TT_ESN, 0));
         Proposal {
             num,
@@ -287,6 +290,9 @@ pub struct IkeConfig {
     pub ike_rekey_time: Option<Duration>,
     /// Rekey each child SA after this long (None: never).
     pub child_rekey_time: Option<Duration>,
+    /// Rekey this many percent earlier at random (0..=50), per SA, so SAs
+    /// created together do not all rekey at once (strongSwan's rand_time).
+    pub rekey_jitter_percent: u8,
     /// Delete a child SA this long after creation if it was not rekeyed.
     pub child_life_time: Option<Duration>,
     /// Delete the IKE SA this long after creation if it was not rekeyed.
@@ -366,6 +372,7 @@ impl IkeConfig {
             remote_ts: vec![],
             ike_rekey_time: None,
             child_rekey_time: None,
+            rekey_jitter_percent: 0,
             child_life_time: None,
             ike_life_time: None,
             reconnect_delay: None,

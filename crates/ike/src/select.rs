@@ -14,6 +14,9 @@ pub struct EspSuite {
     pub integ: Option<Integ>,
     /// PFS group, if any.
     pub dh: Option<DhGroup>,
+    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1): chosen whenever
+    /// the peer offers them (RFC 7296 §3.3.2, ESN transform 1).
+    pub esn: bool,
 }
 
 impl EspSuite {
@@ -109,7 +112,9 @@ pub fn select_ike(theirs: &[Proposal], ours: &[IkeProposal]) -> Option<(u8, IkeS
 
 /// Choose an ESP suite. `pfs` is true in CREATE_CHILD_SA, where DH
 /// transforms count; in IKE_AUTH they are ignored (RFC 7296 §1.2).
-/// Only 32-bit sequence numbers are negotiated (ESN "no").
+/// Extended sequence numbers are chosen when offered (a 32-bit sequence
+/// space can run out under load before a time-based rekey), 32-bit ones
+/// otherwise.
 pub fn select_esp(
     theirs: &[Proposal],
     ours: &[EspProposal],
@@ -119,15 +124,14 @@ pub fn select_esp(
         let Ok(spi) = <[u8; 4]>::try_from(p.spi.as_slice()) else {
             continue;
         };
-        let esn_ok = {
-            let mut esn = p
-                .transforms
-                .iter()
-                .filter(|t| usable(t, sa::TT_ESN))
-                .peekable();
-            esn.peek().is_none() || esn.any(|t| t.id == 0)
-        };
-        if !esn_ok {
+        let esn_ids: Vec<u16> = p
+            .transforms
+            .iter()
+            .filter(|t| usable(t, sa::TT_ESN))
+            .map(|t| t.id)
+            .collect();
+        let esn = esn_ids.contains(&1);
+        if !esn_ids.is_empty() && !esn && !esn_ids.contains(&0) {
             continue;
         }
         for o in ours {
@@ -159,7 +163,16 @@ pub fn select_esp(
             } else {
                 None
             };
-            return Some((p.num, u32::from_be_bytes(spi), EspSuite { encr, integ, dh }));
+            return Some((
+                p.num,
+                u32::from_be_bytes(spi),
+                EspSuite {
+                    encr,
+                    integ,
+                    dh,
+                    esn,
+                },
+            ));
         }
     }
     None
@@ -196,7 +209,7 @@ pub fn esp_reply(num: u8, s: &EspSuite, spi: u32) -> Proposal {
     if let Some(g) = s.dh {
         t.push(Transform::new(sa::TT_DH, g.id()));
     }
-    t.push(Transform::new(sa::TT_ESN, 0));
+    t.push(Transform::new(sa::TT_ESN, u16::from(s.esn)));
     Proposal {
         num,
         protocol: sa::PROTO_ESP,
@@ -280,10 +293,22 @@ mod tests {
                 .name(),
             "aes128gcm16"
         );
-        // ESN-only offers are refused.
-        let mut esn_only = offer;
-        esn_only.transforms.last_mut().unwrap().id = 1;
-        assert!(select_esp(&[esn_only], &no_pfs, false).is_none());
+        // Our own offer has both: ESN is chosen, and the reply says so.
+        let (n, spi, s) = select_esp(std::slice::from_ref(&offer), &no_pfs, false).unwrap();
+        assert!(s.esn);
+        let reply = esp_reply(n, &s, spi);
+        assert!(select_esp(&[reply], &no_pfs, false).unwrap().2.esn);
+        // ESN-only offers are taken, no-ESN-only ones run 32-bit numbers.
+        let mut esn_only = offer.clone();
+        esn_only
+            .transforms
+            .retain(|t| t.ty != sa::TT_ESN || t.id == 1);
+        assert!(select_esp(&[esn_only], &no_pfs, false).unwrap().2.esn);
+        let mut no_esn = offer;
+        no_esn
+            .transforms
+            .retain(|t| t.ty != sa::TT_ESN || t.id == 0);
+        assert!(!select_esp(&[no_esn], &no_pfs, false).unwrap().2.esn);
     }
 
     #[test]

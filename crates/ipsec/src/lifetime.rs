@@ -138,6 +138,11 @@ impl LifetimeState {
                 return Some(e);
             }
         }
+        // Nothing is soft after hard: batches in flight when the hard
+        // limit was crossed must not ask for a rekey of a dead SA.
+        if self.hard_fired.load(Relaxed) {
+            return None;
+        }
         if over(l.soft_packets, p) || over(l.soft_bytes, b) {
             return self.fire_soft();
         }
@@ -256,6 +261,50 @@ mod tests {
         );
         assert_eq!(l.take_event(), Some(LifetimeEvent::Hard));
         assert_eq!(l.check(start), Err(EspError::LifetimeHard));
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the batch sizes: the soft event comes once, at the
+        /// first batch that reaches the soft limit (unless the same batch
+        /// reaches the hard one), the hard event once, at the first batch
+        /// reaching the hard limit, and nothing after it; the SA refuses
+        /// traffic exactly from then on.
+        #[test]
+        fn soft_once_then_hard_once(
+            hard in 1u64..1_000_000,
+            batches in proptest::collection::vec(1u64..5_000, 1..400),
+        ) {
+            let soft = vecgate_config::ipsec::soft_of(Some(hard));
+            prop_assert!(soft <= hard);
+            prop_assert_eq!(u128::from(soft), u128::from(hard) * 85 / 100);
+            let l = LifetimeState::new(Lifetime {
+                soft_packets: soft,
+                hard_packets: hard,
+                ..Default::default()
+            });
+            let now = Instant::now();
+            let (mut total, mut softs, mut hards) = (0u64, 0, 0);
+            for b in batches {
+                let before = total;
+                total += b;
+                let e = l.account(b, b * 100);
+                let want = if before < hard && total >= hard {
+                    Some(LifetimeEvent::Hard)
+                } else if total < hard && soft != 0 && before < soft && total >= soft {
+                    Some(LifetimeEvent::Soft)
+                } else {
+                    None
+                };
+                prop_assert_eq!(e, want, "{} + {} (soft {}, hard {})", before, b, soft, hard);
+                softs += usize::from(e == Some(LifetimeEvent::Soft));
+                hards += usize::from(e == Some(LifetimeEvent::Hard));
+                prop_assert_eq!(l.check(now).is_err(), total >= hard);
+            }
+            prop_assert!(softs <= 1 && hards <= 1);
+            prop_assert_eq!(hards == 1, total >= hard);
+        }
     }
 
     #[test]

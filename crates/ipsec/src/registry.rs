@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use packet::Packet;
 
-use crate::{Algorithm, Decrypted, EspError, InboundSa, LifetimeEvent, OutboundSa};
+use crate::{Algorithm, Decrypted, EspError, InboundSa, Lifetime, LifetimeEvent, OutboundSa};
 
 thread_local! {
     // Per-worker scratch for the SAs' per-packet results: reused, so the
@@ -249,6 +249,10 @@ pub struct SaEvent {
     pub outbound: bool,
     pub spi: u32,
     pub event: LifetimeEvent,
+    /// The SA's traffic when the event was collected, and its limits.
+    pub packets: u64,
+    pub bytes: u64,
+    pub limits: Lifetime,
 }
 
 #[derive(Debug)]
@@ -366,6 +370,11 @@ impl EspRegistry {
     /// The outbound object of tunnel `id` (for a table rebuild).
     pub fn tunnel_tx(&self, id: u32) -> Option<Arc<TunnelTx>> {
         self.tunnels().get(&id).map(|e| e.tx.clone())
+    }
+
+    /// The name of tunnel `id`.
+    pub fn tunnel_name(&self, id: u32) -> Option<String> {
+        self.tunnels().get(&id).map(|e| e.name.clone())
     }
 
     /// The id of the tunnel called `name`.
@@ -494,22 +503,30 @@ impl EspRegistry {
         let mut ev = Vec::new();
         for (id, e) in self.tunnels().iter() {
             let Some(sa) = e.tx.current() else { continue };
-            if let Some(x) = sa.lifetime().take_event() {
+            let l = sa.lifetime();
+            if let Some(x) = l.take_event() {
                 ev.push(SaEvent {
                     tunnel: *id,
                     outbound: true,
                     spi: sa.spi(),
                     event: x,
+                    packets: l.packets(),
+                    bytes: l.bytes(),
+                    limits: *l.limits(),
                 });
             }
         }
         for (spi, e) in self.sad.map.load().iter() {
-            if let Some(x) = e.sa.lifetime().take_event() {
+            let l = e.sa.lifetime();
+            if let Some(x) = l.take_event() {
                 ev.push(SaEvent {
                     tunnel: e.tunnel,
                     outbound: false,
                     spi: *spi,
                     event: x,
+                    packets: l.packets(),
+                    bytes: l.bytes(),
+                    limits: *l.limits(),
                 });
             }
         }

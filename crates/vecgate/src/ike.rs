@@ -30,7 +30,7 @@ use tracing::{debug, error, info, warn};
 use vecgate_config::{Config, IkeSettings, Tunnel};
 use vecgate_ike::group::{self, Leaving, Member, Reaped};
 use vecgate_ike::{Action, ChildSaKeys, Ike, IkeConfig};
-use vecgate_ipsec::EspRegistry;
+use vecgate_ipsec::{EspRegistry, Lifetime};
 use vecgate_ipsec::{InboundSa, OutboundSa};
 use zeroize::Zeroizing;
 
@@ -46,8 +46,8 @@ pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 mod config;
 mod status;
 
-use config::ike_tunnels;
 pub use config::{child_sa_configs, ike_config, ike_config_keyed, psk_from_text, read_psk};
+use config::{child_volume_lifetime, ike_tunnels, DEFAULT_CHILD_PACKETS};
 pub use status::show_table;
 use status::ts_text;
 pub use vecgate_control::model::{IkeChildSaInfo as ChildInfo, IkeSaInfo, IkeTunnelInfo};
@@ -86,6 +86,11 @@ struct TunnelIke {
     reconnect_at: Option<Instant>,
     child_rekey: Option<Duration>,
     ike_rekey: Option<Duration>,
+    /// Packet and byte limits of its child SAs ([`child_volume_lifetime`]).
+    child_volume: Lifetime,
+    /// Children (spi_in) whose soft lifetime already asked for a rekey
+    /// (both directions report it; one CREATE_CHILD_SA is enough).
+    soft_rekeyed: Vec<u32>,
     /// Underlay VRF, kept for a retired tunnel (gone from the tables while
     /// its IKE SA still carries a sibling's children).
     underlay_vrf: Option<u16>,
@@ -150,6 +155,12 @@ enum Cmd {
         name: String,
         done: crossbeam_channel::Sender<()>,
     },
+    /// A child SA reached its soft lifetime (packets, bytes): rekey it.
+    Rekey {
+        tunnel: u32,
+        spi: u32,
+        outbound: bool,
+    },
 }
 
 /// Tunnels created and deleted while the IKE thread runs.
@@ -170,6 +181,18 @@ impl IkeControl {
         if self.tx.send(Cmd::Add(t.0)).is_err() {
             warn!("IKE: the IKE thread is gone; tunnel not started");
         }
+    }
+
+    /// Child SA `spi` (inbound or outbound) of registry tunnel `tunnel`
+    /// reached its soft lifetime: rekey it by CREATE_CHILD_SA (RFC 7296
+    /// §2.8) before the hard one stops it. SAs IKE does not own (static
+    /// ones) are ignored.
+    pub fn rekey(&self, tunnel: u32, spi: u32, outbound: bool) {
+        let _ = self.tx.send(Cmd::Rekey {
+            tunnel,
+            spi,
+            outbound,
+        });
     }
 
     /// Deletes tunnel `name`'s IKE SA with the peer (INFORMATIONAL DELETE,
@@ -232,6 +255,11 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
         reconnect_at: None,
         child_rekey,
         ike_rekey,
+        child_volume: child_volume_lifetime(
+            s.child_lifetime_packets.unwrap_or(DEFAULT_CHILD_PACKETS),
+            s.child_lifetime_bytes.unwrap_or(0),
+        ),
+        soft_rekeyed: Vec::new(),
         underlay_vrf: None,
         delete_sent: false,
     })
@@ -376,6 +404,11 @@ impl ControlPlane {
                     self.tunnels.push(*t);
                     group::refresh_policies(&mut self.tunnels);
                 }
+                Cmd::Rekey {
+                    tunnel,
+                    spi,
+                    outbound,
+                } => self.soft_lifetime(tunnel, spi, outbound, now),
                 Cmd::Remove { name, done } => {
                     let Some(x) = self
                         .tunnels
@@ -411,6 +444,42 @@ impl ControlPlane {
             }
         }
         self.finish_deletes(now);
+    }
+
+    /// A child SA of tunnel `tunnel` crossed its soft packet or byte limit
+    /// (reported once per direction): the IKE SA carrying it starts a
+    /// CREATE_CHILD_SA rekey, once per child.
+    fn soft_lifetime(&mut self, tunnel: u32, spi: u32, outbound: bool, now: Instant) {
+        let Some(t) = self.tunnels.iter_mut().find(|t| t.id == tunnel) else {
+            return;
+        };
+        let Some((via, spi_in)) = t
+            .children
+            .iter()
+            .find(|c| {
+                if outbound {
+                    c.spi_out == spi
+                } else {
+                    c.spi_in == spi
+                }
+            })
+            .map(|c| (c.via, c.spi_in))
+        else {
+            return;
+        };
+        let live: Vec<u32> = t.children.iter().map(|c| c.spi_in).collect();
+        t.soft_rekeyed.retain(|s| live.contains(s));
+        if t.soft_rekeyed.contains(&spi_in) {
+            return;
+        }
+        t.soft_rekeyed.push(spi_in);
+        let name = t.name.clone();
+        if let Some(v) = self.tunnels.iter_mut().find(|t| t.id == via) {
+            info!(tunnel = %name, spi_in = format_args!("{spi_in:#010x}"),
+                  "IKE: child SA reached its soft lifetime, rekeying (CREATE_CHILD_SA)");
+            v.ike.rekey_child(spi_in, now);
+            self.drain_all();
+        }
     }
 
     /// Forgets deleted tunnels whose IKE SA is gone (the peer answered)
@@ -597,7 +666,10 @@ impl ControlPlane {
             t.state = "established";
             t.last_error = None;
         }
-        let built = child_sa_configs(k).and_then(|(inb, out)| {
+        let limits = t.child_volume;
+        let built = child_sa_configs(k).and_then(|(mut inb, mut out)| {
+            inb.lifetime = limits;
+            out.lifetime = limits;
             let inb = InboundSa::new(inb).map_err(|e| e.to_string())?;
             let out = OutboundSa::new(out).map_err(|e| e.to_string())?;
             Ok((inb, out))

@@ -248,6 +248,8 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
     let mailbox0 = mailboxes.first().cloned();
+    // Soft lifetimes of IKE child SAs are turned into rekeys (below).
+    let ike_rekeys = ike.as_ref().map(|i| i.control());
     let (api, ctl) = start_api(
         &cfg,
         auth,
@@ -381,16 +383,17 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
                 error!("reload: spawning its thread: {e}");
             }
         }
-        // SA lifetimes: soft → a rekey is due (logged until IKEv2 acts on
-        // it), hard → the SA refuses traffic (inbound ones leave the SAD).
+        // SA lifetimes: soft → IKEv2 rekeys its child SAs by
+        // CREATE_CHILD_SA (a static SA can only warn), hard → the SA
+        // refuses traffic (counted as lifetime-hard; inbound ones leave
+        // the SAD).
         for e in esp.iter().flat_map(|r| r.poll_events()) {
-            warn!(
-                tunnel = e.tunnel,
-                spi = format_args!("{:#010x}", e.spi),
-                outbound = e.outbound,
-                "IPsec SA lifetime {:?}",
-                e.event
-            );
+            crate::ipsec_wiring::log_lifetime_event(esp.as_deref(), &e);
+            if e.event == vecgate_ipsec::LifetimeEvent::Soft {
+                if let Some(c) = &ike_rekeys {
+                    c.rekey(e.tunnel, e.spi, e.outbound);
+                }
+            }
         }
     }
     info!("stopping");

@@ -480,3 +480,54 @@ fn corrupt_state_refuses_the_sa_until_reset() {
     assert!(!ok, "{out}");
     assert!(out.contains("holds the same key as SA 0x00001001"), "{out}");
 }
+
+/// A static outbound SA with `lifetime_packets = 100` (soft at 85): gateway
+/// A warns at the soft limit and stops at the hard one, with a log line
+/// naming the SA and the `lifetime-hard` counter moving; tshark over the
+/// underlay sees A's ESP stop at sequence number 100 (plus at most the
+/// packets in flight when the limit was crossed) while h1 keeps pinging.
+#[test]
+fn static_sa_warns_at_soft_and_stops_at_hard_lifetime() {
+    let t = topo();
+    let mut cap = Capture::start_filtered(&t.gb, "b-wan", "esp and src 192.0.2.1");
+    let _b = Gateway::start(&t.gb, &config(&t, 1, &api("b")));
+    let api_a = api("a");
+    let out_sa = format!("direction = \"out\"\nspi = {SPI_AB:#x}\n");
+    let cfg_a = config(&t, 0, &api_a);
+    assert!(cfg_a.contains(&out_sa));
+    let cfg_a = cfg_a.replace(&out_sa, &format!("{out_sa}lifetime_packets = 100\n"));
+    let a = Gateway::start(&t.ga, &cfg_a);
+    let ep = format!("unix:{api_a}");
+    // 150 pings, one at a time: past both limits.
+    let _ = t.h1.try_sh("ping -q -i 0.02 -W 1 -c 150 10.2.0.2");
+    let logged = common::wait_until(20, || {
+        a.log_contains("soft lifetime reached") && a.log_contains("hard lifetime reached")
+    });
+    let hard = common::counter(&ep, "esp-encrypt", "lifetime-hard");
+    let pcap = t.dir.join("lifetime.pcap");
+    std::fs::copy(cap.stop(), &pcap).unwrap();
+    let pairs = esp_pairs(&pcap, "192.0.2.1");
+    let top = pairs.iter().map(|p| p.1).max().unwrap_or(0);
+    eprintln!(
+        "static SA lifetime 100 packets: {} ESP packets from A, highest sequence {top}, lifetime-hard drops {hard}",
+        pairs.len()
+    );
+    let log = a.log_text();
+    assert!(logged, "{log}");
+    let soft_line = log
+        .lines()
+        .find(|l| l.contains("soft lifetime reached"))
+        .unwrap_or_default();
+    assert!(
+        soft_line.contains("0x00001001 (outbound) of tunnel esp0")
+            && soft_line.contains("packets soft 85 / hard 100"),
+        "{soft_line}"
+    );
+    assert!(hard >= 40, "lifetime-hard drops: {hard}\n{log}");
+    assert!(
+        (100..=110).contains(&top),
+        "A's ESP went up to sequence {top}: {pairs:?}"
+    );
+    assert!(pairs.len() as u64 <= top, "{pairs:?}");
+    assert!(repeats(&pairs).is_empty());
+}

@@ -176,6 +176,7 @@ impl Ike {
             local_ts: local_ts.clone(),
             remote_ts: remote_ts.clone(),
             udp_encap: udp,
+            esn: suite.esn,
             local: sa.local,
             remote: sa.remote,
             policy,

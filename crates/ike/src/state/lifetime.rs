@@ -13,10 +13,25 @@ use crate::crypto;
 use crate::error::Result;
 use std::time::{Duration, Instant};
 
+/// `d` shortened by a random part of `percent` % of it (0..=50).
+fn jittered(d: Duration, percent: u8) -> Duration {
+    let pct = u32::from(percent.min(50));
+    if pct == 0 {
+        return d;
+    }
+    let mut b = [0u8; 4];
+    if crypto::random(&mut b).is_err() {
+        return d;
+    }
+    let r = f64::from(u32::from_be_bytes(b)) / f64::from(u32::MAX);
+    d.saturating_sub(d.mul_f64(f64::from(pct) / 100.0 * r))
+}
+
 /// (rekey at, expire at) of an IKE SA established or rekeyed at `now`.
 pub(super) fn ike_deadlines(cfg: &IkeConfig, now: Instant) -> (Option<Instant>, Option<Instant>) {
     (
-        cfg.ike_rekey_time.map(|d| now + d),
+        cfg.ike_rekey_time
+            .map(|d| now + jittered(d, cfg.rekey_jitter_percent)),
         cfg.ike_life_time.map(|d| now + d),
     )
 }
@@ -24,7 +39,8 @@ pub(super) fn ike_deadlines(cfg: &IkeConfig, now: Instant) -> (Option<Instant>, 
 /// (rekey at, expire at) of a child SA installed at `now`.
 pub(super) fn child_deadlines(cfg: &IkeConfig, now: Instant) -> (Option<Instant>, Option<Instant>) {
     (
-        cfg.child_rekey_time.map(|d| now + d),
+        cfg.child_rekey_time
+            .map(|d| now + jittered(d, cfg.rekey_jitter_percent)),
         cfg.child_life_time.map(|d| now + d),
     )
 }
@@ -93,5 +109,20 @@ impl Ike {
     pub(super) fn ike_rekey_collided(&mut self, idx: usize, now: Instant) -> Result<()> {
         self.sas[idx].rekey_at = Some(now + retry_jitter()?);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_only_shortens_within_its_percent() {
+        let d = Duration::from_secs(3600);
+        assert_eq!(jittered(d, 0), d);
+        for _ in 0..100 {
+            let j = jittered(d, 10);
+            assert!(j <= d && j >= Duration::from_secs(3240), "{j:?}");
+        }
     }
 }

@@ -29,6 +29,8 @@ pub struct ChildSaKeys {
     pub remote_ts: Vec<TrafficSelector>,
     /// Encapsulate ESP in UDP (RFC 3948) between `local` and `remote`.
     pub udp_encap: bool,
+    /// 64-bit extended sequence numbers were negotiated.
+    pub esn: bool,
     /// Outer local address (port is the NAT-T port when `udp_encap`).
     pub local: SocketAddr,
     /// Outer remote address.

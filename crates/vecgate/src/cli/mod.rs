@@ -149,6 +149,12 @@ pub struct IpsecArgs {
     pub ike_lifetime: Option<u64>,
     #[arg(long, requires = "ike_psk_file")]
     pub child_lifetime: Option<u64>,
+    /// Packets until each child SA stops (rekeyed at 85 %).
+    #[arg(long, requires = "ike_psk_file")]
+    pub child_lifetime_packets: Option<u64>,
+    /// Bytes until each child SA stops (rekeyed at 85 %).
+    #[arg(long, requires = "ike_psk_file")]
+    pub child_lifetime_bytes: Option<u64>,
     /// Our traffic selector; repeatable (default: the VRF's networks).
     #[arg(long, requires = "ike_psk_file")]
     pub local_traffic: Vec<String>,
@@ -195,6 +201,8 @@ impl IpsecArgs {
                 "dpd_interval": self.dpd,
                 "ike_lifetime": self.ike_lifetime,
                 "child_lifetime": self.child_lifetime,
+                "child_lifetime_packets": self.child_lifetime_packets,
+                "child_lifetime_bytes": self.child_lifetime_bytes,
                 "local_traffic": self.local_traffic,
             });
             if let Some(o) = ike.as_object_mut() {

@@ -138,16 +138,54 @@ pub fn ike_config_keyed(
     c.dpd_timeout = s
         .dpd_interval
         .map(|d| Duration::from_secs((d.saturating_mul(3)).max(5)));
-    c.ike_rekey_time = s.ike_lifetime.map(Duration::from_secs);
-    c.child_rekey_time = s.child_lifetime.map(Duration::from_secs);
+    // strongSwan's defaults when not configured (swanctl.conf): IKE SAs
+    // rekeyed after 4 h, child SAs after 1 h, each up to 10 % earlier at
+    // random (rand_time) so SAs made together do not rekey together.
+    let ike_secs = s.ike_lifetime.unwrap_or(DEFAULT_IKE_LIFETIME);
+    let child_secs = s.child_lifetime.unwrap_or(DEFAULT_CHILD_LIFETIME);
+    c.ike_rekey_time = Some(Duration::from_secs(ike_secs));
+    c.child_rekey_time = Some(Duration::from_secs(child_secs));
+    c.rekey_jitter_percent = REKEY_JITTER_PERCENT;
     // Hard limits a little after the rekey times (RFC 7296 §2.8: the
     // rekey must win; the library deletes what was not rekeyed).
-    c.ike_life_time = s.ike_lifetime.map(|x| Duration::from_secs(x + x / 10 + 30));
-    c.child_life_time = s
-        .child_lifetime
-        .map(|x| Duration::from_secs(x + x / 10 + 30));
+    c.ike_life_time = Some(Duration::from_secs(hard_after(ike_secs)));
+    c.child_life_time = Some(Duration::from_secs(hard_after(child_secs)));
     c.reconnect_delay = s.initiate.then_some(RECONNECT_DELAY);
     Ok(c)
+}
+
+/// IKE SA rekey time when `ike_lifetime` is not set (strongSwan's
+/// rekey_time for IKE SAs).
+pub const DEFAULT_IKE_LIFETIME: u64 = 4 * 3600;
+/// Child SA rekey time when `child_lifetime` is not set (strongSwan's).
+pub const DEFAULT_CHILD_LIFETIME: u64 = 3600;
+/// Rekeys happen up to this much earlier at random (strongSwan's
+/// rand_time defaults to the 10 % between rekey_time and life_time).
+pub const REKEY_JITTER_PERCENT: u8 = 10;
+/// Child SA hard packet limit when `child_lifetime_packets` is not set:
+/// well below the 32-bit sequence space (2^32 - 2^24), so the rekey (at
+/// the 85 % soft limit) starts long before `seq-exhausted` could stop the
+/// tunnel, with or without ESN.
+pub const DEFAULT_CHILD_PACKETS: u64 = (1 << 32) - (1 << 24);
+
+/// The hard time limit of an SA rekeyed after `secs`: 10 % and 30 s later,
+/// so a rekey delayed by retransmissions still wins.
+pub fn hard_after(secs: u64) -> u64 {
+    secs.saturating_add(secs / 10).saturating_add(30)
+}
+
+/// The volume limits of a child SA: hard at `packets` / `bytes` (0: no
+/// byte limit), soft at 85 % of each, where the IKE thread rekeys it by
+/// CREATE_CHILD_SA (RFC 7296 §2.8) while the hard limit is still far.
+pub fn child_volume_lifetime(packets: u64, bytes: u64) -> Lifetime {
+    let some = |x: u64| (x != 0).then_some(x);
+    Lifetime {
+        soft_packets: vecgate_config::ipsec::soft_of(some(packets)),
+        hard_packets: packets,
+        soft_bytes: vecgate_config::ipsec::soft_of(some(bytes)),
+        hard_bytes: bytes,
+        ..Lifetime::default()
+    }
 }
 
 /// The SA configurations (inbound, outbound) of a negotiated child SA.
@@ -170,8 +208,8 @@ pub fn child_sa_configs(k: &ChildSaKeys) -> Result<(SaConfig, SaConfig), String>
         spi,
         algorithm,
         key,
-        // The library proposes no ESN (RFC 7296 §3.3.2, ESN transform 0).
-        esn: false,
+        // As negotiated (RFC 7296 §3.3.2): ESN whenever the peer offers it.
+        esn: k.esn,
         replay_window: REPLAY_WINDOW,
         lifetime: Lifetime::default(),
         tunnel: TunnelEndpoints {
@@ -205,11 +243,13 @@ mod tests {
             local_ts: vec![],
             remote_ts: vec![],
             udp_encap: true,
+            esn: true,
             local: "192.0.2.1:4500".parse().unwrap(),
             remote: "198.51.100.9:31000".parse().unwrap(),
             policy: None,
         };
         let (inb, out) = child_sa_configs(&k).unwrap();
+        assert!(inb.esn && out.esn, "as negotiated");
         assert_eq!(inb.spi, 0xc000_0001);
         assert_eq!(out.spi, 0xd000_0002);
         assert_eq!(inb.algorithm, Algorithm::AesCbc256HmacSha256_128);
@@ -241,6 +281,52 @@ mod tests {
         assert!(InboundSa::new(inb).is_ok());
         k2.algorithm = "3des-md5".into();
         assert!(child_sa_configs(&k2).is_err());
+    }
+
+    #[test]
+    fn default_limits_rekey_long_before_the_sequence_space_ends() {
+        let l = child_volume_lifetime(DEFAULT_CHILD_PACKETS, 0);
+        // Hard below 2^32 (the last 32-bit sequence number), soft at 85 %:
+        // the rekey has 15 % of the SA's packets to complete.
+        assert!(l.hard_packets < 1 << 32);
+        assert_eq!(
+            u128::from(l.soft_packets),
+            u128::from(DEFAULT_CHILD_PACKETS) * 85 / 100
+        );
+        assert!(l.hard_packets - l.soft_packets > 600_000_000);
+        assert_eq!(
+            (l.soft_bytes, l.hard_bytes),
+            (0, 0),
+            "no byte limit by default"
+        );
+        let l = child_volume_lifetime(4000, 1_000_000);
+        assert_eq!((l.soft_packets, l.hard_packets), (3400, 4000));
+        assert_eq!((l.soft_bytes, l.hard_bytes), (850_000, 1_000_000));
+        assert_eq!((l.soft_seconds, l.hard_seconds), (0, 0), "time is IKE's");
+        // The hard time limit comes after the rekey time, also at the top.
+        assert_eq!(hard_after(3600), 3990);
+        assert_eq!(hard_after(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn lifetimes_default_to_strongswans() {
+        let text = "[gateway]\nname = \"g\"\n\n[[interface]]\nname = \"wan\"\nhost = \"w0\"\ndriver = \"af_packet\"\naddresses = [\"192.0.2.1/24\"]\n\n[[tunnel]]\nname = \"t\"\nkind = \"ipsec\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\n\n[tunnel.ike]\npsk_file = \"/nonexistent\"\n";
+        let cfg = vecgate_config::parse(text).unwrap();
+        let (t, s) = ike_tunnels(&cfg).next().unwrap();
+        let c = ike_config_keyed(&cfg, t, s, b"psk").unwrap();
+        assert_eq!(c.ike_rekey_time, Some(Duration::from_secs(4 * 3600)));
+        assert_eq!(c.child_rekey_time, Some(Duration::from_secs(3600)));
+        assert_eq!(c.rekey_jitter_percent, 10);
+        assert_eq!(c.child_life_time, Some(Duration::from_secs(3990)));
+        assert_eq!(
+            c.ike_life_time,
+            Some(Duration::from_secs(4 * 3600 + 1440 + 30))
+        );
+        let mut s2 = s.clone();
+        s2.child_lifetime = Some(7);
+        let c = ike_config_keyed(&cfg, t, &s2, b"psk").unwrap();
+        assert_eq!(c.child_rekey_time, Some(Duration::from_secs(7)));
+        assert_eq!(c.child_life_time, Some(Duration::from_secs(37)));
     }
 
     #[test]
