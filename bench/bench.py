@@ -773,7 +773,11 @@ def table_fpm(rows):
         lines.append(f"| memory | {fmt(r['bytes_per_route'], 0)} B per route (vecgate RSS "
                      f"{fmt(r['vecgate_rss_mb'], 1)} MB) | zebra {fmt(r['zebra_rss_mb'], 1)} MB, "
                      f"bgpd {fmt(r['bgpd_rss_mb'], 1)} MB |")
-        lines.append(f"| table publishes / install failures | {r['publishes']} / {r['failures']} | |")
+        if r.get("one_more_fpm_to_fib_ms") is not None:
+            lines.append(f"| one route change: FPM frame arrival → FIB publish (median; max of the run) | "
+                         f"{fmt(r['one_more_fpm_to_fib_ms'], 2)} ms; {fmt(r.get('fpm_to_fib_max_ms'), 1)} ms | |")
+        lines.append(f"| table publishes (FIB patches) / install failures | {r['publishes']} "
+                     f"({r.get('patches', '-')}) / {r['failures']} | |")
     return "\n".join(lines)
 
 

@@ -3,8 +3,8 @@ BGP peer take to reach vecgate's FIB through FRR's zebra (dplane_fpm_nl),
 next to the same routes reaching the Linux kernel's table through the same
 zebra, in the same run; and vecgate's memory per learned route.
 
-    measure(n) -> dict        # bench.py's `fpm` scenario calls this
-    python3 bench/fpm_bench.py [--routes 100000]
+    measure(n, rounds) -> dict   # bench.py's `fpm` scenario calls this
+    python3 bench/fpm_bench.py [--routes 100000] [--rounds 3]
 
 Topology (as crates/vecgate/tests/fpm_frr.rs):
 
@@ -20,7 +20,12 @@ B sends all N prefixes); vecgate's count is `vecgate_learned_routes{state=
 "installed"}` from /metrics, the kernel's `ip route show proto bgp | wc -l`
 in ctl, both polled every 50 ms until they reach N. The withdrawal is B's
 `neighbor 10.0.1.3 shutdown` (ctl's bgpd drops every route at once) until
-both counts are 0. Memory: vecgate's VmRSS after minus before the
+both counts are 0. Each round also announces and withdraws one more
+prefix with N installed (BGP and zebra included, so next to the kernel's
+time), and reads vecgate's own part of that change from /metrics:
+`vecgate_fpm_update_delay_seconds`, from the FPM frame's arrival to the
+FIB publish. The figures are the medians over `rounds` rounds of the same
+run (announce, one more, one less, withdraw). Memory: vecgate's VmRSS after minus before the
 announcement, divided by N (zebra's and bgpd's RSS for reference).
 
 Needs root, FRR (scripts/install-deps.sh) and target/release/vecgate
@@ -68,6 +73,21 @@ def _installed(sock):
         if line.startswith("vecgate_learned_routes{") and 'state="installed"' in line:
             n += int(float(line.rsplit(" ", 1)[1]))
     return n
+
+
+def _metric(sock, name):
+    """The sum of metric `name`'s samples (0 when absent)."""
+    try:
+        m = _api_get(sock, "/metrics")
+    except OSError:
+        return 0.0
+    return sum(float(l.rsplit(" ", 1)[1]) for l in m.splitlines()
+               if l.startswith(name + " ") or l.startswith(name + "{"))
+
+
+def _median(v):
+    v = sorted(x for x in v if x is not None)
+    return v[len(v) // 2] if v else None
 
 
 def _rss_kb(pid):
@@ -135,7 +155,7 @@ def _wait(cond, cap, poll=0.05):
     return None
 
 
-def measure(n):
+def measure(n, rounds=3):
     b = _bench()
     gw, ctl, rb = b.NS("fgw"), b.NS("fctl"), b.NS("fb")
     frr = []
@@ -203,53 +223,69 @@ fpm = "10.255.0.1:2620"
         def kernel():
             return int(ctl.sh("ip route show proto bgp | wc -l").strip()) - kernel_base
 
-        res = {"routes": n}
-        t0 = time.monotonic()
-        fb.vtysh("configure terminal", "router bgp 65002", "no neighbor 10.0.1.3 shutdown")
-        done = {}
-        cap = 600
-        while time.monotonic() - t0 < cap and len(done) < 2:
-            now = time.monotonic() - t0
-            if "vecgate" not in done and _installed(api) >= n:
-                done["vecgate"] = now
-            if "kernel" not in done and kernel() >= n:
-                done["kernel"] = now
-            time.sleep(0.05)
-        res["announce_vecgate_s"] = done.get("vecgate")
-        res["announce_kernel_s"] = done.get("kernel")
-        time.sleep(1)
-        rss1 = _rss_kb(proc.pid)
-        res["vecgate_rss_mb"] = rss1 / 1024
-        res["bytes_per_route"] = (rss1 - rss0) * 1024 / n if n else None
-        res["zebra_rss_mb"] = _rss_kb(_pid_in(ctl.name, "zebra")) / 1024
-        res["bgpd_rss_mb"] = _rss_kb(_pid_in(ctl.name, "bgpd")) / 1024
-        # One more prefix with N installed: the time a single change takes
-        # (BGP and zebra included, so compared with the kernel's).
-        t2 = time.monotonic()
-        fb.vtysh("configure terminal", "router bgp 65002", "address-family ipv4 unicast",
-                 "network 9.9.9.0/24")
-        done = {}
-        while time.monotonic() - t2 < 60 and len(done) < 2:
-            now = time.monotonic() - t2
-            if "vecgate" not in done and _installed(api) >= n + 1:
-                done["vecgate"] = now
-            if "kernel" not in done and kernel() >= n + 1:
-                done["kernel"] = now
-            time.sleep(0.01)
-        res["one_more_vecgate_s"] = done.get("vecgate")
-        res["one_more_kernel_s"] = done.get("kernel")
-        t1 = time.monotonic()
-        fb.vtysh("configure terminal", "router bgp 65002", "neighbor 10.0.1.3 shutdown")
-        done = {}
-        while time.monotonic() - t1 < cap and len(done) < 2:
-            now = time.monotonic() - t1
-            if "vecgate" not in done and _installed(api) == 0:
-                done["vecgate"] = now
-            if "kernel" not in done and kernel() <= 0:
-                done["kernel"] = now
-            time.sleep(0.05)
-        res["withdraw_vecgate_s"] = done.get("vecgate")
-        res["withdraw_kernel_s"] = done.get("kernel")
+        res = {"routes": n, "rounds": rounds}
+        rows = []
+        for r in range(rounds):
+            row = {}
+            t0 = time.monotonic()
+            fb.vtysh("configure terminal", "router bgp 65002", "no neighbor 10.0.1.3 shutdown")
+            done = {}
+            cap = 600
+            while time.monotonic() - t0 < cap and len(done) < 2:
+                now = time.monotonic() - t0
+                if "vecgate" not in done and _installed(api) >= n:
+                    done["vecgate"] = now
+                if "kernel" not in done and kernel() >= n:
+                    done["kernel"] = now
+                time.sleep(0.05)
+            row["announce_vecgate_s"] = done.get("vecgate")
+            row["announce_kernel_s"] = done.get("kernel")
+            time.sleep(1)
+            if r == 0:
+                rss1 = _rss_kb(proc.pid)
+                res["vecgate_rss_mb"] = rss1 / 1024
+                res["bytes_per_route"] = (rss1 - rss0) * 1024 / n if n else None
+                res["zebra_rss_mb"] = _rss_kb(_pid_in(ctl.name, "zebra")) / 1024
+                res["bgpd_rss_mb"] = _rss_kb(_pid_in(ctl.name, "bgpd")) / 1024
+            # One more prefix with N installed, then withdrawn: the time a
+            # single change takes (BGP and zebra included, so compared with
+            # the kernel's), and vecgate's own part of it: from the frame's
+            # arrival to the FIB publish (vecgate_fpm_update_delay_seconds).
+            for add in (True, False):
+                t2 = time.monotonic()
+                fb.vtysh("configure terminal", "router bgp 65002", "address-family ipv4 unicast",
+                         ("" if add else "no ") + "network 9.9.9.0/24")
+                want = n + 1 if add else n
+                done = {}
+                while time.monotonic() - t2 < 60 and len(done) < 2:
+                    now = time.monotonic() - t2
+                    if "vecgate" not in done and _installed(api) == want:
+                        done["vecgate"] = now
+                    if "kernel" not in done and kernel() == want:
+                        done["kernel"] = now
+                    time.sleep(0.01)
+                k = "one_more" if add else "one_less"
+                row[f"{k}_vecgate_s"] = done.get("vecgate")
+                row[f"{k}_kernel_s"] = done.get("kernel")
+                row[f"{k}_fpm_to_fib_ms"] = _metric(api, "vecgate_fpm_update_delay_seconds") * 1000
+            t1 = time.monotonic()
+            fb.vtysh("configure terminal", "router bgp 65002", "neighbor 10.0.1.3 shutdown")
+            done = {}
+            while time.monotonic() - t1 < cap and len(done) < 2:
+                now = time.monotonic() - t1
+                if "vecgate" not in done and _installed(api) == 0:
+                    done["vecgate"] = now
+                if "kernel" not in done and kernel() <= 0:
+                    done["kernel"] = now
+                time.sleep(0.05)
+            row["withdraw_vecgate_s"] = done.get("vecgate")
+            row["withdraw_kernel_s"] = done.get("kernel")
+            rows.append(row)
+            print(f"round {r + 1}: {row}", file=sys.stderr)
+        for k in rows[0]:
+            res[k] = _median([row.get(k) for row in rows])
+        res["fpm_to_fib_max_ms"] = _metric(api, "vecgate_fpm_update_delay_max_seconds") * 1000
+        res["patches"] = int(_metric(api, "vecgate_fpm_patches"))
         m = _api_get(api, "/metrics")
         res["publishes"] = sum(int(float(l.rsplit(" ", 1)[1])) for l in m.splitlines()
                                if l.startswith("vecgate_fpm_publishes"))
@@ -278,5 +314,6 @@ if __name__ == "__main__":
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--routes", type=int, default=100000)
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    print(measure(a.routes))
+    print(measure(a.routes, a.rounds))

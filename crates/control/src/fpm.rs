@@ -45,6 +45,9 @@ use std::time::{Duration, Instant};
 pub const MIN_PUBLISH_GAP: Duration = Duration::from_millis(20);
 /// After a connect, the replay is over once the stream is quiet this long.
 pub const REPLAY_QUIET: Duration = Duration::from_millis(1500);
+/// Most distinct gateways for which a publish still patches the FIB
+/// instead of rebuilding it (see `Rib::take_changes`).
+pub const MAX_PATCH_GATEWAYS: usize = 1024;
 /// Most members of one next-hop group.
 pub const MAX_GROUP_MEMBERS: usize = 256;
 /// Most install-failure log lines a second (the rest are counted).
@@ -128,6 +131,13 @@ pub struct FpmStats {
     /// kernel: its interfaces' subnets), which are not ours to install.
     pub ignored: AtomicU64,
     pub publishes: AtomicU64,
+    /// Publishes that patched the changed VRFs' FIBs (the others rebuilt
+    /// every table).
+    pub patches: AtomicU64,
+    /// Microseconds from the arrival of the oldest change a publish
+    /// carried to that publish: the last one, and the largest.
+    pub last_delay_us: AtomicU64,
+    pub max_delay_us: AtomicU64,
     /// Stale routes removed after a replay.
     pub swept: AtomicU64,
     failures: [AtomicU64; 8],
@@ -142,6 +152,12 @@ impl FpmStats {
         {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn record_delay(&self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.last_delay_us.store(us, Ordering::Relaxed);
+        self.max_delay_us.fetch_max(us, Ordering::Relaxed);
     }
 
     pub fn failures(&self) -> Vec<(Failure, u64)> {
@@ -246,6 +262,12 @@ struct Rib {
     epoch: u64,
     /// Changed since the last publish.
     dirty: bool,
+    /// Per VRF slot, the prefixes changed since the last publish (the
+    /// patch a publish applies to the FIB).
+    changed: Vec<HashSet<Prefix>>,
+    /// A change a patch cannot express (a next-hop object changed): the
+    /// next publish rebuilds.
+    full: bool,
 }
 
 impl Rib {
@@ -265,12 +287,97 @@ impl Rib {
         Rib {
             settings,
             table_vrf,
+            changed: vec![HashSet::new(); vrfs.len()],
             vrfs,
             nexthops: HashMap::new(),
             interned: HashMap::new(),
             epoch: 0,
             dirty: false,
+            full: true,
         }
+    }
+
+    fn touch(&mut self, slot: usize, prefix: Prefix) {
+        self.dirty = true;
+        if let Some(c) = self.changed.get_mut(slot) {
+            c.insert(prefix);
+        }
+    }
+
+    /// The changes since the last publish, `None` when only a full build
+    /// is exact: a next-hop object changed, a changed prefix holds a
+    /// gateway some learned route uses (routes resolve through it), or
+    /// more than [`MAX_PATCH_GATEWAYS`] gateways are in use (then that
+    /// check costs more than it saves). Clears the record either way.
+    fn take_changes(&mut self) -> Option<Vec<crate::learned::Change>> {
+        let changed = std::mem::replace(&mut self.changed, vec![HashSet::new(); self.vrfs.len()]);
+        if std::mem::take(&mut self.full) {
+            return None;
+        }
+        let gateways = self.gateways()?;
+        for set in changed.iter().filter(|c| !c.is_empty()) {
+            for g in &gateways {
+                let bits = if g.is_ipv4() { 32 } else { 128 };
+                for len in 0..=bits {
+                    if Prefix::new(*g, len).is_ok_and(|p| set.contains(&p.network())) {
+                        return None;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (slot, set) in changed.into_iter().enumerate() {
+            let Some((vrf, routes)) = self.vrfs.get(slot) else {
+                continue;
+            };
+            for p in set {
+                let hops = routes.get(&p).and_then(|e| match &e.hops {
+                    Hops::Inline(a) => Some(a.clone()),
+                    Hops::Object(_) => self.resolve(&e.hops).ok().map(Arc::<[Hop]>::from),
+                });
+                out.push((vrf.clone(), p, hops));
+            }
+        }
+        Some(out)
+    }
+
+    /// Every gateway address a learned route may use (a superset: what
+    /// the interned lists and next-hop objects hold), `None` past
+    /// [`MAX_PATCH_GATEWAYS`].
+    fn gateways(&self) -> Option<Vec<IpAddr>> {
+        let mut out: HashSet<IpAddr> = HashSet::new();
+        let inline = self.interned.keys().flatten().filter_map(|h| match h {
+            Hop::Via(a) => Some(*a),
+            _ => None,
+        });
+        let objects = self.nexthops.values().filter_map(|o| match o {
+            NhObj::Gateway(a) => Some(*a),
+            _ => None,
+        });
+        for a in inline.chain(objects) {
+            out.insert(a);
+            if out.len() > MAX_PATCH_GATEWAYS {
+                return None;
+            }
+        }
+        Some(out.into_iter().collect())
+    }
+
+    /// Whether gateway `a` in `vrf` falls under a learned prefix that may
+    /// be in the FIB (not one the configuration owns, `own`): a full build
+    /// does not resolve through learned (multipath) routes, so the patch
+    /// must not decide.
+    fn under_learned(&self, vrf: &str, a: IpAddr, own: &HashSet<(String, Prefix)>) -> bool {
+        let Some((_, routes)) = self.vrfs.iter().find(|(v, _)| v == vrf) else {
+            return false;
+        };
+        let bits = if a.is_ipv4() { 32 } else { 128 };
+        (0..=bits).any(|len| {
+            Prefix::new(a, len).is_ok_and(|p| {
+                let p = p.network();
+                routes.contains_key(&p) && !own.contains(&(vrf.to_owned(), p))
+            })
+        })
     }
 
     fn intern(&mut self, hops: Vec<Hop>) -> Arc<[Hop]> {
@@ -293,9 +400,15 @@ impl Rib {
     fn sweep(&mut self) -> u64 {
         let epoch = self.epoch;
         let mut n = 0u64;
-        for (_, routes) in &mut self.vrfs {
+        for ((_, routes), changed) in self.vrfs.iter_mut().zip(&mut self.changed) {
             let before = routes.len();
-            routes.retain(|_, e| e.epoch == epoch);
+            routes.retain(|p, e| {
+                let keep = e.epoch == epoch;
+                if !keep {
+                    changed.insert(*p);
+                }
+                keep
+            });
             n += (before - routes.len()) as u64;
         }
         self.interned.retain(|_, a| Arc::strong_count(a) > 1);
@@ -446,8 +559,9 @@ impl Rib {
             return;
         }
         if self.nexthops.insert(id, obj.clone()) != Some(obj) {
-            // Routes using it change with it.
+            // Routes using it change with it: a full build.
             self.dirty = true;
+            self.full = true;
         }
     }
 
@@ -511,11 +625,7 @@ impl Rib {
             return;
         };
         if !new {
-            if let Some((_, routes)) = self.vrfs.get_mut(slot) {
-                if routes.remove(&prefix).is_some() {
-                    self.dirty = true;
-                }
-            }
+            self.remove(slot, prefix);
             return;
         }
         let special = match h.kind {
@@ -590,13 +700,13 @@ impl Rib {
                 epoch,
             },
         );
-        self.dirty = true;
+        self.touch(slot, prefix);
     }
 
     fn remove(&mut self, slot: usize, prefix: Prefix) {
         if let Some((_, routes)) = self.vrfs.get_mut(slot) {
             if routes.remove(&prefix).is_some() {
-                self.dirty = true;
+                self.touch(slot, prefix);
             }
         }
     }
@@ -692,6 +802,7 @@ fn serve(ctl: &Control, listener: &TcpListener, settings: FpmSettings) {
     let mut last_publish = Instant::now();
     let mut gap = MIN_PUBLISH_GAP;
     let mut unresolved_before: HashSet<(String, Prefix)> = HashSet::new();
+    let mut pending_since = Instant::now();
     loop {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -722,6 +833,7 @@ fn serve(ctl: &Control, listener: &TcpListener, settings: FpmSettings) {
             }
         }
         let mut got = false;
+        let before = rib.dirty;
         match session.as_mut() {
             None => std::thread::sleep(TICK),
             Some(s) => match read_frames(s, &mut rib, stats, &mut log) {
@@ -732,6 +844,10 @@ fn serve(ctl: &Control, listener: &TcpListener, settings: FpmSettings) {
                     session = None;
                 }
             },
+        }
+        if !before && rib.dirty {
+            // The oldest change not yet in the FIB arrived in this tick.
+            pending_since = Instant::now();
         }
         if let Some(s) = session.as_mut() {
             if got {
@@ -750,9 +866,22 @@ fn serve(ctl: &Control, listener: &TcpListener, settings: FpmSettings) {
         // Publish when zebra pauses, or at the pace the builds allow.
         if rib.dirty && (!got || last_publish.elapsed() >= gap) {
             let t0 = Instant::now();
-            let learned = rib.learned(stats, &mut log);
+            let learned = Arc::new(rib.learned(stats, &mut log));
             rib.dirty = false;
-            match ctl.set_learned(Arc::new(learned)) {
+            let patched = rib.take_changes().and_then(|changes| {
+                let own = crate::learned::config_prefixes(&ctl.config());
+                let defer = |vrf: &str, a: IpAddr| rib.under_learned(vrf, a, &own);
+                ctl.patch_learned(learned.clone(), &changes, &defer)
+            });
+            let result = match patched {
+                Some(u) => {
+                    stats.patches.fetch_add(1, Ordering::Relaxed);
+                    Ok(u)
+                }
+                None => ctl.set_learned(learned),
+            };
+            stats.record_delay(pending_since.elapsed());
+            match result {
                 Ok(unresolved) => {
                     // Counted once when a route becomes unresolvable, not
                     // at every publish it stays so.

@@ -47,6 +47,10 @@ pub struct LearnedRoute {
     pub protocol: u8,
 }
 
+/// One learned-route change: (VRF name, prefix, its next hops now or
+/// `None` when it is gone), for [`crate::state::Control::patch_learned`].
+pub type Change = (String, Prefix, Option<Arc<[Hop]>>);
+
 /// Every learned route, per VRF (by name), as last published.
 #[derive(Clone, Debug, Default)]
 pub struct Learned {
@@ -118,6 +122,33 @@ pub fn source(protocol: u8) -> String {
         n => return format!("fpm/proto{n}"),
     };
     format!("fpm/{p}")
+}
+
+/// (VRF, network prefix) of everything a full build fills from `cfg`
+/// besides learned routes: its own routes ([`own_prefixes`]), IPsec traffic
+/// selectors and VRRP virtual addresses. A learned-route change at one of
+/// these goes through a full build, not a FIB patch.
+pub fn config_prefixes(cfg: &Config) -> HashSet<(String, Prefix)> {
+    let mut out = own_prefixes(cfg);
+    for t in &cfg.tunnels {
+        for p in t.ipsec.iter().flat_map(|x| &x.traffic) {
+            if let Ok(p) = Prefix::new(p.addr, p.len) {
+                out.insert((t.vrf.clone(), p.network()));
+            }
+        }
+    }
+    for g in cfg.ha.iter().flat_map(|h| &h.groups) {
+        let Some(ifc) = cfg.interfaces.iter().find(|i| i.name == g.interface) else {
+            continue;
+        };
+        for a in &g.addresses {
+            let host = if a.is_ipv4() { 32 } else { 128 };
+            if let Ok(p) = Prefix::new(*a, host) {
+                out.insert((ifc.vrf.clone(), p));
+            }
+        }
+    }
+    out
 }
 
 /// (VRF, network prefix) of every connected, local and static route of

@@ -353,10 +353,31 @@ fn fpm(ctl: &Control, reg: &mut Registry) {
             "Stale learned routes removed after a zebra replay",
             &st.swept,
         ),
+        (
+            "vecgate_fpm_patches",
+            "Publishes that patched only the changed VRFs' FIBs (the rest of vecgate_fpm_publishes rebuilt every table)",
+            &st.patches,
+        ),
     ] {
         let m = Counter::<u64>::default();
         m.inc_by(c.load(Relaxed));
         reg.register(name, help, m);
+    }
+    for (name, help, us) in [
+        (
+            "vecgate_fpm_update_delay_seconds",
+            "Time from the arrival of the oldest route change a publish carried to the FIB publish, last publish",
+            &st.last_delay_us,
+        ),
+        (
+            "vecgate_fpm_update_delay_max_seconds",
+            "Largest vecgate_fpm_update_delay_seconds since start",
+            &st.max_delay_us,
+        ),
+    ] {
+        let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        g.set(us.load(Relaxed) as f64 / 1e6);
+        reg.register(name, help, g);
     }
     let up = Gauge::<i64>::default();
     up.set(st.connected.load(Relaxed) as i64);

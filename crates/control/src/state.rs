@@ -347,6 +347,85 @@ impl Control {
         Ok(unresolved)
     }
 
+    /// The incremental form of [`Control::set_learned`]: `l` is the new
+    /// set of learned routes and `changes` what differs from the last
+    /// published one, (VRF, prefix, next hops or `None` when gone). Only
+    /// the FIBs of the changed VRFs are copied and patched
+    /// ([`dataplane::tables::Tables::patched`]). Returns `None`, having
+    /// published nothing, when a patch cannot give what a full build
+    /// would (a changed prefix the configuration fills too, or one a
+    /// static route's gateway resolves through; a next hop `defer` names):
+    /// then call `set_learned`.
+    pub fn patch_learned(
+        &self,
+        l: Arc<crate::learned::Learned>,
+        changes: &[crate::learned::Change],
+        defer: &dyn Fn(&str, std::net::IpAddr) -> bool,
+    ) -> Option<Vec<(String, dataplane::fib::Prefix)>> {
+        use crate::learned::Hop;
+        use dataplane::tables::{Route, RoutePatch};
+        let cfg = lock(&self.config);
+        let fixed = crate::learned::config_prefixes(&cfg);
+        let statics: Vec<(&str, std::net::IpAddr)> = cfg
+            .routes
+            .iter()
+            .filter_map(|r| match r.via {
+                vecgate_config::Via::Address(a) => Some((r.vrf.as_str(), a)),
+                _ => None,
+            })
+            .collect();
+        let cur = self.dp.tables.load();
+        let index = |name: &str| cur.vrfs.iter().position(|v| v.name == name);
+        let mut patches = Vec::with_capacity(changes.len());
+        for (vrf, prefix, hops) in changes {
+            let p = prefix.network();
+            if fixed.contains(&(vrf.clone(), p))
+                || statics
+                    .iter()
+                    .any(|(v, a)| *v == vrf.as_str() && p.contains(*a))
+            {
+                return None;
+            }
+            // A VRF the tables do not have: a full build skips it too.
+            let Some(v) = index(vrf) else {
+                continue;
+            };
+            patches.push(RoutePatch {
+                vrf: v as u16,
+                prefix: p,
+                hops: hops.as_ref().map(|h| {
+                    h.iter()
+                        .map(|h| match h {
+                            Hop::Via(a) => Route::Via {
+                                next_hop: *a,
+                                port: None,
+                            },
+                            Hop::Blackhole => Route::Drop,
+                            Hop::Unreachable => Route::Unreachable,
+                        })
+                        .collect()
+                }),
+            });
+        }
+        let names: Vec<String> = cur.vrfs.iter().map(|v| v.name.clone()).collect();
+        let defer_ix =
+            |v: u16, a: std::net::IpAddr| names.get(usize::from(v)).is_none_or(|n| defer(n, a));
+        let tables = cur.patched(&patches, &defer_ix)?;
+        let unresolved = tables
+            .unresolved
+            .iter()
+            .map(|(v, p)| {
+                let name = names
+                    .get(usize::from(*v))
+                    .map_or_else(|| v.to_string(), Clone::clone);
+                (name, *p)
+            })
+            .collect();
+        self.dp.tables.store(tables);
+        *lock(&self.learned) = l;
+        Some(unresolved)
+    }
+
     /// Connects `GET /ike` to the IKE control thread (which starts after
     /// the API).
     pub fn set_ike_source(&self, f: IkeSource) {

@@ -15,7 +15,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 mod builder;
+mod patch;
 pub use builder::{BuildError, TablesBuilder};
+pub use patch::RoutePatch;
 
 /// What a route sends matching packets to, as configured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -171,14 +173,16 @@ impl Interface {
     }
 }
 
-/// One VRF: an isolated routing domain.
+/// One VRF: an isolated routing domain. Its FIBs are shared between
+/// published tables until a patch ([`Tables::patched`]) changes one, so a
+/// route change copies only the FIB it touches.
 #[derive(Clone, Debug)]
 pub struct Vrf {
     /// Identifier from the configuration.
     pub id: u32,
     pub name: String,
-    pub fib4: Fib4,
-    pub fib6: Fib6,
+    pub fib4: Arc<Fib4>,
+    pub fib6: Arc<Fib6>,
 }
 
 impl fmt::Debug for Lpm<u32, u32> {
@@ -212,6 +216,9 @@ pub struct Tables {
     /// Route groups that were not installed because none of their next
     /// hops resolved: (VRF index, prefix).
     pub unresolved: Vec<(u16, Prefix)>,
+    /// `adjs.len() + ecmp.len()` after the last full build: patches only
+    /// add adjacencies, so past a multiple of this a full build is due.
+    pub built_adjs: usize,
 }
 
 impl Tables {

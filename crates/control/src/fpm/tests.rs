@@ -319,3 +319,54 @@ fn garbage_never_panics() {
         apply_netlink(&f[4.min(f.len())..], &mut rib, &stats, &mut Limited::new());
     }
 }
+
+#[test]
+fn changes_are_patches_unless_a_full_build_is_needed() {
+    let stats = FpmStats::default();
+    let mut rib = Rib::new(settings());
+    let r = |p: &str, g: &str| route(true, 254, RouteProtocol::Bgp, p, vec![gw(g)]);
+    feed(&mut rib, &stats, &[r("10.1.0.0/16", "10.77.0.2")]);
+    // The first publish rebuilds.
+    assert!(rib.take_changes().is_none());
+    feed(
+        &mut rib,
+        &stats,
+        &[
+            r("10.2.0.0/16", "10.77.0.2"),
+            route(false, 254, RouteProtocol::Bgp, "10.1.0.0/16", vec![]),
+            route(
+                true,
+                100,
+                RouteProtocol::Bgp,
+                "10.9.0.0/16",
+                vec![gw("10.5.0.1")],
+            ),
+        ],
+    );
+    let mut c: Vec<String> = rib
+        .take_changes()
+        .unwrap()
+        .into_iter()
+        .map(|(v, p, h)| format!("{v} {p} {}", h.map_or(0, |h| h.len())))
+        .collect();
+    c.sort();
+    assert_eq!(
+        c,
+        vec![
+            "blue 10.9.0.0/16 1",
+            "default 10.1.0.0/16 0",
+            "default 10.2.0.0/16 1"
+        ]
+    );
+    assert!(rib.take_changes().unwrap().is_empty());
+    // A learned prefix holding a gateway in use: the gateways resolve
+    // through it, only a full build is exact.
+    feed(&mut rib, &stats, &[r("10.77.0.0/24", "10.5.0.1")]);
+    assert!(rib.take_changes().is_none());
+    let own = HashSet::new();
+    assert!(rib.under_learned("default", "10.77.0.2".parse().unwrap(), &own));
+    assert!(!rib.under_learned("blue", "10.77.0.2".parse().unwrap(), &own));
+    // A next-hop object changed: its routes change with it.
+    feed(&mut rib, &stats, &[nexthop(6, Some("10.77.0.2"), &[])]);
+    assert!(rib.take_changes().is_none());
+}

@@ -185,8 +185,8 @@ impl TablesBuilder {
             t.vrfs.push(Vrf {
                 id: *id,
                 name: name.clone(),
-                fib4: Fib4::new(),
-                fib6: Fib6::new(),
+                fib4: Arc::new(Fib4::new()),
+                fib6: Arc::new(Fib6::new()),
             });
         }
         let vrf_of = |id: u32| -> Result<u16, BuildError> {
@@ -384,7 +384,7 @@ impl TablesBuilder {
                         }
                     }
                 };
-                t.vrfs[v].fib4.insert(p, l, i);
+                Arc::make_mut(&mut t.vrfs[v].fib4).insert(p, l, i);
             }
             let key6 = |nh: IpAddr| match nh {
                 IpAddr::V6(a) => Some(u128::from(a)),
@@ -410,9 +410,10 @@ impl TablesBuilder {
                     }
                     _ => intern(&mut t, resolve(&defs6[v], r, 0, key6)),
                 };
-                t.vrfs[v].fib6.insert(p, l, i);
+                Arc::make_mut(&mut t.vrfs[v].fib6).insert(p, l, i);
             }
         }
+        t.built_adjs = t.adjs.len() + t.ecmp.len();
         Ok(t)
     }
 }

@@ -165,3 +165,127 @@ fn shared_tables_swap() {
     assert_eq!(s.load().vrf_index(5), Some(1));
     assert_eq!(s.load().generation, 1);
 }
+
+/// What a VRF's FIB forwards to, independent of adjacency numbering:
+/// prefix → the adjacency, or an ECMP group's member adjacencies.
+fn fib_view(t: &Tables, v: usize) -> Vec<(String, Vec<Adj>)> {
+    let expand = |i: u32| match t.adj(i) {
+        Adj::Ecmp { first, count } => (0..u32::from(count))
+            .map(|k| t.adj(t.ecmp[(first + k) as usize]))
+            .collect(),
+        a => vec![a],
+    };
+    let mut out: Vec<(String, Vec<Adj>)> = t.vrfs[v]
+        .fib4
+        .entries()
+        .into_iter()
+        .map(|(p, l, i)| (format!("{}/{l}", Ipv4Addr::from(p)), expand(i)))
+        .chain(
+            t.vrfs[v]
+                .fib6
+                .entries()
+                .into_iter()
+                .map(|(p, l, i)| (format!("{}/{l}", Ipv6Addr::from(p)), expand(i))),
+        )
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// After every batch of learned-route changes, the patched tables forward
+/// exactly as a full build of the same routes does; the untouched VRF's
+/// FIB is shared, not copied.
+#[test]
+fn patches_equal_a_full_build_after_every_batch() {
+    use std::collections::BTreeMap;
+    let via = |a: &str| Route::Via {
+        next_hop: a.parse().unwrap(),
+        port: None,
+    };
+    let base = || {
+        let mut b = TablesBuilder::new();
+        b.add_vrf(7, "blue")
+            .add_interface(0, "a", [2, 0, 0, 0, 0, 1], 1500, 0, &[p("10.1.0.1/24")])
+            .add_interface(1, "b", [2, 0, 0, 0, 0, 2], 1500, 0, &[p("10.2.0.1/24")])
+            .add_interface(2, "c", [2, 0, 0, 0, 0, 3], 1500, 7, &[p("10.1.0.1/24")])
+            .add_interface(3, "d", [2, 0, 0, 0, 0, 4], 1500, 0, &[p("fd00::1/64")])
+            .add_route(0, p("10.0.0.0/8"), Route::Drop)
+            .add_route(0, p("10.60.0.0/16"), via("10.2.0.7"));
+        b
+    };
+    let hopsets: Vec<Vec<Route>> = vec![
+        vec![via("10.1.0.9")],
+        vec![via("10.1.0.9"), via("10.2.0.9")],
+        vec![via("10.2.0.9"), via("10.1.0.9"), via("192.0.2.1")],
+        vec![via("192.0.2.1")],
+        vec![Route::Drop],
+        vec![Route::Unreachable],
+        vec![via("fd00::9")],
+        // Through the static route: its adjacency.
+        vec![via("10.60.1.1")],
+    ];
+    // (vrf index, prefix) → hop set; the FIB a full build makes of it.
+    let mut want: BTreeMap<(u16, String), usize> = BTreeMap::new();
+    let full = |want: &BTreeMap<(u16, String), usize>| {
+        let mut b = base();
+        for ((v, pre), h) in want {
+            let id = if *v == 0 { 0 } else { 7 };
+            b.add_route_group(id, p(pre), hopsets[*h].clone());
+        }
+        b.build().unwrap()
+    };
+    let mut t = full(&want);
+    let no_defer = |_: u16, _: IpAddr| false;
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _batch in 0..200 {
+        let mut changes = Vec::new();
+        for _ in 0..(next() % 6 + 1) {
+            let r = next();
+            let v = (r % 2) as u16;
+            let h = (r >> 8) as usize % hopsets.len();
+            let pre = if hopsets[h] == vec![via("fd00::9")] {
+                format!("fd00:{:x}::/32", (r >> 16) % 5 + 1)
+            } else {
+                format!("10.{}.{}.0/24", 100 + (r >> 16) % 3, (r >> 24) % 4)
+            };
+            let add = (r >> 40) % 3 != 0;
+            if add {
+                want.insert((v, pre.clone()), h);
+            } else {
+                want.remove(&(v, pre.clone()));
+            }
+            changes.push(RoutePatch {
+                vrf: v,
+                prefix: p(&pre),
+                hops: add.then(|| hopsets[h].clone()),
+            });
+        }
+        let before = t.clone();
+        t = t.patched(&changes, &no_defer).expect("patchable");
+        let f = full(&want);
+        for v in 0..2 {
+            assert_eq!(fib_view(&t, v), fib_view(&f, v), "vrf {v}");
+            if changes.iter().all(|c| usize::from(c.vrf) != v) {
+                assert!(Arc::ptr_eq(&t.vrfs[v].fib4, &before.vrfs[v].fib4));
+            }
+        }
+        let mut u1: Vec<_> = t.unresolved.clone();
+        let mut u2: Vec<_> = f.unresolved.clone();
+        u1.sort_by_key(|(v, p)| (*v, p.to_string()));
+        u2.sort_by_key(|(v, p)| (*v, p.to_string()));
+        assert_eq!(u1, u2);
+    }
+    // A next hop the caller defers (under a group route): no patch.
+    let c = [RoutePatch {
+        vrf: 0,
+        prefix: p("10.200.0.0/16"),
+        hops: Some(vec![via("10.1.0.9")]),
+    }];
+    assert!(t.patched(&c, &|_, _| true).is_none());
+}
