@@ -56,6 +56,18 @@ pub struct EspTunnel {
 }
 
 impl EspTunnel {
+    /// Whether an ESP packet for this tunnel's SA came the way its peer
+    /// sends: received in the underlay VRF `vrf` (an index), addressed to
+    /// our outer address, and, without NAT traversal (where a NAT rewrites
+    /// it), from the peer's. An SPI is no secret: the same packet arriving
+    /// in a tenant's VRF is a tenant reaching into the underlay.
+    #[inline]
+    pub fn accepts_outer(&self, vrf: u16, src: IpAddr, dst: IpAddr) -> bool {
+        vrf == self.underlay_vrf
+            && dst == self.def.local
+            && (self.def.nat_t || src == self.def.remote)
+    }
+
     /// Whether the inner source `src` is allowed by the tunnel's selectors.
     #[inline]
     pub fn allows(&self, src: IpAddr) -> bool {
@@ -75,6 +87,9 @@ pub struct EspTable {
     pub sad: Option<Arc<InboundSad>>,
     /// Some tunnel uses NAT-T: ip-local sends UDP 4500 to esp-decrypt.
     pub nat_t: bool,
+    /// Every tunnel's (underlay VRF index, local outer address): where IKE
+    /// may arrive (ip-local punts nothing else to the control plane).
+    pub endpoints: Vec<(u16, IpAddr)>,
 }
 
 impl EspTable {
@@ -90,6 +105,13 @@ impl EspTable {
     pub fn by_id(&self, id: u32) -> Option<&EspTunnel> {
         let i = *self.by_id.get(&id)?;
         self.tunnels.get(i as usize)
+    }
+
+    /// Whether `(vrf, dst)` is some tunnel's underlay endpoint: IKE for
+    /// any other VRF or address is not ours to answer.
+    #[inline]
+    pub fn is_endpoint(&self, vrf: u16, dst: IpAddr) -> bool {
+        self.endpoints.contains(&(vrf, dst))
     }
 
     /// Whether any ESP tunnel exists (ip-local dispatch).

@@ -969,10 +969,13 @@ fn one_tenants_icmp_flood_does_not_spend_anothers_budget() {
 }
 
 /// Tenant A's 5000 unsolicited ARP replies and 5000 ARP requests, from
-/// 5000 on-link sender addresses (plus 1000 off-link ones), and 2000
-/// unsolicited NAs with the S flag, fill only its port's quota; tenant B still resolves a new next hop and forwards
-/// through it. Before (one table of 4096 for all ports, no eviction) B's
-/// packet was dropped without even an ARP request.
+/// 5000 on-link sender addresses (plus 1000 off-link ones), 5000
+/// unsolicited NAs with the S flag and 1000 TTL-1 packets fill only its
+/// port's quota and spend only its ICMP budget; tenant B still resolves a
+/// new next hop, forwards through it and gets its time-exceeded (the
+/// issue's tenant test, in one run). Before (one table of 4096 for all
+/// ports, no eviction) B's packet was dropped without even an ARP request,
+/// and (one ICMP budget per worker) its error was rate-limited away.
 #[test]
 fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
     let mut b = TablesBuilder::new();
@@ -1031,7 +1034,17 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
                 &arp(Operation::Reply, mac, off, GW0, v4("10.1.0.1")),
             ));
         }
-        if i < 2000 {
+        if i < 1000 {
+            // TTL 1, forwarded on A's own link: time-exceeded, from A's
+            // budget only.
+            r.h[0].inject(eth(
+                GW0,
+                mac,
+                0x0800,
+                &echo4(&ip.to_string(), "10.1.200.1", 1, false, 1),
+            ));
+        }
+        {
             // Solicited NAs nobody solicited, for on-link targets.
             let t = Ipv6Addr::from(0x2001_0db8_000a_0000_0000_0000_0001_0000u128 + u128::from(i));
             let na = icmp6(
@@ -1088,6 +1101,21 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
         panic!("B's packet not forwarded: {out:?}")
     };
     assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(NH), v4("10.9.1.1")));
+    // A's TTL-1 flood ran out of A's budget; B's own TTL-1 packet, in the
+    // same millisecond, still gets its time-exceeded.
+    assert!(r.snap().error("icmp-error", "rate-limited") >= 900);
+    r.h[1].inject(eth(
+        GW1,
+        H2,
+        0x0800,
+        &echo4("10.2.0.7", "10.9.1.1", 1, false, 1),
+    ));
+    r.step();
+    let out = r.tx(1);
+    let [Seen::Icmp4(e, ip, 11, 0, _)] = &out[..] else {
+        panic!("B got no time-exceeded: {out:?}")
+    };
+    assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(H2), v4("10.2.0.7")));
     let on_a = r.w.ctx().neigh.entries().filter(|e| e.0 == 0).count();
     assert_eq!(on_a, quota, "tenant A's port holds its quota");
     // The NAs took part (learned, then churned within the same quota).
@@ -1496,11 +1524,43 @@ fn udp4(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8>
     ipv4(v4(src), v4(dst), 17, 64, false, &u)
 }
 
+/// Adds an IKE-keyed ESP tunnel (no SA yet) whose underlay endpoint is
+/// `local` in VRF `underlay_vrf`, on virtual port `port` in VRF `vrf`.
+fn add_ike_tunnel(b: &mut TablesBuilder, port: u16, vrf: u32, underlay_vrf: u32, local: &str) {
+    let reg = vecgate_ipsec::EspRegistry::new();
+    let tx = reg.add_pending_tunnel(7, "ike0").unwrap();
+    b.add_interface(port, "ike0", [2, 0, 0, 0, 0xe, 1], 1400, vrf, &[]);
+    b.add_esp_tunnel(
+        port,
+        crate::esp::EspTunnelDef {
+            id: 7,
+            local: local.parse().unwrap(),
+            remote: "192.0.2.99".parse().unwrap(),
+            underlay_vrf,
+            nat_t: false,
+            traffic: vec![],
+            tx,
+        },
+    );
+    b.set_esp_sad(reg.sad());
+}
+
 #[test]
 fn ike_is_punted_and_injected_datagrams_are_routed() {
     use crate::ike_punt::Punt;
     use std::time::Duration;
-    let mut r = Rig::new(1500, WorkerConfig::default());
+    let mut b = TablesBuilder::new();
+    b.add_interface(
+        0,
+        "lan0",
+        GW0,
+        1500,
+        0,
+        &[p("10.1.0.1/24"), p("2001:db8:1::1/64")],
+    );
+    // IKE is ours only at a tunnel's underlay endpoint.
+    add_ike_tunnel(&mut b, 2, 0, 0, "10.1.0.1");
+    let mut r = Rig::with_tables(b, &[("lan0", GW0)], WorkerConfig::default());
     r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
     let punt = Punt::new(8);
     // Without a control plane, IKE is just unhandled local traffic.
@@ -1586,6 +1646,50 @@ fn ike_is_punted_and_injected_datagrams_are_routed() {
             0
         ));
     }
+}
+
+/// IKE and ESP belong to the underlay: tenant B's VRF holds the same
+/// address as the tunnel's underlay endpoint (overlapping tenant address
+/// plans are normal), and an IKE datagram from B to it is dropped as
+/// "ike-wrong-underlay", never punted to the IKE responder; the same
+/// datagram in the underlay VRF is punted. Before, ip-local punted IKE
+/// from any VRF (the punt queue saw both and the tenant's carried VRF 1).
+#[test]
+fn ike_from_a_tenant_vrf_is_not_punted() {
+    use crate::ike_punt::Punt;
+    use std::time::Duration;
+    let mut b = TablesBuilder::new();
+    b.add_vrf(1, "tenant-b")
+        .add_interface(0, "wan", GW0, 1500, 0, &[p("10.1.0.1/24")])
+        .add_interface(1, "b-lan", GW1, 1500, 1, &[p("10.1.0.1/24")]);
+    add_ike_tunnel(&mut b, 2, 0, 0, "10.1.0.1");
+    let mut r = Rig::with_tables(b, &[("wan", GW0), ("b-lan", GW1)], WorkerConfig::default());
+    let punt = Punt::new(8);
+    r.w.set_punt(punt.clone());
+    let ike = udp4("10.1.0.5", "10.1.0.1", 500, 500, b"ike-sa-init");
+    r.h[1].inject(eth(GW1, H2, 0x0800, &ike));
+    let marked = [&[0u8, 0, 0, 0][..], b"ike-on-4500"].concat();
+    r.h[1].inject(eth(
+        GW1,
+        H2,
+        0x0800,
+        &udp4("10.1.0.5", "10.1.0.1", 4500, 4500, &marked),
+    ));
+    r.step();
+    let s = r.snap();
+    assert_eq!(s.error("ip-local", "ike-wrong-underlay"), 2);
+    assert_eq!(s.error("ip-local", "ike-punted"), 0);
+    assert!(
+        punt.recv_timeout(Duration::ZERO).is_none(),
+        "nothing from tenant B reached the IKE queue"
+    );
+    // The same datagram on the underlay is the responder's.
+    r.h[0].inject(eth(GW0, H1, 0x0800, &ike));
+    r.step();
+    assert_eq!(r.snap().error("ip-local", "ike-punted"), 1);
+    let d = punt.recv_timeout(Duration::ZERO).expect("punted");
+    assert_eq!((d.data(), d.vrf), (&b"ike-sa-init"[..], 0));
+    punt.release(d);
 }
 
 #[test]

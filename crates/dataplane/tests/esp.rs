@@ -17,7 +17,8 @@ use dataplane::worker::{Worker, WorkerConfig};
 use packet::Port;
 use vecgate_ipsec::EspRegistry;
 use vecgate_ipsec::{
-    Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap,
+    Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, Selector, Selectors, TunnelEndpoints,
+    UdpEncap,
 };
 use wire::arp::Operation;
 use zeroize::Zeroizing;
@@ -453,6 +454,138 @@ fn inner_source_outside_selectors_is_policy_mismatch() {
     let b = pr.snap(1);
     assert_eq!(b.error("esp-decrypt", "policy-mismatch"), 1);
     assert_eq!(b.error("esp-decrypt", "decrypted"), 0);
+}
+
+/// An authentic ESP packet (valid SPI, valid ICV, fresh sequence number)
+/// sent by a host on B's LAN — tenant VRF 1 — to B's own LAN address: the
+/// SPI is known but the SA belongs to the underlay (VRF 0, 192.0.2.2 from
+/// 192.0.2.1), so it is dropped as "wrong-underlay" before any crypto,
+/// counted on the SA too, and H_B never sees its inner packet. Then the
+/// same frame, unchanged, on the underlay goes through (the refusal did not
+/// touch the replay window). Before, esp-decrypt found the SA by SPI alone
+/// and delivered the tenant's packet into the tunnel's VRF.
+#[test]
+fn esp_with_a_valid_spi_in_a_tenant_vrf_is_wrong_underlay() {
+    let (mut pr, _) = captured(GCM);
+    pr.hold = true;
+    pr.send_on(0, echo(0, 2, 100));
+    pr.hold = false;
+    let genuine = pr.underlay.pop().unwrap();
+    // The tenant's copy: to B's LAN MAC and address, from a LAN host.
+    let mut t = genuine.clone();
+    t[0..6].copy_from_slice(&LAN[1]);
+    t[6..12].copy_from_slice(&HOST[1]);
+    t[26..30].copy_from_slice(&host_ip(1).octets());
+    t[30..34].copy_from_slice(&[10, 2, 0, 1]);
+    t[24..26].copy_from_slice(&[0, 0]);
+    let c = !fold(&t[14..34]);
+    t[24..26].copy_from_slice(&c.to_be_bytes());
+    pr.lan[1].inject(t);
+    pr.pump();
+    assert!(pr.got[1].is_empty(), "the tenant's ESP reached H_B");
+    let b = pr.snap(1);
+    assert_eq!(b.error("esp-decrypt", "wrong-underlay"), 1);
+    assert_eq!(b.error("esp-decrypt", "decrypted"), 1, "only the first");
+    let sa = pr.reg[1].list().into_iter().find(|i| !i.outbound).unwrap();
+    assert_eq!(sa.drops, vec![("wrong-underlay", 1)]);
+    // From the wrong source on the underlay (no NAT-T): refused too.
+    let mut w = genuine.clone();
+    w[26..30].copy_from_slice(&[192, 0, 2, 77]);
+    w[24..26].copy_from_slice(&[0, 0]);
+    let c = !fold(&w[14..34]);
+    w[24..26].copy_from_slice(&c.to_be_bytes());
+    pr.inject_wan(1, w);
+    assert_eq!(pr.snap(1).error("esp-decrypt", "wrong-underlay"), 2);
+    pr.inject_wan(1, genuine);
+    assert_eq!(pr.got[1].len(), 1, "the genuine packet still decrypts");
+}
+
+/// UDP datagram (checksum 0, allowed over IPv4) from `src` to `dst`.
+fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&12u16.to_be_bytes());
+    u.extend_from_slice(&[0, 0, b'q', b'u', b'e', b'r']);
+    ipv4(src, dst, 17, 64, true, &u)
+}
+
+fn sel(start: Ipv4Addr, end: Ipv4Addr, proto: u8, ports: (u16, u16)) -> Selector {
+    Selector {
+        start: start.into(),
+        end: end.into(),
+        proto,
+        start_port: ports.0,
+        end_port: ports.1,
+    }
+}
+
+/// B negotiated narrower than its configured `traffic` (10.1.0.0/24 →
+/// anything): only UDP from 10.1.0.0/24 to H_B's port 53. A peer that does
+/// not keep to it (A's SA has no selectors, as a misbehaving or compromised
+/// peer) gets only the packet inside through: a wrong destination port, a
+/// wrong protocol and a wrong destination address are authentic, decrypted
+/// and then dropped as "policy-mismatch" (node and SA counters), never
+/// delivered. Outbound, H_B's answer inside the selectors leaves and one
+/// outside (ICMP) is refused before encryption. Before, only the inner
+/// source was checked against `traffic`: all three were delivered.
+#[test]
+fn decrypted_packets_outside_the_negotiated_selectors_are_dropped() {
+    let mut pr = Pair::new(GCM, 1);
+    let (a, b) = (host_ip(0), host_ip(1));
+    let sels = Selectors {
+        local: vec![sel(b, b, 17, (53, 53))],
+        remote: vec![sel(
+            Ipv4Addr::new(10, 1, 0, 0),
+            Ipv4Addr::new(10, 1, 0, 255),
+            17,
+            (0, 65535),
+        )],
+    };
+    pr.reg[1].remove_inbound(spi(0, 0)).unwrap();
+    pr.reg[1]
+        .install_inbound(
+            7,
+            InboundSa::new(sa_cfg(GCM, 1, 0, 0))
+                .unwrap()
+                .with_selectors(sels.clone()),
+        )
+        .unwrap();
+    pr.reg[1]
+        .set_outbound(
+            7,
+            Some(
+                OutboundSa::new(sa_cfg(GCM, 1, 1, 0))
+                    .unwrap()
+                    .with_selectors(sels),
+            ),
+        )
+        .unwrap();
+    let inside = udp(a, 4000, b, 53);
+    for ip in [
+        udp(a, 4000, b, 54),
+        echo(0, 1, 32),
+        udp(a, 4000, Ipv4Addr::new(10, 2, 0, 11), 53),
+        inside.clone(),
+    ] {
+        pr.send_on(0, ip);
+    }
+    let s = pr.snap(1);
+    assert_eq!(s.error("esp-decrypt", "policy-mismatch"), 3);
+    assert_eq!(s.error("esp-decrypt", "decrypted"), 1);
+    assert_eq!(pr.got[1].len(), 1, "only the packet inside reached H_B");
+    let f = &pr.got[1][0];
+    assert_eq!(&f[14 + 20..14 + 24], &inside[20..24], "ports 4000 → 53");
+    let sa = pr.reg[1].list().into_iter().find(|i| !i.outbound).unwrap();
+    assert_eq!(sa.drops, vec![("policy-mismatch", 3)]);
+    // Outbound: the answer inside leaves, an echo outside does not.
+    pr.got[0].clear();
+    pr.send_on(1, udp(b, 53, a, 4000));
+    pr.send_on(1, echo(1, 1, 32));
+    let s = pr.snap(1);
+    assert_eq!(s.error("esp-encrypt", "policy-mismatch"), 1);
+    assert_eq!(pr.got[0].len(), 1, "H_A got the answer only");
+    assert_eq!(pr.snap(0).error("esp-decrypt", "decrypted"), 1);
 }
 
 #[test]

@@ -65,6 +65,15 @@ esp_errors! {
     /// The sequence number is above the replay window's durable ceiling:
     /// accepting it could let a restart accept it again.
     ReplayNotDurable = "replay-not-durable", "replay window ceiling not yet durable";
+    /// A known SPI that arrived outside its tunnel's underlay (another
+    /// VRF, another of our addresses, or, without NAT-T, from another
+    /// source): a tenant must not reach the underlay's SAs.
+    WrongUnderlay = "wrong-underlay", "ESP outside its tunnel's underlay VRF or addresses";
+    /// The inner packet lies outside the SA's selectors (RFC 4301 §5.2):
+    /// inbound after decryption (the tunnel's configured `traffic`, or the
+    /// selectors the peer negotiated: source, destination, protocol,
+    /// ports), outbound before encryption.
+    PolicyMismatch = "policy-mismatch", "inner packet outside the SA's traffic selectors";
 }
 
 impl EspError {

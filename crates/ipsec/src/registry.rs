@@ -161,6 +161,19 @@ impl InboundSad {
     /// result of `pkts[i]`; on success the data is the inner IP packet.
     /// Packets with an unknown SPI get `bad-spi`.
     pub fn decrypt(&self, pkts: &mut [Packet], out: &mut [Result<RxOk, EspError>]) {
+        self.decrypt_admitted(pkts, out, |_, _| true);
+    }
+
+    /// [`InboundSad::decrypt`], but packet `i` is decrypted only if
+    /// `admit(i, tunnel)` holds for the tunnel its SPI names; otherwise it
+    /// gets `wrong-underlay` before any crypto is spent on it (the caller
+    /// checks where it arrived: an SPI alone proves nothing).
+    pub fn decrypt_admitted(
+        &self,
+        pkts: &mut [Packet],
+        out: &mut [Result<RxOk, EspError>],
+        mut admit: impl FnMut(usize, u32) -> bool,
+    ) {
         let map = self.map.load();
         let n = pkts.len().min(out.len());
         RX_STATUS.with(|s| {
@@ -172,16 +185,22 @@ impl InboundSad {
                     i += 1;
                     continue;
                 };
-                // A run of one SPI is decrypted as one batch.
-                let mut j = i + 1;
-                while j < n && spi_of(&pkts[j]) == Some(spi) {
-                    j += 1;
-                }
                 let Some(e) = map.get(&spi) else {
-                    out[i..j].fill(Err(EspError::BadSpi));
-                    i = j;
+                    out[i] = Err(EspError::BadSpi);
+                    i += 1;
                     continue;
                 };
+                if !admit(i, e.tunnel) {
+                    e.drops.add(EspError::WrongUnderlay, 1);
+                    out[i] = Err(EspError::WrongUnderlay);
+                    i += 1;
+                    continue;
+                }
+                // A run of one SPI, each admitted, is decrypted as one batch.
+                let mut j = i + 1;
+                while j < n && spi_of(&pkts[j]) == Some(spi) && admit(j, e.tunnel) {
+                    j += 1;
+                }
                 s.clear();
                 s.resize(j - i, Err(EspError::Crypto));
                 match e.sa.decrypt_batch(&mut pkts[i..j], &mut s) {
@@ -190,8 +209,18 @@ impl InboundSad {
                         out[i..j].fill(Err(err));
                     }
                     Ok(_) => {
-                        for (o, r) in out[i..j].iter_mut().zip(s.iter()) {
+                        for ((o, r), p) in out[i..j].iter_mut().zip(s.iter()).zip(&pkts[i..j]) {
                             *o = match r {
+                                // RFC 4301 §5.2: the inner packet must
+                                // match the SA's negotiated selectors.
+                                Ok(_)
+                                    if e.sa
+                                        .selectors()
+                                        .is_some_and(|s| !s.allows_inbound(p.data())) =>
+                                {
+                                    e.drops.add(EspError::PolicyMismatch, 1);
+                                    Err(EspError::PolicyMismatch)
+                                }
                                 Ok(d) => Ok(RxOk {
                                     tunnel: e.tunnel,
                                     inner_v6: d.inner_v6,

@@ -1,6 +1,7 @@
 //! Security associations: configuration, algorithms, keys and the per-SA
 //! outer header template.
 
+use crate::selectors::Selectors;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -360,6 +361,9 @@ pub struct OutboundSa {
     pub(crate) lifetime: LifetimeState,
     pub(crate) tunnel: TunnelEndpoints,
     pub(crate) encap: Option<UdpEncap>,
+    /// What the peer agreed this SA carries; `None`: whatever the tunnel
+    /// routes into it (static SAs).
+    pub(crate) selectors: Option<Selectors>,
 }
 
 impl OutboundSa {
@@ -379,7 +383,19 @@ impl OutboundSa {
             lifetime: LifetimeState::new(cfg.lifetime),
             tunnel: cfg.tunnel,
             encap: cfg.encap,
+            selectors: None,
         })
+    }
+
+    /// Restricts the SA to the selectors negotiated for it: a packet
+    /// outside them is refused as `policy-mismatch` before encryption.
+    pub fn with_selectors(mut self, s: Selectors) -> Self {
+        self.selectors = Some(s);
+        self
+    }
+
+    pub fn selectors(&self) -> Option<&Selectors> {
+        self.selectors.as_ref()
     }
 
     pub fn spi(&self) -> u32 {
@@ -451,6 +467,9 @@ pub struct InboundSa {
     pub(crate) lifetime: LifetimeState,
     pub(crate) tunnel: TunnelEndpoints,
     pub(crate) encap: Option<UdpEncap>,
+    /// What the peer agreed to send under this SA; `None`: the tunnel's
+    /// configured `traffic` only (static SAs).
+    pub(crate) selectors: Option<Selectors>,
 }
 
 impl InboundSa {
@@ -469,7 +488,19 @@ impl InboundSa {
             lifetime: LifetimeState::new(cfg.lifetime),
             tunnel: cfg.tunnel,
             encap: cfg.encap,
+            selectors: None,
         })
+    }
+
+    /// Restricts the SA to the selectors negotiated for it: a decrypted
+    /// packet outside them is dropped as `policy-mismatch` (RFC 4301 §5.2).
+    pub fn with_selectors(mut self, s: Selectors) -> Self {
+        self.selectors = Some(s);
+        self
+    }
+
+    pub fn selectors(&self) -> Option<&Selectors> {
+        self.selectors.as_ref()
     }
 
     pub fn spi(&self) -> u32 {

@@ -156,6 +156,14 @@ impl OutboundSa {
             let seq = seqs.start + i as u64;
             *st = if seq >= seqs.end {
                 Err(EspError::SeqExhausted)
+            } else if self
+                .selectors
+                .as_ref()
+                .is_some_and(|s| !s.allows_outbound(p.data()))
+            {
+                // Not what the peer agreed to receive under this SA (its
+                // sequence number stays unused: gaps are allowed).
+                Err(EspError::PolicyMismatch)
             } else {
                 let len = p.len() as u64;
                 let r = match p.data().first().map(|b| b >> 4) {

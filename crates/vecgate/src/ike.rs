@@ -667,12 +667,15 @@ impl ControlPlane {
             t.last_error = None;
         }
         let limits = t.child_volume;
+        // Both directions keep to what was negotiated (RFC 4301 §5.2),
+        // which may be narrower than the tunnel's `traffic`.
+        let sel = negotiated(k);
         let built = child_sa_configs(k).and_then(|(mut inb, mut out)| {
             inb.lifetime = limits;
             out.lifetime = limits;
             let inb = InboundSa::new(inb).map_err(|e| e.to_string())?;
             let out = OutboundSa::new(out).map_err(|e| e.to_string())?;
-            Ok((inb, out))
+            Ok((inb.with_selectors(sel.clone()), out.with_selectors(sel)))
         });
         let (inb, out) = match built {
             Ok(x) => x,
@@ -758,5 +761,24 @@ impl ControlPlane {
             let _ = reg.remove_inbound(*spi);
             false
         });
+    }
+}
+
+/// The selectors a child SA was negotiated for, as the ESP SAs check them.
+fn negotiated(k: &ChildSaKeys) -> vecgate_ipsec::Selectors {
+    let conv = |v: &[vecgate_ike::payload::TrafficSelector]| -> Vec<vecgate_ipsec::Selector> {
+        v.iter()
+            .map(|t| vecgate_ipsec::Selector {
+                start: t.start,
+                end: t.end,
+                proto: t.ip_proto,
+                start_port: t.start_port,
+                end_port: t.end_port,
+            })
+            .collect()
+    };
+    vecgate_ipsec::Selectors {
+        local: conv(&k.local_ts),
+        remote: conv(&k.remote_ts),
     }
 }

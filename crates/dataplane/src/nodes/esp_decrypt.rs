@@ -11,6 +11,13 @@
 //! counted as "ike-to-control-plane" and dropped until the IKE daemon takes
 //! them, a NAT-keepalive is counted and dropped.
 //!
+//! An SA is used only where its tunnel lives: a packet whose SPI is known
+//! but that arrived in another VRF, at another of our addresses or (without
+//! NAT-T) from another source is dropped as "wrong-underlay" before any
+//! crypto: an SPI is visible on the wire and RFC 4301 §4.1 lets the SAD
+//! find unicast SAs by SPI alone, so which underlay may use an SA is ours
+//! to check (a tenant must not reach the underlay's SAs).
+//!
 //! The whole vector goes to the SAD in one call (`InboundSad::decrypt`):
 //! it looks SAs up in one snapshot, decrypts runs of one SA as a batch and
 //! locks each replay window once per run. Failures are counted by the
@@ -44,18 +51,16 @@ enum E {
     NatKeepalive,
     BadUdpEncap,
     NoTunnel,
-    PolicyMismatch,
     Decrypted,
 }
 
-const ERRORS: [&str; EspError::COUNT + 8] = EspError::names_then([
+const ERRORS: [&str; EspError::COUNT + 7] = EspError::names_then([
     "no-sad",
     "bad-offset",
     "ike-to-control-plane",
     "nat-keepalive",
     "bad-udp-encap",
     "no-tunnel",
-    "policy-mismatch",
     "decrypted",
 ]);
 
@@ -64,6 +69,9 @@ const NEXT: &[NodeId] = &[NodeId::Ip4Input, NodeId::Ip6Input];
 #[derive(Default)]
 pub struct EspDecrypt {
     batch: Vec<Packet>,
+    /// Per packet of `batch`: where it arrived (VRF index, outer source,
+    /// outer destination), for the underlay check.
+    outer: Vec<(u16, IpAddr, IpAddr)>,
     out: Vec<Result<RxOk, EspError>>,
 }
 
@@ -111,10 +119,26 @@ impl Node for EspDecrypt {
                     }
                 }
             }
+            let d = p.data();
+            let outer = match (d.first().map(|b| b >> 4), d.len()) {
+                (Some(4), n) if n >= 20 => {
+                    let h = ipv4::Packet::new_unchecked(d);
+                    (h.src_addr().into(), h.dst_addr().into())
+                }
+                (Some(6), n) if n >= 40 => {
+                    let h = ipv6::Packet::new_unchecked(d);
+                    (h.src_addr().into(), h.dst_addr().into())
+                }
+                _ => {
+                    next.drop(p, E::BadOffset as u16);
+                    continue;
+                }
+            };
             if !pull(&mut p, start) {
                 next.drop(p, E::BadOffset as u16);
                 continue;
             }
+            self.outer.push((p.meta.vrf, outer.0, outer.1));
             self.batch.push(p);
         }
         if self.batch.is_empty() {
@@ -122,7 +146,17 @@ impl Node for EspDecrypt {
         }
         self.out.clear();
         self.out.resize(self.batch.len(), Err(EspError::Crypto));
-        sad.decrypt(&mut self.batch, &mut self.out);
+        let outer = &self.outer;
+        sad.decrypt_admitted(&mut self.batch, &mut self.out, |i, id| {
+            let Some(&(vrf, src, dst)) = outer.get(i) else {
+                return false;
+            };
+            tables
+                .esp
+                .by_id(id)
+                .is_some_and(|t| t.accepts_outer(vrf, src, dst))
+        });
+        self.outer.clear();
         let mut ok = 0u64;
         for (p, r) in self.batch.drain(..).zip(self.out.iter()) {
             let rx = match r {
@@ -145,7 +179,7 @@ impl Node for EspDecrypt {
                 _ => None,
             };
             if !src.is_some_and(|s| tun.allows(s)) {
-                next.drop(p, E::PolicyMismatch as u16);
+                next.drop(p, EspError::PolicyMismatch.index());
                 continue;
             }
             ok += 1;
@@ -195,7 +229,11 @@ mod tests {
 
     #[test]
     fn own_reasons_follow_the_crypto_reasons() {
-        assert_eq!(ERRORS[E::PolicyMismatch as usize], "policy-mismatch");
+        assert_eq!(
+            ERRORS[EspError::PolicyMismatch.index() as usize],
+            "policy-mismatch"
+        );
+        assert_eq!(ERRORS[E::NoTunnel as usize], "no-tunnel");
         assert_eq!(ERRORS.len(), E::Decrypted as usize + 1);
     }
 }

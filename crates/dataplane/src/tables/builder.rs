@@ -456,9 +456,13 @@ impl TablesBuilder {
             }
             t.esp.nat_t |= def.nat_t;
             t.esp.by_port[usize::from(*port)] = idx;
+            let underlay_vrf = vrf_of(def.underlay_vrf)?;
+            if !t.esp.endpoints.contains(&(underlay_vrf, def.local)) {
+                t.esp.endpoints.push((underlay_vrf, def.local));
+            }
             t.esp.tunnels.push(EspTunnel {
                 port: *port,
-                underlay_vrf: vrf_of(def.underlay_vrf)?,
+                underlay_vrf,
                 v6: def.local.is_ipv6(),
                 def: def.clone(),
             });

@@ -40,6 +40,11 @@ pub(super) fn punt_ike(
     if !crate::ike_punt::Punt::wants(dport, payload) {
         return None;
     }
+    // Only at a tunnel's underlay endpoint (VRF and address): a tenant's
+    // VRF never reaches the IKE responder, whatever it addresses.
+    if !cx.tables.esp.is_endpoint(p.meta.vrf, dst) {
+        return Some(E::IkeWrongUnderlay);
+    }
     // The checksum (optional over IPv4, RFC 768) unless the sender is a
     // local stack that left it partial or the backend verified it.
     let o = &p.meta.offload;

@@ -5,7 +5,8 @@
 //! - [`nd_receive`]: Neighbor Discovery (RFC 4861: NS → NA, NA →
 //!   neighbour table);
 //! - [`ike_punt`]: IKE (UDP 500, and UDP 4500 behind a non-ESP marker) to
-//!   the control plane when one runs ([`crate::ike_punt`]);
+//!   the control plane when one runs ([`crate::ike_punt`]), and only at an
+//!   ESP tunnel's underlay endpoint (VRF and address);
 //! - [`vrrp_punt`]: VRRP advertisements to the control plane when HA
 //!   runs;
 //! - [`tunnel_demux`]: tunnel traffic to decapsulation — IP protocol 47 to
@@ -59,6 +60,7 @@ enum E {
     UdpGsoUnpacked,
     VrrpPunted,
     VrrpBadTtl,
+    IkeWrongUnderlay,
 }
 
 const ERRORS: &[&str] = &[
@@ -81,6 +83,7 @@ const ERRORS: &[&str] = &[
     "udp-gso-unpacked",
     "vrrp-punted",
     "vrrp-bad-ttl",
+    "ike-wrong-underlay",
 ];
 
 const NEXT: &[NodeId] = &[
