@@ -9,7 +9,7 @@
 //!   SA per tunnel, the inbound SAD by SPI) and the runtime interface that
 //!   installs, switches and removes them.
 //! - [`keys`]: key files and configured SAs → [`SaConfig`];
-//!   [`static_sas`]: the configuration file's SAs at start and on SIGHUP.
+//!   [`static_sas`]: the configuration file's SAs at start.
 //! - [`error`]: the drop reasons, each defined once.
 //!
 //! This crate does no I/O and owns no graph: the esp nodes hand it

@@ -1,6 +1,7 @@
 //! The SAs the configuration file keys statically (`[[tunnel.sa]]`):
-//! created in a fresh [`EspRegistry`] at start ([`load`]) and re-applied
-//! to the running one on SIGHUP ([`reload`]). Tunnels keyed by IKEv2 are
+//! created in a fresh [`EspRegistry`] at start ([`load`]); a reload
+//! changes them through the API's SA steps (`vecgate_control`'s
+//! `Control::reload`). Tunnels keyed by IKEv2 are
 //! registered pending here and keyed by the IKE thread.
 
 use std::sync::Arc;
@@ -75,69 +76,4 @@ pub fn load(cfg: &Config, make: &dyn SaMaker) -> Result<Option<Arc<EspRegistry>>
         debug_assert!(x.sas.iter().any(|s| s.direction == SaDirection::Out));
     }
     Ok(any.then(|| Arc::new(reg)))
-}
-
-/// Applies the SAs of a re-read configuration to the running registry (on
-/// SIGHUP), in make-before-break order (RFC 7296 §2.8): new inbound SAs
-/// are installed first, then a changed outbound SA is switched to, and
-/// inbound SAs no longer configured are removed last. SAs whose SPI is
-/// unchanged are kept as they are (keys are not re-read for them). Other
-/// configuration changes go through the API. Returns what was done.
-pub fn reload(reg: &EspRegistry, cfg: &Config, make: &dyn SaMaker) -> Result<Vec<String>, String> {
-    let mut done = Vec::new();
-    let installed = reg.list();
-    let mut work = Vec::new();
-    for t in cfg.tunnels.iter().filter(|t| t.kind == TunnelKind::Ipsec) {
-        let Some(x) = t.ipsec.as_ref() else { continue };
-        if x.ike.is_some() {
-            // Keyed by IKEv2, not by the file.
-            continue;
-        }
-        let id = reg
-            .tunnel_id(&t.name)
-            .ok_or_else(|| format!("tunnel {}: new ipsec tunnels need a restart", t.name))?;
-        work.push((t, x, id));
-    }
-    for (t, x, id) in &work {
-        for s in x.inbound() {
-            if !installed
-                .iter()
-                .any(|i| !i.outbound && i.spi == s.spi && i.tunnel == *id)
-            {
-                let sa = make.inbound(&t.name, sa_config(t, s)?)?;
-                reg.install_inbound(*id, sa)
-                    .map_err(|e| format!("tunnel {}: {e}", t.name))?;
-                done.push(format!(
-                    "tunnel {}: installed inbound SA {:#010x}",
-                    t.name, s.spi
-                ));
-            }
-        }
-    }
-    for (t, x, id) in &work {
-        let Some(o) = x.outbound() else { continue };
-        let cur = reg.tunnel_tx(*id).map(|tx| tx.spi());
-        if cur != Some(o.spi) {
-            let sa = make.outbound(&t.name, sa_config(t, o)?)?;
-            let old = reg.switch_outbound(*id, sa).map_err(|e| e.to_string())?;
-            done.push(format!(
-                "tunnel {}: switched outbound SA {:#010x} -> {:#010x}",
-                t.name,
-                old.spi(),
-                o.spi
-            ));
-        }
-    }
-    for (t, x, id) in &work {
-        for i in installed.iter().filter(|i| !i.outbound && i.tunnel == *id) {
-            if !x.inbound().any(|s| s.spi == i.spi) {
-                reg.remove_inbound(i.spi).map_err(|e| e.to_string())?;
-                done.push(format!(
-                    "tunnel {}: removed inbound SA {:#010x}",
-                    t.name, i.spi
-                ));
-            }
-        }
-    }
-    Ok(done)
 }
