@@ -368,6 +368,9 @@ pub struct SaInfo {
     pub direction: String,
     /// e.g. "aes-gcm-128".
     pub cipher: String,
+    /// 64-bit extended sequence numbers (RFC 4303 §2.2.1).
+    #[serde(default)]
+    pub esn: bool,
     pub packets: u64,
     pub bytes: u64,
     /// Packets refused on this SA (all reasons).
@@ -478,6 +481,9 @@ pub struct IkeChildSaInfo {
     pub algorithm: String,
     /// ESP in UDP 4500 (RFC 3948).
     pub udp_encap: bool,
+    /// 64-bit extended sequence numbers negotiated (RFC 7296 §3.3.2).
+    #[serde(default)]
+    pub esn: bool,
     pub local_ts: Vec<String>,
     pub remote_ts: Vec<String>,
     /// Seconds since it was installed.

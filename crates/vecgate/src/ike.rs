@@ -707,6 +707,7 @@ impl ControlPlane {
                 spi_out: format!("{:#010x}", k.spi_out),
                 algorithm: k.algorithm.clone(),
                 udp_encap: k.udp_encap,
+                esn: k.esn,
                 local_ts: ts(&k.local_ts),
                 remote_ts: ts(&k.remote_ts),
                 age_secs: 0,

@@ -572,6 +572,25 @@ fn vecgate_to_vecgate_with_ike() {
     assert_eq!(a["child_sas"][0]["spi_out"], b["child_sas"][0]["spi_in"]);
     assert_eq!(a["child_sas"][0]["udp_encap"], false, "{a:#}");
     assert_eq!(a["child_sas"][0]["algorithm"], "aes256gcm16");
+    // Both offer ESN first (RFC 7296 §3.3.2): 64-bit sequence numbers on
+    // both gateways' SAs, each way (the high half enters every ICV, so the
+    // transfers below fail if the two disagree).
+    assert_eq!(
+        (
+            a["child_sas"][0]["esn"].clone(),
+            b["child_sas"][0]["esn"].clone()
+        ),
+        (Value::Bool(true), Value::Bool(true)),
+        "{a:#}\n{b:#}"
+    );
+    for api in [&api_a, &api_b] {
+        let sa = cli_json(api, "sa");
+        let list = sa.as_array().cloned().unwrap_or_default();
+        assert!(
+            list.len() == 2 && list.iter().all(|s| s["esn"] == true),
+            "{sa:#}"
+        );
+    }
     assert_eq!(
         (a["initiator"].clone(), b["initiator"].clone()),
         (Value::Bool(true), Value::Bool(false))
