@@ -198,7 +198,45 @@ pub fn render(ctl: &Control) -> String {
         "vecgate_ike_rekeys",
         "Rekeys of an IKEv2 tunnel's IKE SA (kind=ike) or child SAs (kind=child)",
     );
+    let half_open = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ike_half_open",
+        "Half-open IKE SAs of an IKEv2 tunnel (responder, before IKE_AUTH)",
+        half_open.clone(),
+    );
+    let inits = counter_family(
+        &mut reg,
+        "vecgate_ike_inits_received",
+        "IKE_SA_INIT requests an IKEv2 tunnel received (unauthenticated)",
+    );
+    let cookies = counter_family(
+        &mut reg,
+        "vecgate_ike_cookies_sent",
+        "IKE_SA_INIT requests answered with a COOKIE notify instead of state (RFC 7296 2.6)",
+    );
+    let refused = counter_family(
+        &mut reg,
+        "vecgate_ike_inits_refused",
+        "IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN or INVALID_KE_PAYLOAD",
+    );
+    let dropped = counter_family(
+        &mut reg,
+        "vecgate_ike_inits_dropped",
+        "IKE_SA_INIT requests dropped unanswered, by reason",
+    );
     for t in ctl.ike() {
+        let l = vec![("tunnel".to_owned(), t.tunnel.clone())];
+        half_open
+            .get_or_create(&l)
+            .set(i64::try_from(t.half_open).unwrap_or(i64::MAX));
+        inits.get_or_create(&l).inc_by(t.inits_received);
+        cookies.get_or_create(&l).inc_by(t.cookies_sent);
+        refused.get_or_create(&l).inc_by(t.inits_refused);
+        for d in &t.inits_dropped {
+            let mut l = l.clone();
+            l.push(("reason".to_owned(), d.reason.clone()));
+            dropped.get_or_create(&l).inc_by(d.count);
+        }
         for st in ["connecting", "waiting", "established", "failed", "down"] {
             let l = vec![
                 ("tunnel".to_owned(), t.tunnel.clone()),

@@ -508,7 +508,7 @@ pub struct IkeSaInfo {
 }
 
 /// One IKEv2-keyed tunnel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct IkeTunnelInfo {
     pub tunnel: String,
     pub local: String,
@@ -523,6 +523,29 @@ pub struct IkeTunnelInfo {
     pub child_sas: Vec<IkeChildSaInfo>,
     pub ike_rekeys: u64,
     pub child_rekeys: u64,
+    /// Half-open IKE SAs now (responder; RFC 7296 §2.6).
+    #[serde(default)]
+    pub half_open: u64,
+    /// IKE_SA_INIT requests received (unauthenticated), since start.
+    #[serde(default)]
+    pub inits_received: u64,
+    /// IKE_SA_INIT requests answered with a COOKIE instead of state.
+    #[serde(default)]
+    pub cookies_sent: u64,
+    /// IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN / INVALID_KE_PAYLOAD.
+    #[serde(default)]
+    pub inits_refused: u64,
+    /// IKE_SA_INIT requests dropped unanswered, by reason ("unknown-peer",
+    /// "source-limit", "half-open-full", "invalid-ke", "malformed").
+    #[serde(default)]
+    pub inits_dropped: Vec<IkeDropCount>,
+}
+
+/// IKE_SA_INIT requests dropped for one reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeDropCount {
+    pub reason: String,
+    pub count: u64,
 }
 
 /// Counters of one interface (all workers summed).

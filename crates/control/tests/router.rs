@@ -216,6 +216,7 @@ async fn interfaces_patch_and_misc() {
             child_sas: vec![],
             ike_rekeys: 0,
             child_rekeys: 0,
+            ..Default::default()
         }]
     }));
     let (st, b) = call(&app, "GET", "/ike", None, None).await;

@@ -19,8 +19,10 @@
 //!   given VRF through ip4/ip6-lookup, exactly as an encapsulated packet
 //!   leaves (so ARP/ND, the FIB and the output ports are the dataplane's).
 //!
-//! Both directions recycle the same fixed set of slots of [`SLOT_SIZE`]
-//! bytes (a free list in a bounded channel). The caller of `inject` passes
+//! Each direction recycles its own fixed set of slots of [`SLOT_SIZE`]
+//! bytes (a free list in a bounded channel): a flood that fills every
+//! punt slot leaves the control plane its transmit slots, so its
+//! retransmissions, liveness checks and rekeys still leave. The caller of `inject` passes
 //! the UDP payload as the IKE library produced it (non-ESP marker included
 //! on port 4500); `punt` delivers it the same way, marker included, as
 //! the library expects.
@@ -118,6 +120,9 @@ pub struct PuntCounters {
 pub struct Punt {
     free_tx: Sender<Box<[u8]>>,
     free_rx: Receiver<Box<[u8]>>,
+    /// Transmit's own slots (never shared with the punt direction).
+    tx_free_tx: Sender<Box<[u8]>>,
+    tx_free_rx: Receiver<Box<[u8]>>,
     up_tx: Sender<Datagram>,
     up_rx: Receiver<Datagram>,
     down_tx: Sender<Datagram>,
@@ -136,18 +141,23 @@ impl std::fmt::Debug for Punt {
 }
 
 impl Punt {
-    /// Preallocates `slots` slots (the only allocation of this path).
+    /// Preallocates `slots` slots for each direction (the only
+    /// allocation of this path).
     pub fn new(slots: usize) -> Arc<Punt> {
         let slots = slots.max(1);
         let (free_tx, free_rx) = bounded(slots);
+        let (tx_free_tx, tx_free_rx) = bounded(slots);
         for _ in 0..slots {
             let _ = free_tx.try_send(vec![0u8; SLOT_SIZE].into_boxed_slice());
+            let _ = tx_free_tx.try_send(vec![0u8; SLOT_SIZE].into_boxed_slice());
         }
         let (up_tx, up_rx) = bounded(slots);
         let (down_tx, down_rx) = bounded(slots);
         Arc::new(Punt {
             free_tx,
             free_rx,
+            tx_free_tx,
+            tx_free_rx,
             up_tx,
             up_rx,
             down_tx,
@@ -224,7 +234,7 @@ impl Punt {
         if local.is_ipv4() != remote.is_ipv4() {
             return Err(InjectError::MixedFamilies);
         }
-        let mut buf = self.free_rx.try_recv().map_err(|_| InjectError::Full)?;
+        let mut buf = self.tx_free_rx.try_recv().map_err(|_| InjectError::Full)?;
         buf[..payload.len()].copy_from_slice(payload);
         let d = Datagram {
             buf,
@@ -234,9 +244,14 @@ impl Punt {
             vrf,
         };
         self.down_tx.try_send(d).map_err(|e| {
-            self.release(e.into_inner());
+            self.release_tx(e.into_inner());
             InjectError::Full
         })
+    }
+
+    /// Returns an injected datagram's slot to the transmit free list.
+    fn release_tx(&self, d: Datagram) {
+        let _ = self.tx_free_tx.try_send(d.buf);
     }
 
     /// Builds up to `max` queued injections into packets from `pool`,
@@ -275,7 +290,7 @@ impl Punt {
                         .fetch_add(1, Ordering::Relaxed);
                 }
             }
-            self.release(d);
+            self.release_tx(d);
         }
     }
 }
@@ -423,6 +438,26 @@ mod tests {
         for _ in 0..4 {
             assert!(p.punt(b"x", sa("192.0.2.1:500"), sa("192.0.2.2:500"), 0));
         }
+    }
+
+    #[test]
+    fn a_full_punt_direction_leaves_inject_its_slots() {
+        let p = Punt::new(2);
+        let (l, r) = (sa("192.0.2.1:500"), sa("192.0.2.2:500"));
+        // A flood holds every punt slot (queued, not yet taken).
+        assert!(p.punt(b"a", l, r, 0) && p.punt(b"b", l, r, 0));
+        assert!(!p.punt(b"c", l, r, 0));
+        // The control plane still transmits, with both of its slots.
+        p.inject(b"dpd", l, r, 0).unwrap();
+        p.inject(b"rekey", l, r, 0).unwrap();
+        assert_eq!(p.inject(b"x", l, r, 0), Err(InjectError::Full));
+        let mut pool = Pool::new(4);
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        p.drain_inject(&mut pool, &mut v4, &mut v6, 8);
+        assert_eq!(v4.len(), 2);
+        // Injected slots go back to transmit, not to the punt flood.
+        assert!(!p.punt(b"d", l, r, 0));
+        p.inject(b"again", l, r, 0).unwrap();
     }
 
     #[test]

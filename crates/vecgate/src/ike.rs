@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 use vecgate_config::{Config, IkeSettings, Tunnel};
 use vecgate_ike::group::{self, Leaving, Member, Reaped};
 use vecgate_ike::{Action, ChildSaKeys, Ike, IkeConfig};
@@ -39,6 +39,9 @@ use zeroize::Zeroizing;
 pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
 /// Longest the thread sleeps without looking at timers.
 const MAX_WAIT: Duration = Duration::from_millis(100);
+/// Punted datagrams handled per turn of the loop: then the timers run
+/// (retransmissions, liveness checks, rekeys), however full the queue.
+const MAX_BATCH: usize = 64;
 /// Longest the thread waits at shutdown for the peer to acknowledge our
 /// IKE deletes (the workers wait for it, so this bounds the stop).
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
@@ -96,6 +99,8 @@ struct TunnelIke {
     underlay_vrf: Option<u16>,
     /// Retired: the IKE DELETE went out once no sibling child was left.
     delete_sent: bool,
+    /// The INIT counters at the last summary line ([`ControlPlane::summarize`]).
+    init_logged: vecgate_ike::InitStats,
 }
 
 impl Member for TunnelIke {
@@ -262,6 +267,7 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
         soft_rekeyed: Vec::new(),
         underlay_vrf: None,
         delete_sent: false,
+        init_logged: Default::default(),
     })
 }
 
@@ -322,6 +328,11 @@ fn spawn(
         status: status.clone(),
         cmds,
         deleting: Vec::new(),
+        summary_at: Instant::now(),
+        unmatched: 0,
+        unmatched_logged: 0,
+        inject_failed: 0,
+        inject_failed_logged: 0,
     };
     let thread = std::thread::Builder::new()
         .name("vg-ike".into())
@@ -345,6 +356,14 @@ struct ControlPlane {
     /// Tunnels being deleted live (by id): forgotten once the peer has
     /// acknowledged the IKE DELETE or at the deadline; then `done`.
     deleting: Vec<(u32, Instant, crossbeam_channel::Sender<()>)>,
+    /// When the next summary of unauthenticated input may be logged.
+    summary_at: Instant,
+    /// Punted datagrams that fit no tunnel, and how many were logged.
+    unmatched: u64,
+    unmatched_logged: u64,
+    /// Datagrams the inject queue refused, and how many were logged.
+    inject_failed: u64,
+    inject_failed_logged: u64,
 }
 
 impl ControlPlane {
@@ -373,11 +392,17 @@ impl ControlPlane {
             if let Some(d) = self.punt.recv_timeout(wait) {
                 self.datagram(&d);
                 self.punt.release(d);
-                // Take whatever else is queued before the timers.
-                while let Some(d) = self.punt.recv_timeout(Duration::ZERO) {
+                // A bounded batch of whatever else is queued, then the
+                // timers: a flood never starves them.
+                for _ in 1..MAX_BATCH {
+                    let Some(d) = self.punt.recv_timeout(Duration::ZERO) else {
+                        break;
+                    };
                     self.datagram(&d);
                     self.punt.release(d);
                 }
+                // What the batch produced leaves before the next one.
+                self.drain_all();
             }
             let now = Instant::now();
             group::handle_timeout(&mut self.tunnels, now);
@@ -385,6 +410,7 @@ impl ControlPlane {
             self.drain_all();
             self.expire_removals(now);
             self.finish_deletes(now);
+            self.summarize(now);
             self.publish(now);
         }
         self.shutdown();
@@ -595,7 +621,8 @@ impl ControlPlane {
             Some(i) => self.tunnels[i]
                 .ike
                 .handle_datagram(d.data(), d.local, d.remote, now),
-            None => debug!(local = %d.local, remote = %d.remote, "IKE datagram for no tunnel"),
+            // Counted and summarized, not logged per datagram.
+            None => self.unmatched += 1,
         }
     }
 
@@ -627,9 +654,10 @@ impl ControlPlane {
                     return;
                 };
                 self.tunnels[i].underlay_vrf = Some(vrf);
-                // A refused datagram is recovered by retransmission.
-                if let Err(e) = self.punt.inject(&data, local, remote, vrf) {
-                    debug!(tunnel = %self.tunnels[i].name, "IKE: inject: {e}");
+                // A refused datagram is recovered by retransmission; counted
+                // and summarized, not logged per datagram.
+                if self.punt.inject(&data, local, remote, vrf).is_err() {
+                    self.inject_failed += 1;
                 }
             }
             Action::InstallChild(k) => self.install(i, &k, now),

@@ -4,9 +4,13 @@
 
 use super::{ControlPlane, IkeSaInfo, IkeSaState, IkeTunnelInfo, TunnelIke};
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// At most one summary of unauthenticated input per tunnel this often.
+const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 use tracing::{info, warn};
-use vecgate_ike::Event;
+use vecgate_control::model::IkeDropCount;
+use vecgate_ike::{Event, InitDrop};
 
 impl ControlPlane {
     pub(super) fn event(&mut self, i: usize, e: Event, now: Instant) {
@@ -100,6 +104,50 @@ impl ControlPlane {
         }
     }
 
+    /// One log line per tunnel and [`SUMMARY_EVERY`] at most about the
+    /// unauthenticated IKE_SA_INITs it saw (a flood costs counters, not a
+    /// line per packet), and one about datagrams that fit no tunnel.
+    pub(super) fn summarize(&mut self, now: Instant) {
+        if now < self.summary_at {
+            return;
+        }
+        self.summary_at = now + SUMMARY_EVERY;
+        for t in &mut self.tunnels {
+            let s = t.ike.init_stats();
+            let last = std::mem::replace(&mut t.init_logged, s);
+            if s.received == last.received {
+                continue;
+            }
+            let d = |r: InitDrop| s.dropped_for(r) - last.dropped_for(r);
+            let dropped: Vec<String> = InitDrop::ALL
+                .iter()
+                .filter(|r| d(**r) > 0)
+                .map(|r| format!("{} {}", r.name(), d(*r)))
+                .collect();
+            info!(tunnel = %t.name, inits = s.received - last.received,
+                  cookies_sent = s.cookies_sent - last.cookies_sent,
+                  refused = s.refused - last.refused,
+                  dropped = %dropped.join(", "), half_open = s.half_open,
+                  "IKE: unauthenticated IKE_SA_INIT requests in the last {}s", SUMMARY_EVERY.as_secs());
+        }
+        if self.unmatched > self.unmatched_logged {
+            info!(
+                datagrams = self.unmatched - self.unmatched_logged,
+                "IKE: datagrams that fit no tunnel dropped in the last {}s",
+                SUMMARY_EVERY.as_secs()
+            );
+            self.unmatched_logged = self.unmatched;
+        }
+        if self.inject_failed > self.inject_failed_logged {
+            warn!(
+                datagrams = self.inject_failed - self.inject_failed_logged,
+                "IKE: datagrams not sent (transmit queue full) in the last {}s",
+                SUMMARY_EVERY.as_secs()
+            );
+            self.inject_failed_logged = self.inject_failed;
+        }
+    }
+
     pub(super) fn publish(&self, now: Instant) {
         let sa_infos = |t: &TunnelIke| -> Vec<IkeSaInfo> {
             let established: Vec<(u64, u64)> = t.ike.ike_sas();
@@ -125,6 +173,7 @@ impl ControlPlane {
             .filter(|t| !t.ike.is_retired())
             .map(|t| {
                 let c = t.ike.config();
+                let init = t.ike.init_stats();
                 // Its own IKE SAs, then those of siblings carrying its children.
                 let mut ike_sas = sa_infos(t);
                 let mut vias: Vec<u32> = t
@@ -162,6 +211,17 @@ impl ControlPlane {
                         .collect(),
                     ike_rekeys: t.ike_rekeys,
                     child_rekeys: t.child_rekeys,
+                    half_open: init.half_open as u64,
+                    inits_received: init.received,
+                    cookies_sent: init.cookies_sent,
+                    inits_refused: init.refused,
+                    inits_dropped: InitDrop::ALL
+                        .iter()
+                        .map(|r| IkeDropCount {
+                            reason: r.name().to_owned(),
+                            count: init.dropped_for(*r),
+                        })
+                        .collect(),
                 }
             })
             .collect();
@@ -224,6 +284,27 @@ pub fn show_table(v: &[IkeTunnelInfo]) -> String {
             t.ike_rekeys,
             t.child_rekeys
         ));
+        if t.inits_received > 0 {
+            let dropped: Vec<String> = t
+                .inits_dropped
+                .iter()
+                .filter(|d| d.count > 0)
+                .map(|d| format!("{} {}", d.reason, d.count))
+                .collect();
+            s.push_str(&format!(
+                "  inits {} cookies-sent {} refused {} dropped {}{} half-open {}\n",
+                t.inits_received,
+                t.cookies_sent,
+                t.inits_refused,
+                t.inits_dropped.iter().map(|d| d.count).sum::<u64>(),
+                if dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", dropped.join(", "))
+                },
+                t.half_open
+            ));
+        }
         for i in &t.ike_sas {
             s.push_str(&format!(
                 "  ike   {}/{} {} nat {} age {}s{}\n",
