@@ -139,45 +139,8 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let nports = cfg.interfaces.len();
 
     // Attach: every worker gets its own queue on every interface.
-    let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..nworkers).map(|_| Vec::new()).collect();
-    let mut guards = Vec::new();
-    for (i, ifc) in cfg.interfaces.iter().enumerate() {
-        let drv = driver_str(ifc.driver);
-        for (w, ports) in per_worker.iter_mut().enumerate() {
-            let port = vecgate_io::open_port(drv, &ifc.host, w, nworkers, fanout_id(i))
-                .with_context(|| format!("interface \"{}\" (netdev {})", ifc.name, ifc.host))?;
-            ports.push(port);
-        }
-        if ifc.driver == Driver::AfPacket {
-            let table = format!("vecgate_{}_{}", cfg.gateway.name, ifc.host);
-            guards.push(
-                IngressGuard::install_named(&ifc.host, &table).with_context(|| {
-                    format!(
-                        "interface \"{}\": installing the nftables ingress guard",
-                        ifc.name
-                    )
-                })?,
-            );
-        }
-    }
-    let netdevs: Vec<NetdevInfo> = per_worker[0]
-        .iter()
-        .map(|p| NetdevInfo {
-            mac: p.mac(),
-            mtu: p.mtu(),
-            offloads: p.offloads(),
-        })
-        .collect();
-    for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
-        if ifc.offloads && !nd.offloads {
-            warn!(interface = %ifc.name, "the backend exchanges no super-packets: offloads are done in software");
-        }
-        if let Some(mtu) = ifc.mtu {
-            if mtu > nd.mtu {
-                warn!(interface = %ifc.name, configured = mtu, netdev = nd.mtu, "configured MTU above the netdev's: using the netdev's");
-            }
-        }
-    }
+    let (per_worker, guards) = attach(&cfg, nworkers)?;
+    let netdevs = netdev_facts(&cfg, &per_worker[0]);
     // Tunnels keep their virtual ports across live changes (setup.rs).
     let mut tports = TunnelPorts::new(cfg.interfaces.len());
     let assigned = tports
@@ -203,47 +166,20 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
 
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let mut threads = Vec::new();
-    let mut counters = Vec::new();
-    let mut mailboxes = Vec::new();
-    let mut beats = Vec::new();
-    for (w, ports) in per_worker.into_iter().enumerate() {
-        let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
-        worker.set_neighbour_shared(neigh.clone());
-        if let Some(p) = &punt {
-            worker.set_punt(p.clone());
-        }
-        if let Some(p) = &vrrp_punt {
-            worker.set_vrrp(p.clone());
-        }
-        counters.push(worker.counters());
-        mailboxes.push(worker.mailbox());
-        beats.push(worker.heartbeat());
-        let drivers: Vec<(&'static str, String)> = cfg
-            .interfaces
-            .iter()
-            .map(|i| (driver_str(i.driver), i.host.clone()))
-            .collect();
-        worker.set_port_factory(Box::new(move |port, _name| {
-            let (drv, host) = &drivers[port as usize];
-            vecgate_io::open_port(drv, host, w, nworkers, fanout_id(port as usize))
-                .map_err(|e| std::io::Error::other(e.to_string()))
-        }));
-        let core = cores.get(w % cores.len().max(1)).copied();
-        // Workers stop after the IKE thread (its deletes go out through them).
-        let stop = workers_stop.clone();
-        let t = std::thread::Builder::new()
-            .name(format!("vg-worker-{w}"))
-            .spawn(move || {
-                if let Some(c) = core {
-                    core_affinity::set_for_current(c);
-                }
-                worker.run(&stop);
-            })
-            .context("spawning a worker thread")?;
-        threads.push(t);
-    }
+    let Workers {
+        threads,
+        counters,
+        mailboxes,
+        beats,
+    } = spawn_workers(
+        &cfg,
+        per_worker,
+        &shared,
+        &neigh,
+        punt.as_ref(),
+        vrrp_punt.as_ref(),
+        &workers_stop,
+    )?;
 
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
@@ -304,21 +240,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         routes = cfg.routes.len(),
         "ready"
     );
-    for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
-        let mac = nd
-            .mac
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":");
-        let addrs: Vec<String> = ifc
-            .addresses
-            .iter()
-            .map(|a| format!("{}/{}", a.addr, a.prefix_len))
-            .collect();
-        info!(interface = %ifc.name, netdev = %ifc.host, driver = driver_str(ifc.driver), %mac, mtu = nd.mtu,
-              offloads = nd.offloads, vrf = %ifc.vrf, addresses = %addrs.join(","), "attached");
-    }
+    log_attached(&cfg, &netdevs);
 
     // systemd (Type=notify): ready now that every port is attached and the
     // API's socket is bound (it answers from here on).
@@ -332,33 +254,6 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             api.endpoint
         ));
     }
-    let show = |counters: &[Arc<dataplane::counters::WorkerCounters>]| {
-        let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
-        let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
-        let mut ports = String::from(
-            "Port                 rx-packets     rx-bytes  rx-missed  rx-errors   tx-packets     tx-bytes  tx-errors     drops\n",
-        );
-        for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
-            ports.push_str(&format!(
-                "{:<16} {:>14} {:>12} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9}\n",
-                ifc.name,
-                p.rx_packets,
-                p.rx_bytes,
-                p.rx_missed,
-                p.rx_errors,
-                p.tx_packets,
-                p.tx_bytes,
-                p.tx_errors,
-                p.drops
-            ));
-        }
-        info!(
-            "counters\n{}\n{}\n{}",
-            ports,
-            sum.show_runtime(),
-            sum.show_errors()
-        );
-    };
     // SIGHUP reloads the file live (`vecgate reload`'s steps).
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
@@ -424,7 +319,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     sastate_stop.store(true, Ordering::Relaxed);
     let _ = sastate_ticker.join();
     crate::sastate::shutdown();
-    show(&counters);
+    show_counters(&cfg, &counters);
     for g in guards {
         if let Err(e) = g.remove() {
             warn!("removing ingress guard: {e}");
@@ -432,6 +327,175 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// Opens every interface once per worker (one queue each) and installs
+/// the AF_PACKET ingress guards.
+#[allow(clippy::type_complexity)]
+fn attach(cfg: &Config, nworkers: usize) -> Result<(Vec<Vec<Box<dyn Port>>>, Vec<IngressGuard>)> {
+    let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..nworkers).map(|_| Vec::new()).collect();
+    let mut guards = Vec::new();
+    for (i, ifc) in cfg.interfaces.iter().enumerate() {
+        let drv = driver_str(ifc.driver);
+        for (w, ports) in per_worker.iter_mut().enumerate() {
+            let port = vecgate_io::open_port(drv, &ifc.host, w, nworkers, fanout_id(i))
+                .with_context(|| format!("interface \"{}\" (netdev {})", ifc.name, ifc.host))?;
+            ports.push(port);
+        }
+        if ifc.driver == Driver::AfPacket {
+            let table = format!("vecgate_{}_{}", cfg.gateway.name, ifc.host);
+            guards.push(
+                IngressGuard::install_named(&ifc.host, &table).with_context(|| {
+                    format!(
+                        "interface \"{}\": installing the nftables ingress guard",
+                        ifc.name
+                    )
+                })?,
+            );
+        }
+    }
+    Ok((per_worker, guards))
+}
+
+/// What each netdev is (from worker 0's ports), warning where it cannot
+/// do what the configuration asks.
+fn netdev_facts(cfg: &Config, ports: &[Box<dyn Port>]) -> Vec<NetdevInfo> {
+    let netdevs: Vec<NetdevInfo> = ports
+        .iter()
+        .map(|p| NetdevInfo {
+            mac: p.mac(),
+            mtu: p.mtu(),
+            offloads: p.offloads(),
+        })
+        .collect();
+    for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
+        if ifc.offloads && !nd.offloads {
+            warn!(interface = %ifc.name, "the backend exchanges no super-packets: offloads are done in software");
+        }
+        if let Some(mtu) = ifc.mtu {
+            if mtu > nd.mtu {
+                warn!(interface = %ifc.name, configured = mtu, netdev = nd.mtu, "configured MTU above the netdev's: using the netdev's");
+            }
+        }
+    }
+    netdevs
+}
+
+/// The worker threads and what the control side keeps of each.
+struct Workers {
+    threads: Vec<std::thread::JoinHandle<()>>,
+    counters: Vec<Arc<dataplane::counters::WorkerCounters>>,
+    mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
+    beats: Vec<Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// One pinned thread per worker, each polling its own queue of every port.
+fn spawn_workers(
+    cfg: &Config,
+    per_worker: Vec<Vec<Box<dyn Port>>>,
+    shared: &Arc<SharedTables>,
+    neigh: &Arc<NeighbourShared>,
+    punt: Option<&Arc<dataplane::ike_punt::Punt>>,
+    vrrp_punt: Option<&Arc<dataplane::ike_punt::Punt>>,
+    workers_stop: &Arc<AtomicBool>,
+) -> Result<Workers> {
+    let nworkers = per_worker.len();
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut threads = Vec::new();
+    let mut counters = Vec::new();
+    let mut mailboxes = Vec::new();
+    let mut beats = Vec::new();
+    for (w, ports) in per_worker.into_iter().enumerate() {
+        let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
+        worker.set_neighbour_shared(neigh.clone());
+        if let Some(p) = punt {
+            worker.set_punt(p.clone());
+        }
+        if let Some(p) = vrrp_punt {
+            worker.set_vrrp(p.clone());
+        }
+        counters.push(worker.counters());
+        mailboxes.push(worker.mailbox());
+        beats.push(worker.heartbeat());
+        let drivers: Vec<(&'static str, String)> = cfg
+            .interfaces
+            .iter()
+            .map(|i| (driver_str(i.driver), i.host.clone()))
+            .collect();
+        worker.set_port_factory(Box::new(move |port, _name| {
+            let (drv, host) = &drivers[port as usize];
+            vecgate_io::open_port(drv, host, w, nworkers, fanout_id(port as usize))
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        }));
+        let core = cores.get(w % cores.len().max(1)).copied();
+        // Workers stop after the IKE thread (its deletes go out through them).
+        let stop = workers_stop.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("vg-worker-{w}"))
+            .spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                worker.run(&stop);
+            })
+            .context("spawning a worker thread")?;
+        threads.push(t);
+    }
+
+    Ok(Workers {
+        threads,
+        counters,
+        mailboxes,
+        beats,
+    })
+}
+
+/// One `attached` line per interface.
+fn log_attached(cfg: &Config, netdevs: &[NetdevInfo]) {
+    for (ifc, nd) in cfg.interfaces.iter().zip(netdevs) {
+        let mac = nd
+            .mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        let addrs: Vec<String> = ifc
+            .addresses
+            .iter()
+            .map(|a| format!("{}/{}", a.addr, a.prefix_len))
+            .collect();
+        info!(interface = %ifc.name, netdev = %ifc.host, driver = driver_str(ifc.driver), %mac, mtu = nd.mtu,
+              offloads = nd.offloads, vrf = %ifc.vrf, addresses = %addrs.join(","), "attached");
+    }
+}
+
+/// The final counters, logged at exit.
+fn show_counters(cfg: &Config, counters: &[Arc<dataplane::counters::WorkerCounters>]) {
+    let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
+    let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
+    let mut ports = String::from(
+        "Port                 rx-packets     rx-bytes  rx-missed  rx-errors   tx-packets     tx-bytes  tx-errors     drops\n",
+    );
+    for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
+        ports.push_str(&format!(
+            "{:<16} {:>14} {:>12} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9}\n",
+            ifc.name,
+            p.rx_packets,
+            p.rx_bytes,
+            p.rx_missed,
+            p.rx_errors,
+            p.tx_packets,
+            p.tx_bytes,
+            p.tx_errors,
+            p.drops
+        ));
+    }
+    info!(
+        "counters\n{}\n{}\n{}",
+        ports,
+        sum.show_runtime(),
+        sum.show_errors()
+    );
 }
 
 /// SIGHUP: the configuration file re-read, validated whole and its
