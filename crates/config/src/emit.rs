@@ -133,6 +133,11 @@ impl Config {
                 let _ = writeln!(s, "id = {}", t.id);
                 let _ = writeln!(s, "vrf = {}", quote(&t.vrf));
             }
+            for p in &rt.punt {
+                let _ = writeln!(s, "\n[[routing.punt]]");
+                let _ = writeln!(s, "vrf = {}", quote(&p.vrf));
+                let _ = writeln!(s, "tap = {}", quote(&p.tap));
+            }
         }
         crate::ha::emit(self, &mut s, quote);
         s

@@ -70,6 +70,20 @@ pub struct Routing {
     /// Most next-hop groups (RTM_NEWNEXTHOP objects) held.
     #[serde(default = "default_max_nexthop_groups")]
     pub max_nexthop_groups: u32,
+    /// `[[routing.punt]]`: VRFs whose BGP and BFD go to the host's stack.
+    #[serde(default)]
+    pub punt: Vec<RoutingPunt>,
+}
+
+/// `[[routing.punt]]`: BGP (TCP 179) and BFD (UDP 3784, 3785, 4784)
+/// addressed to the gateway in `vrf` go to the host's stack through the
+/// TUN device `tap`, which vecgate creates with the VRF's addresses; what
+/// the host sends on it is routed in `vrf` (VPP linux-cp's model).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingPunt {
+    pub vrf: String,
+    /// Host interface name (at most 15 bytes).
+    pub tap: String,
 }
 
 fn default_max_routes() -> u32 {
@@ -87,6 +101,7 @@ impl Default for Routing {
             tables: Vec::new(),
             max_routes: DEFAULT_MAX_ROUTES,
             max_nexthop_groups: DEFAULT_MAX_NEXTHOP_GROUPS,
+            punt: Vec::new(),
         }
     }
 }

@@ -98,7 +98,8 @@ pub const TUNNEL_KEYS: &[&str] = &[
     "ike",
 ];
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
-const ROUTING_KEYS: &[&str] = &["fpm", "max_routes", "max_nexthop_groups", "table"];
+const ROUTING_KEYS: &[&str] = &["fpm", "max_routes", "max_nexthop_groups", "table", "punt"];
+const ROUTING_PUNT_KEYS: &[&str] = &["vrf", "tap"];
 const ROUTING_TABLE_KEYS: &[&str] = &["id", "vrf"];
 const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route", "routing", "ha"];
 
@@ -803,7 +804,32 @@ fn read_routing(
         out.max_nexthop_groups = u32::try_from(n).unwrap_or(DEFAULT_MAX_NEXTHOP_GROUPS);
     }
     let table = r.get("table");
+    let punt = r.get("punt");
     positions.routing = r.pos;
+    if let Some(pv) = punt {
+        let key_span = find(t, "punt").map_or(0..0, |(k, _)| k.span());
+        for (i, (tt, at)) in tables(src, "routing.punt", pv, key_span, diags)
+            .into_iter()
+            .enumerate()
+        {
+            let mut r = Reader {
+                src,
+                table: tt,
+                label: format!("[[routing.punt]] #{}", i + 1),
+                pos: ObjPos::new(at),
+                diags,
+                broken: false,
+            };
+            r.unknown_keys(ROUTING_PUNT_KEYS);
+            let vrf = r.string("vrf", true);
+            let tap = r.string("tap", true);
+            let (pos, broken) = (r.pos, r.broken);
+            if let (Some(vrf), Some(tap), false) = (vrf, tap, broken) {
+                positions.routing_punts.push(pos);
+                out.punt.push(RoutingPunt { vrf, tap });
+            }
+        }
+    }
     let Some(tv) = table else {
         return out;
     };

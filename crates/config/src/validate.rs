@@ -70,6 +70,7 @@ pub(crate) struct Positions {
     pub routes: Vec<ObjPos>,
     pub routing: ObjPos,
     pub routing_tables: Vec<ObjPos>,
+    pub routing_punts: Vec<ObjPos>,
     /// `[ha]`; its `subs` are the `[[ha.group]]` tables.
     pub ha: ObjPos,
 }
@@ -744,6 +745,42 @@ fn routing(v: &mut V<'_>) {
         } else if !vrfs.insert(t.vrf.as_str()) {
             let m = format!("vrf \"{}\" already has a table: one table per VRF", t.vrf);
             v.err(tp.key("vrf"), &label, m);
+        }
+    }
+    routing_punts(v);
+}
+
+/// `[[routing.punt]]`: one TUN per VRF, a VRF that has addresses, names
+/// the kernel takes and no netdev of the configuration.
+fn routing_punts(v: &mut V<'_>) {
+    let mut vrfs = HashSet::new();
+    let mut taps = HashSet::new();
+    for (i, p) in v.cfg.routing.punt.iter().enumerate() {
+        let pp = nth(&v.pos.routing_punts, i);
+        let label = format!("[[routing.punt]] {}", p.tap);
+        let has_vrf = v.cfg.interfaces.iter().any(|x| x.vrf == p.vrf)
+            || v.cfg.tunnels.iter().any(|x| x.vrf == p.vrf);
+        if !has_vrf {
+            let m = format!("vrf \"{}\" has no interface or tunnel", p.vrf);
+            v.err(pp.key("vrf"), &label, m);
+        } else if !vrfs.insert(p.vrf.as_str()) {
+            let m = format!("vrf \"{}\" already has a punt TUN: one per VRF", p.vrf);
+            v.err(pp.key("vrf"), &label, m);
+        }
+        let bad_name = p.tap.is_empty()
+            || p.tap.len() > 15
+            || p.tap
+                .chars()
+                .any(|c| c == '/' || c == ':' || c.is_whitespace());
+        if bad_name {
+            let m = format!(
+                "tap = \"{}\" is not an interface name (1..=15 bytes, no '/', ':' or space)",
+                p.tap
+            );
+            v.err(pp.key("tap"), &label, m);
+        } else if !taps.insert(p.tap.as_str()) || v.cfg.interfaces.iter().any(|x| x.host == p.tap) {
+            let m = format!("tap \"{}\" is used twice", p.tap);
+            v.err(pp.key("tap"), &label, m);
         }
     }
 }

@@ -231,6 +231,7 @@ fn routing() -> impl Strategy<Value = Routing> {
                     .collect(),
                 max_routes: mr.unwrap_or(DEFAULT_MAX_ROUTES),
                 max_nexthop_groups: mg.unwrap_or(DEFAULT_MAX_NEXTHOP_GROUPS),
+                punt: Vec::new(),
             }),
     ]
 }

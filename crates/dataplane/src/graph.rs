@@ -127,6 +127,9 @@ pub struct Ctx {
     /// Where ip-local punts VRRP advertisements (`nodes/ip_local/vrrp_punt.rs`);
     /// `None`: no `[ha]`, and they are not even delivered locally.
     pub vrrp: Option<Arc<crate::ike_punt::Punt>>,
+    /// Where ip-local hands BGP and BFD to the host's stack
+    /// ([`crate::host_punt`]); `None`: no `[[routing.punt]]`.
+    pub host: Option<Arc<crate::host_punt::HostPunt>>,
     /// This worker's counters, for the tunnel nodes to count traffic of
     /// virtual ports (set by the worker; `None` in bare node tests).
     pub counters: Option<Arc<WorkerCounters>>,
@@ -169,6 +172,7 @@ impl Ctx {
             port_udp_gso: vec![false; n_ports],
             punt: None,
             vrrp: None,
+            host: None,
             counters: None,
         }
     }

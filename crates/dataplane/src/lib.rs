@@ -10,6 +10,7 @@ pub mod counters;
 pub mod esp;
 pub mod fib;
 pub mod graph;
+pub mod host_punt;
 pub mod ike_punt;
 pub mod neighbour;
 pub mod neighbour_packets;

@@ -295,13 +295,21 @@ impl Worker {
         self.cx.punt = Some(punt);
     }
 
+    /// Connects the host punt ([`crate::host_punt`]): ip-local hands BGP
+    /// and BFD to it, and each loop iteration routes what the host sent.
+    pub fn set_host_punt(&mut self, host: Arc<crate::host_punt::HostPunt>) {
+        self.cx.host = Some(host);
+    }
+
     /// Routes the datagrams the control plane injected (at most a vector
     /// per iteration; the buffers come from this worker's pool).
     fn inject(&mut self) {
-        let Some(punt) = self.cx.punt.clone() else {
-            return;
-        };
-        punt.drain_inject(&mut self.cx.pool, &mut self.rx, &mut self.announce, 32);
+        if let Some(host) = self.cx.host.clone() {
+            host.drain_inject(&mut self.cx.pool, &mut self.rx, &mut self.announce, 32);
+        }
+        if let Some(punt) = self.cx.punt.clone() {
+            punt.drain_inject(&mut self.cx.pool, &mut self.rx, &mut self.announce, 32);
+        }
         if !self.rx.is_empty() {
             self.graph.input(NodeId::Ip4Lookup, &mut self.rx);
         }

@@ -14,6 +14,7 @@
 pub mod af_packet;
 pub mod af_xdp;
 pub mod error;
+pub mod host_tun;
 pub mod netdev;
 pub mod netdev_lock;
 mod nft;

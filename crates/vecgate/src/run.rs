@@ -134,6 +134,11 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         .as_ref()
         .filter(|h| !h.groups.is_empty())
         .map(|_| dataplane::ike_punt::Punt::new(64));
+    // `[[routing.punt]]`: BGP and BFD to the host's stack through a TUN
+    // per VRF (created and addressed now, before any worker punts).
+    let host_taps = crate::host_tap::open(&cfg).map_err(|e| anyhow!(e))?;
+    let host_punt = (!host_taps.is_empty())
+        .then(|| dataplane::host_punt::HostPunt::new(dataplane::host_punt::DEFAULT_SLOTS));
     let held = crate::ha::Held::default();
     let nworkers = cfg.gateway.workers.max(1);
     let nports = cfg.interfaces.len();
@@ -178,6 +183,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         &neigh,
         punt.as_ref(),
         vrrp_punt.as_ref(),
+        host_punt.as_ref(),
         &workers_stop,
     )?;
 
@@ -224,6 +230,13 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             )
         }
         _ => None,
+    };
+    let host_thread = match &host_punt {
+        Some(h) => Some(
+            crate::host_tap::spawn(host_taps, h.clone(), shared.clone(), stop.clone())
+                .context("spawning the host punt thread")?,
+        ),
+        None => None,
     };
     let ike = match (ike, &punt) {
         (Some(prep), Some(p)) => Some(
@@ -302,6 +315,11 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         }
         for line in crate::ha::describe(&ha_status) {
             info!("VRRP {line}");
+        }
+    }
+    if let Some(t) = host_thread {
+        if t.join().is_err() {
+            error!("the host punt thread panicked");
         }
     }
     api.shutdown();
@@ -390,6 +408,7 @@ struct Workers {
 }
 
 /// One pinned thread per worker, each polling its own queue of every port.
+#[allow(clippy::too_many_arguments)]
 fn spawn_workers(
     cfg: &Config,
     per_worker: Vec<Vec<Box<dyn Port>>>,
@@ -397,6 +416,7 @@ fn spawn_workers(
     neigh: &Arc<NeighbourShared>,
     punt: Option<&Arc<dataplane::ike_punt::Punt>>,
     vrrp_punt: Option<&Arc<dataplane::ike_punt::Punt>>,
+    host_punt: Option<&Arc<dataplane::host_punt::HostPunt>>,
     workers_stop: &Arc<AtomicBool>,
 ) -> Result<Workers> {
     let nworkers = per_worker.len();
@@ -413,6 +433,9 @@ fn spawn_workers(
         }
         if let Some(p) = vrrp_punt {
             worker.set_vrrp(p.clone());
+        }
+        if let Some(h) = host_punt {
+            worker.set_host_punt(h.clone());
         }
         counters.push(worker.counters());
         mailboxes.push(worker.mailbox());

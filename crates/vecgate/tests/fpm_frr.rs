@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{ping_count, unique, veth, wait_until, Gateway, Netns};
+use common::{ping_count, unique, veth, wait_until, Capture, Gateway, Netns};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -197,10 +197,14 @@ fn b_bgpd(extra: &[String]) -> String {
 /// vecgate's learned routes in its FIB: prefix → via, read with `vecgate
 /// show routes --json`.
 fn fib(t: &Topo) -> BTreeSet<String> {
-    let out = t.gw.try_sh(&format!(
+    fib_of(&t.gw, &t.api)
+}
+
+fn fib_of(gw: &Netns, api: &str) -> BTreeSet<String> {
+    let out = gw.try_sh(&format!(
         "{} show routes --json --api unix:{}",
         common::vecgate_bin().display(),
-        t.api
+        api
     ));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     v.as_array()
@@ -361,4 +365,129 @@ fn ten_thousand_routes_install_and_a_sample_forwards() {
         t.api
     ));
     assert_eq!(m.trim(), "0", "inactive learned routes");
+}
+
+/// Site A's FRR on the gateway host itself: its BGP session with B goes
+/// through vecgate (TCP 179 to vecgate's wan address punted to the host's
+/// stack through the `[[routing.punt]]` TUN, the host's segments routed
+/// out of wan), and the routes it learns come back over FPM.
+///
+/// ```text
+///   h1 10.1.0.2 ── lan [vecgate] wan 10.0.1.1 ── b-gw 10.0.1.2 (b: bgpd AS 65002) ── h2 10.88.1.2
+///                     │ TUN vg-default (10.1.0.1/24, 10.0.1.1/24 on gw's host)
+///   gw's host: zebra (dplane_fpm_nl → 127.0.0.1:2620) + bgpd AS 65001
+/// ```
+#[test]
+fn bgp_session_through_vecgate_reaches_the_peer_and_its_routes_forward() {
+    let h1 = Netns::new("h1");
+    let h2 = Netns::new("h2");
+    let gwn = Netns::new("gw");
+    let bn = Netns::new("rb");
+    let api = format!("/tmp/{}.sock", unique("api"));
+    veth(&h1, "eth0", &gwn, "gw-h1");
+    veth(&gwn, "gw-b", &bn, "b-gw");
+    veth(&bn, "b-h2", &h2, "eth0");
+    h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
+    bn.sh(
+        "ip addr add 10.0.1.2/24 dev b-gw && ip addr add 10.88.1.1/24 dev b-h2 && \
+           ip route add 10.1.0.0/24 via 10.0.1.1 && sysctl -qw net.ipv4.ip_forward=1",
+    );
+    h2.sh("ip addr add 10.88.1.2/24 dev eth0 && ip route add default via 10.88.1.1");
+    let cfg = format!(
+        r#"[gateway]
+name = "bgp"
+workers = 1
+api = "unix:{api}"
+
+[[interface]]
+name = "lan"
+host = "gw-h1"
+driver = "af_packet"
+addresses = ["10.1.0.1/24"]
+
+[[interface]]
+name = "wan"
+host = "gw-b"
+driver = "af_packet"
+addresses = ["10.0.1.1/24"]
+
+[routing]
+fpm = "127.0.0.1:2620"
+
+[[routing.punt]]
+vrf = "default"
+tap = "vg-default"
+"#
+    );
+    let _gw = Gateway::start(&gwn, &cfg);
+    // The TUN is up on the host with the VRF's addresses.
+    let addrs = gwn.sh("ip -4 -o addr show dev vg-default");
+    assert!(
+        addrs.contains("10.0.1.1/24") && addrs.contains("10.1.0.1/24"),
+        "{addrs}"
+    );
+    // Every BGP segment on B's side of the wire (the referee).
+    let mut cap = Capture::start_filtered(&bn, "b-gw", "tcp port 179");
+    let b = Frr::start(
+        &bn,
+        "frrb",
+        "",
+        "router bgp 65002\n no bgp ebgp-requires-policy\n no bgp network import-check\n \
+         neighbor 10.0.1.1 remote-as 65001\n neighbor 10.0.1.1 timers 3 9\n \
+         neighbor 10.0.1.1 timers connect 1\n \
+         address-family ipv4 unicast\n  network 10.88.1.0/24\n exit-address-family\n",
+        false,
+    );
+    let a = Frr::start(
+        &gwn,
+        "frra",
+        "fpm address 127.0.0.1 port 2620\n",
+        "router bgp 65001\n no bgp ebgp-requires-policy\n neighbor 10.0.1.2 remote-as 65002\n \
+         neighbor 10.0.1.2 timers 3 9\n neighbor 10.0.1.2 timers connect 1\n",
+        true,
+    );
+    let want = set(&["10.88.1.0/24"]);
+    assert!(
+        wait_until(90, || fib_of(&gwn, &api) == want),
+        "vecgate's FIB never held B's route: {:?}\nA: {}\nB: {}",
+        fib_of(&gwn, &api),
+        a.vtysh(&["show bgp summary"]),
+        b.vtysh(&["show bgp summary"])
+    );
+    common::warm_up(&h1, "10.88.1.2");
+    let (n, out) = ping_count(&h1, 10, 20, "-i 0.1 10.88.1.2");
+    assert_eq!(n, 10, "{out}");
+    // The session's segments crossed vecgate's wan both ways, from and to
+    // vecgate's own address, and vecgate counted what it punted.
+    let pcap = cap.stop().to_path_buf();
+    let from_a = common::tshark(
+        &pcap,
+        "ip.src == 10.0.1.1 && tcp.port == 179 && bgp",
+        "-e bgp.type",
+    );
+    let to_a = common::tshark(
+        &pcap,
+        "ip.dst == 10.0.1.1 && tcp.port == 179 && bgp",
+        "-e bgp.type",
+    );
+    assert!(
+        from_a.iter().any(|t| t.split(',').any(|x| x == "1")) && !to_a.is_empty(),
+        "no BGP OPEN from 10.0.1.1 / nothing back: {from_a:?} {to_a:?}"
+    );
+    assert!(common::counter(&api, "ip-local", "host-punted") > 0);
+
+    // B withdraws: the route leaves vecgate's FIB, traffic stops.
+    b.vtysh(&[
+        "configure terminal",
+        "router bgp 65002",
+        "address-family ipv4 unicast",
+        "no network 10.88.1.0/24",
+    ]);
+    assert!(
+        wait_until(60, || fib_of(&gwn, &api).is_empty()),
+        "withdrawn route still in vecgate's FIB: {:?}",
+        fib_of(&gwn, &api)
+    );
+    let (n, out) = ping_count(&h1, 3, 6, "-i 0.2 10.88.1.2");
+    assert_eq!(n, 0, "traffic after the withdrawal: {out}");
 }

@@ -9,6 +9,8 @@
 //!   ESP tunnel's underlay endpoint (VRF and address);
 //! - [`vrrp_punt`]: VRRP advertisements to the control plane when HA
 //!   runs;
+//! - [`host_punt`]: BGP (TCP 179) and BFD to the host's stack through
+//!   the VRF's TUN when `[[routing.punt]]` names it ([`crate::host_punt`]);
 //! - [`tunnel_demux`]: tunnel traffic to decapsulation — IP protocol 47 to
 //!   gre-input, UDP to a VXLAN tunnel's port to vxlan-input, IP protocol 50
 //!   and UDP 4500 (NAT-T) to esp-decrypt, with `meta.aux` = the offset of
@@ -19,6 +21,7 @@
 //! Everything else is dropped as "local-unhandled".
 
 mod echo;
+mod host_punt;
 mod ike_punt;
 mod nd_receive;
 mod tunnel_demux;
@@ -61,6 +64,7 @@ enum E {
     VrrpPunted,
     VrrpBadTtl,
     IkeWrongUnderlay,
+    HostPunted,
 }
 
 const ERRORS: &[&str] = &[
@@ -84,6 +88,7 @@ const ERRORS: &[&str] = &[
     "vrrp-punted",
     "vrrp-bad-ttl",
     "ike-wrong-underlay",
+    "host-punted",
 ];
 
 const NEXT: &[NodeId] = &[
@@ -232,6 +237,15 @@ impl IpLocal {
         match ike_punt::punt_ike(cx, &p, proto, l4, src, dst) {
             Some(E::IkePunted) => {
                 next.count(E::IkePunted as u16, 1);
+                cx.pool.free(p);
+                return Ok(());
+            }
+            Some(e) => return Err((p, e)),
+            None => {}
+        }
+        match host_punt::punt_host(cx, &p, proto, l4) {
+            Some(E::HostPunted) => {
+                next.count(E::HostPunted as u16, 1);
                 cx.pool.free(p);
                 return Ok(());
             }
