@@ -433,10 +433,11 @@ async fn config(State(s): State<AppState>) -> Response {
 /// steps as the other live changes. A change only a restart can apply
 /// (workers, an interface's netdev or driver, `[gateway]`, `[routing]`,
 /// `[ha]`) refuses the whole reload with 409 "needs a restart: …".
-/// `?dry_run=true` only returns the plan.
+/// `?dry_run=true` only returns the plan. The spec also names `text/plain`
+/// so that generic OpenAPI clients (and schemathesis) can send a body.
 #[utoipa::path(post, path = "/config", tag = "gateway", params(ReloadQuery),
-    request_body(content = String, content_type = "application/toml",
-                 description = "The new configuration file"),
+    request_body(description = "The new configuration file (TOML; any text media type is read as TOML)",
+                 content((String = "application/toml"), (String = "text/plain"))),
     responses((status = 200, description = "The plan; `applied` says whether it was applied", body = ReloadPlan),
               (status = 400, description = "invalid configuration: every error with its line", body = ErrorBody),
               (status = 409, description = "a change needs a restart, or a live step was refused (nothing applied)", body = ErrorBody),
