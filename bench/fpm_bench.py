@@ -82,7 +82,7 @@ def _metric(sock, name):
     except OSError:
         return 0.0
     return sum(float(l.rsplit(" ", 1)[1]) for l in m.splitlines()
-               if l.startswith(name + " ") or l.startswith(name + "{"))
+               if l.split("{")[0].split(" ")[0] in (name, name + "_total"))
 
 
 def _median(v):
