@@ -26,6 +26,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 VECGATE = os.environ.get("VECGATE", os.path.join(ROOT, "target", "release", "vecgate"))
+# The gateway binary alone can be another build (before/after runs), the
+# traffic tool staying the same: VECGATE_GATEWAY.
+GATEWAY = os.environ.get("VECGATE_GATEWAY", VECGATE)
 OUT = os.path.join(ROOT, "bench", "out")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PID = os.getpid()
@@ -137,6 +140,7 @@ class Router:
 name = "bench"
 workers = {workers}
 api = "unix:{OUT}/{self.r.name}.sock"
+state_dir = "{OUT}/{self.r.name}.state"
 
 [[interface]]
 name = "h1"

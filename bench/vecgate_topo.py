@@ -94,7 +94,7 @@ class VecgateTunnel(_SiteToSite):
 name = "bench-{side}"
 workers = {self.workers}
 api = "unix:{sock}"
-
+{self.state_line(side)}
 [[interface]]
 name = "lan"
 host = "{lan_if}"
@@ -253,7 +253,7 @@ via = "t{i}"
             with open(path, "w") as f:
                 f.write(self.config(side))
             logname = f"gw-{side}.log"
-            self.spawn(ns, [b.VECGATE, "run", "--config", path], logname, gateway=True)
+            self.spawn(ns, [b.GATEWAY, "run", "--config", path], logname, gateway=True)
             self.gw_logs.append(os.path.join(self.dir, logname))
         deadline = time.time() + 20
         for log in self.gw_logs:
@@ -265,6 +265,15 @@ via = "t{i}"
                 if time.time() > deadline or any(p.poll() is not None for p in self.procs):
                     raise RuntimeError(f"{self.label}: vecgate did not start:\n{text}")
                 time.sleep(0.05)
+
+    def state_line(self, side):
+        """Each topology keeps its SA state in its own directory: contenders
+        are set up side by side, and two gateways cannot share (lock) the
+        default /var/lib/vecgate/<name>. A gateway built before state_dir
+        existed (VECGATE_NO_STATE_DIR=1, for before/after runs) gets none."""
+        if os.environ.get("VECGATE_NO_STATE_DIR") == "1":
+            return ""
+        return f'state_dir = "{self.dir}/state-{side}"\n'
 
     def diagnostics(self):
         out = []
