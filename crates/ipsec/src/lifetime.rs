@@ -160,6 +160,14 @@ impl LifetimeState {
         self.pending.store(2, Relaxed);
     }
 
+    /// Queues a soft event (once per SA, never after hard) for a limit
+    /// the counters do not see: a sequence space nearly used up.
+    pub fn raise_soft(&self) {
+        if !self.hard_fired.load(Relaxed) {
+            let _ = self.fire_soft();
+        }
+    }
+
     fn fire_soft(&self) -> Option<LifetimeEvent> {
         if self
             .soft_fired

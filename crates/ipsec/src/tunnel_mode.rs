@@ -89,6 +89,14 @@ fn cbc_mac(key: &hmac::Key, head: &[u8], ct: &[u8], seq: u64, esn: bool) -> hmac
     ctx.sign()
 }
 
+/// Sequence numbers left when a 32-bit SA reports its soft lifetime even
+/// with no configured limit, as IKE's default child packet limit
+/// (2^32 - 2^24): the IKE thread rekeys, and a static SA's operator is
+/// warned 2^24 packets before `seq-exhausted` stops it (RFC 4303 §3.3.3).
+/// Judged on the sequence number, which survives restarts, not on the
+/// packet counter, which starts again at zero.
+pub const SEQ_SOFT_MARGIN: u64 = 1 << 24;
+
 impl OutboundSa {
     /// Exclusive upper end of the sequence space: without ESN the last
     /// number is 2^32 - 1; with ESN 2^64 - 2 (the range type cannot hold
@@ -113,7 +121,12 @@ impl OutboundSa {
             return Err(EspError::SaExpired);
         }
         match self.seq.take(n) {
-            Take::Ok(r) => Ok(r),
+            Take::Ok(r) => {
+                if !self.esn && r.end > u64::from(u32::MAX) + 1 - SEQ_SOFT_MARGIN {
+                    self.lifetime.raise_soft();
+                }
+                Ok(r)
+            }
             Take::Wait => Err(EspError::SeqNotDurable),
             Take::Exhausted => {
                 if !self.exhausted.swap(true, Relaxed) {

@@ -344,6 +344,26 @@ fn authentic_non_ip_inner_is_refused() {
     );
 }
 
+/// With no configured limit a 32-bit SA still warns (soft) 2^24 numbers
+/// before exhaustion, once; an ESN SA does not.
+#[test]
+fn soft_event_before_sequence_exhaustion_without_limits() {
+    use vecgate_ipsec::tunnel_mode::SEQ_SOFT_MARGIN;
+    let (out, _inb) = pair(|| config(Algorithm::AesGcm128, 0x7100, false, false, false));
+    let edge = u64::from(u32::MAX) + 1 - SEQ_SOFT_MARGIN;
+    let r = out.reserve(edge - 1).unwrap();
+    assert_eq!(r.end, edge);
+    assert_eq!(out.lifetime().take_event(), None);
+    let r = out.reserve(1).unwrap();
+    assert_eq!(r, edge..edge + 1);
+    assert_eq!(out.lifetime().take_event(), Some(LifetimeEvent::Soft));
+    out.reserve(1000).unwrap();
+    assert_eq!(out.lifetime().take_event(), None);
+    let (out, _inb) = pair(|| config(Algorithm::AesGcm128, 0x7200, false, false, true));
+    out.reserve(edge + 1000).unwrap();
+    assert_eq!(out.lifetime().take_event(), None);
+}
+
 #[test]
 fn sequence_exhaustion_without_esn() {
     let mut pool = Pool::new(2);

@@ -452,12 +452,14 @@ pub fn lifetime_message(tunnel: &str, e: &vecgate_ipsec::SaEvent) -> String {
     .into_iter()
     .flatten()
     .collect();
-    let head = format!(
-        "IPsec SA {:#010x} ({dir}) of tunnel {tunnel}: {} packets, {} bytes ({})",
-        e.spi,
-        e.packets,
-        e.bytes,
+    let limits = if limits.is_empty() {
+        "no configured limit; its 32-bit sequence numbers are nearly used up".to_owned()
+    } else {
         limits.join(", ")
+    };
+    let head = format!(
+        "IPsec SA {:#010x} ({dir}) of tunnel {tunnel}: {} packets, {} bytes ({limits})",
+        e.spi, e.packets, e.bytes,
     );
     match e.event {
         vecgate_ipsec::LifetimeEvent::Soft => format!(
@@ -489,6 +491,17 @@ mod tests {
                 ..Lifetime::default()
             },
         };
+        let s = lifetime_message(
+            "t0",
+            &SaEvent {
+                limits: Lifetime::default(),
+                ..e
+            },
+        );
+        assert!(
+            s.contains("(no configured limit; its 32-bit sequence numbers are nearly used up): soft lifetime reached"),
+            "{s}"
+        );
         let s = lifetime_message("t0", &e);
         assert!(s.starts_with("IPsec SA 0x00001001 (outbound) of tunnel t0: 850 packets, 85000 bytes (packets soft 850 / hard 1000)"), "{s}");
         assert!(s.contains("soft lifetime reached"), "{s}");
