@@ -87,10 +87,18 @@ pub struct Ipsec {
     pub ike: Option<IkeSettings>,
 }
 
-/// `[tunnel.ike]`: IKEv2 with a pre-shared key (RFC 7296 §2.15).
+/// `[tunnel.ike]`: IKEv2 with a pre-shared key (RFC 7296 §2.15). The one
+/// definition of a tunnel's IKE settings: the TOML reader fills it, and
+/// `POST /tunnels` takes it as its `ike` object (schema `IkeSpec`, with
+/// the `schema` feature), so a new setting is added here once. In JSON an
+/// optional field may also be `null` (= left out).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = IkeSpec))]
+#[serde(deny_unknown_fields)]
 pub struct IkeSettings {
-    /// File holding the PSK (read at start, zeroized; never logged).
+    /// File on the gateway holding the PSK (read at start, zeroized; never
+    /// logged); never the PSK itself.
+    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub psk_file: PathBuf,
     /// Our identity: an address, an FQDN or `keyid:...`; default: `local`.
     #[serde(default)]
@@ -98,14 +106,20 @@ pub struct IkeSettings {
     /// The identity the peer must present; default: `remote`.
     #[serde(default)]
     pub remote_id: Option<String>,
-    /// IKE SA proposals in strongSwan syntax; empty: the library's default.
-    #[serde(default)]
+    /// IKE SA proposals in strongSwan syntax (`aes256-sha256-modp2048`);
+    /// empty: the library's default.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(nullable))]
     pub ike_proposals: Vec<String>,
-    /// Child SA (ESP) proposals; empty: the library's default.
-    #[serde(default)]
+    /// Child SA (ESP) proposals (`aes128gcm16`); empty: the library's
+    /// default.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(nullable))]
     pub esp_proposals: Vec<String>,
-    /// Start the negotiation (and re-establish it) instead of waiting.
-    #[serde(default = "yes")]
+    /// Start the negotiation (and re-establish it) instead of waiting for
+    /// the peer; default true.
+    #[serde(default = "yes", deserialize_with = "null_is_yes")]
+    #[cfg_attr(feature = "schema", schema(nullable))]
     pub initiate: bool,
     /// Seconds of silence before a liveness check (RFC 7296 §2.4).
     #[serde(default)]
@@ -126,9 +140,25 @@ pub struct IkeSettings {
     /// starts at 85 % of them). Default: no byte limit.
     #[serde(default)]
     pub child_lifetime_bytes: Option<u64>,
-    /// Our traffic selectors; empty: any address of the family.
-    #[serde(default)]
+    /// Our traffic selectors; empty: the networks of the tunnel VRF's
+    /// interfaces, else any address of the family.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>, nullable))]
     pub local_traffic: Vec<Prefix>,
+}
+
+/// An optional list given as `null` in JSON is an empty one.
+fn null_is_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+/// `initiate: null` in JSON is the default, true.
+fn null_is_yes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Option::<bool>::deserialize(d).map(|b| b.unwrap_or(true))
 }
 
 /// Keywords of IKE/ESP proposal strings (strongSwan syntax) that the IKEv2

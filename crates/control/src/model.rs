@@ -230,9 +230,10 @@ pub struct TunnelSpec {
     /// ipsec, statically keyed: exactly one "out" and at least one "in" SA.
     #[serde(default)]
     pub sa: Option<Vec<TunnelSaSpec>>,
-    /// ipsec, keyed by IKEv2 with a pre-shared key (instead of `sa`).
+    /// ipsec, keyed by IKEv2 with a pre-shared key (instead of `sa`):
+    /// `[tunnel.ike]` as the file holds it (schema `IkeSpec`).
     #[serde(default)]
-    pub ike: Option<IkeSpec>,
+    pub ike: Option<vecgate_config::IkeSettings>,
 }
 
 /// The keying fields of a static-SA request, whichever shape it came in.
@@ -314,48 +315,6 @@ sa_request! {
         #[schema(minimum = 0, maximum = 65536)]
         pub replay_window: Option<u32>,
     }
-}
-
-/// IKEv2 of a new ipsec tunnel (`[tunnel.ike]`, RFC 7296 with a PSK).
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IkeSpec {
-    /// File on the gateway holding the PSK (never the PSK itself).
-    pub psk_file: String,
-    /// Our identity: an address, an FQDN or "keyid:..."; default: local.
-    #[serde(default)]
-    pub local_id: Option<String>,
-    /// The identity the peer must present; default: remote.
-    #[serde(default)]
-    pub remote_id: Option<String>,
-    /// IKE SA proposals, strongSwan syntax ("aes256-sha256-modp2048").
-    #[serde(default)]
-    pub ike_proposals: Option<Vec<String>>,
-    /// Child SA (ESP) proposals ("aes128gcm16").
-    #[serde(default)]
-    pub esp_proposals: Option<Vec<String>>,
-    /// Start the negotiation (default true); false: wait for the peer.
-    #[serde(default)]
-    pub initiate: Option<bool>,
-    /// Seconds of silence before a liveness check (RFC 7296 §2.4).
-    #[serde(default)]
-    pub dpd_interval: Option<u64>,
-    /// Seconds until the IKE SA is rekeyed.
-    #[serde(default)]
-    pub ike_lifetime: Option<u64>,
-    /// Seconds until each child SA is rekeyed.
-    #[serde(default)]
-    pub child_lifetime: Option<u64>,
-    /// Packets until each child SA stops (rekeyed at 85 %); default
-    /// 2^32 - 2^24.
-    #[serde(default)]
-    pub child_lifetime_packets: Option<u64>,
-    /// Bytes until each child SA stops (rekeyed at 85 %); default none.
-    #[serde(default)]
-    pub child_lifetime_bytes: Option<u64>,
-    /// Our traffic selectors; default: the tunnel VRF's networks.
-    #[serde(default)]
-    pub local_traffic: Option<Vec<String>>,
 }
 
 /// One IPsec security association, without key material.

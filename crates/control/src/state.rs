@@ -985,7 +985,7 @@ impl Control {
     fn ipsec_of(
         spec: &TunnelSpec,
     ) -> Result<(Option<vecgate_config::ipsec::Ipsec>, Vec<Option<&str>>), ApiError> {
-        use vecgate_config::ipsec::{IkeSettings, Ipsec};
+        use vecgate_config::ipsec::Ipsec;
         if spec.nat_t.is_none() && spec.traffic.is_none() && spec.sa.is_none() && spec.ike.is_none()
         {
             return Ok((None, Vec::new()));
@@ -1027,29 +1027,12 @@ impl Control {
             sas.push(sa);
             hex.push(h);
         }
-        let ike = match &spec.ike {
-            None => None,
-            Some(k) => Some(IkeSettings {
-                psk_file: std::path::PathBuf::from(&k.psk_file),
-                local_id: k.local_id.clone(),
-                remote_id: k.remote_id.clone(),
-                ike_proposals: k.ike_proposals.clone().unwrap_or_default(),
-                esp_proposals: k.esp_proposals.clone().unwrap_or_default(),
-                initiate: k.initiate.unwrap_or(true),
-                dpd_interval: k.dpd_interval,
-                ike_lifetime: k.ike_lifetime,
-                child_lifetime: k.child_lifetime,
-                child_lifetime_packets: k.child_lifetime_packets,
-                child_lifetime_bytes: k.child_lifetime_bytes,
-                local_traffic: prefixes("ike.local_traffic", k.local_traffic.as_ref())?,
-            }),
-        };
         Ok((
             Some(Ipsec {
                 nat_t: spec.nat_t.unwrap_or(false),
                 traffic: prefixes("traffic", spec.traffic.as_ref())?,
                 sas,
-                ike,
+                ike: spec.ike.clone(),
             }),
             hex,
         ))

@@ -345,6 +345,12 @@ async fn invalid_ipsec_tunnels_are_400_naming_the_field_without_key_echo() {
         ),
         (
             r#"{"name":"x","kind":"ipsec","local":"192.0.2.1","remote":"192.0.2.2",
+                "ike":{"psk_file":"/p","local_traffic":["10.1.0.0/24","10.1.0.0/99x"]}}"#
+                .to_owned(),
+            "ike.local_traffic[1]",
+        ),
+        (
+            r#"{"name":"x","kind":"ipsec","local":"192.0.2.1","remote":"192.0.2.2",
                 "ike":{"psk_file":"/p","psk":"hunter2"}}"#
                 .to_owned(),
             "ike",
@@ -491,7 +497,7 @@ async fn ipsec_tunnel_lifecycle_duplicate_route_and_rollback() {
     let ike = r#"{"name":"i1","kind":"ipsec","local":"192.0.2.1","remote":"192.0.2.9",
                   "traffic":["10.9.0.0/24"],
                   "ike":{"psk_file":"/etc/vg/i1.psk","remote_id":"peer.example","initiate":false,
-                         "esp_proposals":["aes128gcm16"]}}"#;
+                         "esp_proposals":["aes128gcm16"],"ike_proposals":null,"local_traffic":null}}"#;
     let ike = ike.replace("/etc/vg", &dir.path());
     let (st, b) = call(&app, "POST", "/tunnels", Some(&ike)).await;
     assert_eq!(st, 201, "{b}");
