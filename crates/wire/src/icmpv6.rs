@@ -1,14 +1,21 @@
 //! ICMPv6 (RFC 4443) and the Neighbor Discovery messages vecgate needs
 //! (RFC 4861): router solicitation/advertisement (minimal), neighbor
-//! solicitation/advertisement with their link-layer address options; plus
-//! the solicited-node and multicast-MAC mappings and an error builder.
+//! solicitation/advertisement with their link-layer address options. The
+//! ND options and address mappings are in `ndp.rs`, the error builder in
+//! `errors.rs` (both re-exported here).
 
 use core::net::Ipv6Addr;
 
 use crate::checksum;
 use crate::ethernet::MacAddr;
-use crate::ipv6::{self, protocol};
+use crate::ipv6::protocol;
 use crate::{Error, Result};
+
+mod errors;
+mod ndp;
+
+pub use errors::{build_error, error_quote, may_send_error, ErrorKind, MAX_ERROR_LEN};
+pub use ndp::{multicast_mac, na_flags, ndp_option, solicited_node, NdpOption, NdpOptions};
 
 /// ICMPv6 message types (RFC 4443 §2.1, RFC 4861 §4).
 pub mod msg_type {
@@ -48,22 +55,6 @@ pub mod param_problem_code {
     pub const UNRECOGNIZED_OPTION: u8 = 2;
 }
 
-/// Neighbor Advertisement flags (RFC 4861 §4.4).
-pub mod na_flags {
-    pub const ROUTER: u8 = 0x80;
-    pub const SOLICITED: u8 = 0x40;
-    pub const OVERRIDE: u8 = 0x20;
-}
-
-/// NDP option types (RFC 4861 §4.6).
-pub mod ndp_option {
-    pub const SOURCE_LL_ADDR: u8 = 1;
-    pub const TARGET_LL_ADDR: u8 = 2;
-    pub const PREFIX_INFO: u8 = 3;
-    pub const REDIRECTED_HDR: u8 = 4;
-    pub const MTU: u8 = 5;
-}
-
 mod field {
     use core::ops::Range;
     pub const TYPE: usize = 0;
@@ -84,27 +75,9 @@ mod field {
 
 /// Length of the ICMPv6 header (type, code, checksum, 4 bytes of rest).
 pub const HEADER_LEN: usize = 8;
-/// Largest error message, IPv6 header included (RFC 4443 §2.4 (c)).
-pub const MAX_ERROR_LEN: usize = ipv6::MIN_MTU;
 const NS_NA_LEN: usize = 24;
 const RS_LEN: usize = 8;
 const RA_LEN: usize = 16;
-
-/// The solicited-node multicast address of `addr` (RFC 4291 §2.7.1):
-/// ff02::1:ff00:0/104 followed by the low 24 bits of `addr`.
-pub fn solicited_node(addr: &Ipv6Addr) -> Ipv6Addr {
-    let o = addr.octets();
-    Ipv6Addr::from([
-        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, o[13], o[14], o[15],
-    ])
-}
-
-/// The Ethernet address of an IPv6 multicast group (RFC 2464 §7): 33:33
-/// followed by the last 32 bits of the group.
-pub fn multicast_mac(group: &Ipv6Addr) -> MacAddr {
-    let o = group.octets();
-    MacAddr([0x33, 0x33, o[12], o[13], o[14], o[15]])
-}
 
 /// A view of an ICMPv6 message.
 #[derive(Debug, Clone)]
@@ -289,159 +262,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     pub fn data_mut(&mut self) -> &mut [u8] {
         &mut self.bm()[HEADER_LEN..]
-    }
-}
-
-/// One NDP option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NdpOption<'a> {
-    SourceLinkLayerAddr(MacAddr),
-    TargetLinkLayerAddr(MacAddr),
-    Mtu(u32),
-    PrefixInfo {
-        prefix_len: u8,
-        /// L (0x80) and A (0x40).
-        flags: u8,
-        valid_lifetime: u32,
-        preferred_lifetime: u32,
-        prefix: Ipv6Addr,
-    },
-    /// Anything else: the type and the bytes after type and length.
-    Other {
-        kind: u8,
-        data: &'a [u8],
-    },
-}
-
-impl NdpOption<'_> {
-    /// Bytes the option takes on the wire.
-    pub fn buffer_len(&self) -> usize {
-        match self {
-            NdpOption::SourceLinkLayerAddr(_)
-            | NdpOption::TargetLinkLayerAddr(_)
-            | NdpOption::Mtu(_) => 8,
-            NdpOption::PrefixInfo { .. } => 32,
-            NdpOption::Other { data, .. } => (data.len() + 2).div_ceil(8) * 8,
-        }
-    }
-
-    /// Writes the option (zero-padded to its 8-byte multiple) at the start
-    /// of `buf`; [`Error::Truncated`] if it does not fit, [`Error::BadLength`]
-    /// if an `Other` option is too long for the length octet.
-    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let len = self.buffer_len();
-        let units = u8::try_from(len / 8).map_err(|_| Error::BadLength)?;
-        let buf = buf.get_mut(..len).ok_or(Error::Truncated)?;
-        buf.fill(0);
-        buf[1] = units;
-        match self {
-            NdpOption::SourceLinkLayerAddr(m) | NdpOption::TargetLinkLayerAddr(m) => {
-                buf[0] = if matches!(self, NdpOption::SourceLinkLayerAddr(_)) {
-                    ndp_option::SOURCE_LL_ADDR
-                } else {
-                    ndp_option::TARGET_LL_ADDR
-                };
-                buf[2..8].copy_from_slice(&m.0);
-            }
-            NdpOption::Mtu(mtu) => {
-                buf[0] = ndp_option::MTU;
-                buf[4..8].copy_from_slice(&mtu.to_be_bytes());
-            }
-            NdpOption::PrefixInfo {
-                prefix_len,
-                flags,
-                valid_lifetime,
-                preferred_lifetime,
-                prefix,
-            } => {
-                buf[0] = ndp_option::PREFIX_INFO;
-                buf[2] = *prefix_len;
-                buf[3] = *flags;
-                buf[4..8].copy_from_slice(&valid_lifetime.to_be_bytes());
-                buf[8..12].copy_from_slice(&preferred_lifetime.to_be_bytes());
-                buf[16..32].copy_from_slice(&prefix.octets());
-            }
-            NdpOption::Other { kind, data } => {
-                buf[0] = *kind;
-                buf[2..2 + data.len()].copy_from_slice(data);
-            }
-        }
-        Ok(len)
-    }
-}
-
-/// Iterator over NDP options. An option of length 0 (RFC 4861 §4.6: "nodes
-/// MUST silently discard an ND packet that contains an option with length
-/// zero"), one running past the buffer, or a known option too short for its
-/// contents yields `Err` once and ends the iteration. Bounded by the buffer
-/// since every option advances at least 8 bytes.
-#[derive(Debug, Clone)]
-pub struct NdpOptions<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> NdpOptions<'a> {
-    pub fn new(options: &'a [u8]) -> NdpOptions<'a> {
-        NdpOptions { rest: options }
-    }
-}
-
-impl<'a> Iterator for NdpOptions<'a> {
-    type Item = Result<NdpOption<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        let r = self.parse_one();
-        if r.is_err() {
-            self.rest = &[];
-        }
-        Some(r)
-    }
-}
-
-impl<'a> NdpOptions<'a> {
-    fn parse_one(&mut self) -> Result<NdpOption<'a>> {
-        let (kind, units) = match self.rest {
-            [k, u, ..] => (*k, usize::from(*u)),
-            _ => return Err(Error::Truncated),
-        };
-        if units == 0 {
-            return Err(Error::Malformed);
-        }
-        let len = units * 8;
-        let opt = self.rest.get(..len).ok_or(Error::Truncated)?;
-        self.rest = &self.rest[len..];
-        let u32_at = |o: usize| u32::from_be_bytes([opt[o], opt[o + 1], opt[o + 2], opt[o + 3]]);
-        Ok(match kind {
-            ndp_option::SOURCE_LL_ADDR => {
-                NdpOption::SourceLinkLayerAddr(MacAddr::from_bytes(&opt[2..])?)
-            }
-            ndp_option::TARGET_LL_ADDR => {
-                NdpOption::TargetLinkLayerAddr(MacAddr::from_bytes(&opt[2..])?)
-            }
-            ndp_option::MTU => NdpOption::Mtu(u32_at(4)),
-            ndp_option::PREFIX_INFO => {
-                // RFC 4861 §4.6.2: length 4.
-                if units != 4 {
-                    return Err(Error::Malformed);
-                }
-                let mut p = [0u8; 16];
-                p.copy_from_slice(&opt[16..32]);
-                NdpOption::PrefixInfo {
-                    prefix_len: opt[2],
-                    flags: opt[3],
-                    valid_lifetime: u32_at(4),
-                    preferred_lifetime: u32_at(8),
-                    prefix: Ipv6Addr::from(p),
-                }
-            }
-            _ => NdpOption::Other {
-                kind,
-                data: &opt[2..],
-            },
-        })
     }
 }
 
@@ -725,116 +545,6 @@ impl<'a> Icmpv6Repr<'a> {
         q.fill_checksum(src, dst);
         Ok(())
     }
-}
-
-/// The part of `original` (an IPv6 packet, from its fixed header) an error
-/// quotes: all of it up to its payload length (no link padding), at most
-/// what keeps the error within the minimum MTU (RFC 4443 §2.4 (c)).
-pub fn error_quote(original: &[u8]) -> &[u8] {
-    let mut len = original.len();
-    if let Ok(p) = ipv6::Packet::new_checked(original) {
-        len = p.packet().len();
-    }
-    &original[..len.min(MAX_ERROR_LEN - ipv6::HEADER_LEN - HEADER_LEN)]
-}
-
-/// The kind of error [`build_error`] sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    DstUnreachable { code: u8 },
-    PktTooBig { mtu: u32 },
-    TimeExceeded { code: u8 },
-    ParamProblem { code: u8, pointer: u32 },
-}
-
-/// Whether an error of `kind` may be sent about `original` (RFC 4443 §2.4
-/// (e)): never about an ICMPv6 error (or a redirect), never to an
-/// unspecified or multicast source, and about a packet sent to a multicast
-/// address only packet too big or parameter problem code 2. Unparsable
-/// originals get no error. (Rate limiting, §2.4 (f), is the caller's.)
-pub fn may_send_error(original: &[u8], kind: ErrorKind) -> bool {
-    let Ok(p) = ipv6::Packet::new_checked(original) else {
-        return false;
-    };
-    let src = p.src_addr();
-    if src.is_unspecified() || src.is_multicast() {
-        return false;
-    }
-    if p.dst_addr().is_multicast() {
-        let allowed = matches!(
-            kind,
-            ErrorKind::PktTooBig { .. }
-                | ErrorKind::ParamProblem {
-                    code: param_problem_code::UNRECOGNIZED_OPTION,
-                    ..
-                }
-        );
-        if !allowed {
-            return false;
-        }
-    }
-    if let Ok(c) = p.header_chain() {
-        if c.protocol == protocol::ICMPV6 {
-            match p.packet().get(c.offset) {
-                Some(&t) if !msg_type::is_error(t) && t != msg_type::REDIRECT => {}
-                _ => return false,
-            }
-        }
-    }
-    true
-}
-
-/// Builds a complete IPv6 + ICMPv6 error about `original` into `out`, from
-/// `src` to the original's source, and returns its length. The quote is
-/// [`error_quote`], shortened if `out` is smaller (but never below the
-/// original's 40-byte header: then [`Error::Truncated`]). Call
-/// [`may_send_error`] first.
-pub fn build_error(
-    out: &mut [u8],
-    src: &Ipv6Addr,
-    hop_limit: u8,
-    kind: ErrorKind,
-    original: &[u8],
-) -> Result<usize> {
-    let orig = ipv6::Packet::new_checked(original)?;
-    let room = out
-        .len()
-        .checked_sub(ipv6::HEADER_LEN + HEADER_LEN)
-        .ok_or(Error::Truncated)?;
-    let quote = error_quote(original);
-    let quote = &quote[..quote.len().min(room)];
-    if quote.len() < ipv6::HEADER_LEN {
-        return Err(Error::Truncated);
-    }
-    let icmp = match kind {
-        ErrorKind::DstUnreachable { code } => Icmpv6Repr::DstUnreachable { code, data: quote },
-        ErrorKind::PktTooBig { mtu } => Icmpv6Repr::PktTooBig { mtu, data: quote },
-        ErrorKind::TimeExceeded { code } => Icmpv6Repr::TimeExceeded { code, data: quote },
-        ErrorKind::ParamProblem { code, pointer } => Icmpv6Repr::ParamProblem {
-            code,
-            pointer,
-            data: quote,
-        },
-    };
-    let dst = orig.src_addr();
-    let ip = ipv6::Ipv6Repr {
-        src_addr: *src,
-        dst_addr: dst,
-        next_header: protocol::ICMPV6,
-        payload_len: icmp.buffer_len(),
-        hop_limit,
-        traffic_class: 0,
-        flow_label: 0,
-    };
-    let total = ip.buffer_len();
-    let (hdr, rest) = out.split_at_mut(ipv6::HEADER_LEN);
-    ip.emit(&mut ipv6::Packet::new_unchecked(hdr))?;
-    icmp.emit(
-        src,
-        &dst,
-        &mut Packet::new_unchecked(&mut rest[..icmp.buffer_len()]),
-    )?;
-    Ok(total)
 }
 
 #[cfg(test)]

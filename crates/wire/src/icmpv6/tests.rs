@@ -1,4 +1,5 @@
 use super::*;
+use crate::ipv6;
 
 fn a(s: &str) -> Ipv6Addr {
     s.parse().unwrap()
