@@ -322,6 +322,9 @@ pub struct IkeConfig {
     /// Half-open SAs one source address may hold, cookie or not; INITs
     /// beyond are dropped (RFC 8019 §4.3; strongSwan's block_threshold).
     pub half_open_per_source: usize,
+    /// Half-open SAs held at most (their own table, apart from the
+    /// established SAs, RFC 8019 §4); INITs beyond are dropped.
+    pub max_half_open: usize,
     /// Whether we initiate (otherwise we only respond).
     pub initiate: bool,
     /// Always UDP-encapsulate ESP and float to NAT-T even without NAT.
@@ -351,7 +354,8 @@ impl IkeConfig {
     /// A configuration with defaults: proposals `aes256gcm16-prfsha256-x25519`
     /// and `aes256-sha256-modp2048`, ESP `aes256gcm16`, 1 s retransmission
     /// base, 5 tries, cookies at 16 half-open SAs (3 from one address) or
-    /// 20 INITs a second, 5 half-open SAs per address, no rekeying, no DPD.
+    /// 20 INITs a second, 5 half-open SAs per address and 64 in all, no
+    /// rekeying, no DPD.
     pub fn new(local_addr: SocketAddr, remote_addr: SocketAddr, psk: &[u8]) -> IkeConfig {
         IkeConfig {
             local_addr,
@@ -384,6 +388,7 @@ impl IkeConfig {
             cookie_threshold_ip: 3,
             cookie_rate: 20,
             half_open_per_source: 5,
+            max_half_open: crate::MAX_HALF_OPEN,
             initiate: false,
             force_encap: false,
             fragment_size: Some(1280),

@@ -137,6 +137,9 @@ pub fn owner<M: Member>(
 /// (strongSwan's `block_threshold`, 5) and silently drop the rest, which
 /// would cost the excess a retransmission schedule each. Those left wait
 /// in `to_start`; `failed` hears of the members that could not start.
+/// Only our own initiations count ([`Ike::is_connecting`]): half-open
+/// SAs of the peer's (or of a flood spoofing its address) hold no start
+/// back.
 pub fn start_some<M: Member>(
     members: &mut [M],
     to_start: &mut Vec<u32>,
@@ -152,7 +155,7 @@ pub fn start_some<M: Member>(
         let half_open = members
             .iter()
             .filter(|t| t.ike().config().remote_addr.ip() == peer)
-            .filter(|t| t.ike().has_sa() && !t.ike().is_established())
+            .filter(|t| t.ike().is_connecting())
             .count();
         if half_open >= MAX_HALF_OPEN_PER_PEER {
             skipped.push(id);
@@ -320,6 +323,34 @@ mod tests {
             ),
             Some(0)
         );
+    }
+
+    #[test]
+    fn half_open_sas_of_the_peer_hold_no_initiation_back() {
+        // A flood spoofing the peer's address leaves a half-open SA in
+        // every tunnel towards it: ours still start, as only our own
+        // initiations are paced.
+        let now = Instant::now();
+        let n = MAX_HALF_OPEN_PER_PEER as u32 + 1;
+        let mut g: Vec<T> = (1..=n)
+            .map(|i| tunnel(i, "192.0.2.1:500", "192.0.2.2:500", b"a"))
+            .collect();
+        let ours: SocketAddr = "192.0.2.1:500".parse().unwrap();
+        let peer: SocketAddr = "192.0.2.2:500".parse().unwrap();
+        for t in &mut g {
+            let mut p = tunnel(99, "192.0.2.2:500", "192.0.2.1:500", b"a");
+            p.1.initiate(now).unwrap();
+            let Some(crate::Action::Send { data, .. }) = p.1.poll_action() else {
+                panic!("no INIT sent");
+            };
+            t.ike_mut().handle_datagram(&data, ours, peer, now);
+            assert!(t.ike().has_sa() && !t.ike().is_established());
+            assert!(!t.ike().is_connecting());
+        }
+        let mut to_start: Vec<u32> = vec![1];
+        start_some(&mut g, &mut to_start, now, |_, e| panic!("{e}"));
+        assert!(to_start.is_empty(), "the peer's half-open SAs held it back");
+        assert!(g[0].ike().is_connecting());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! failure of the tunnel.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use vecgate_ike::crypto::dh_keys_generated;
 use vecgate_ike::message::Message;
 use vecgate_ike::payload::{notify, Payload};
@@ -366,4 +366,111 @@ fn half_open_sas_have_their_own_account_and_never_block_a_rekey() {
     assert_eq!(b.init_stats().dropped_for(InitDrop::HalfOpenFull), 2);
     // A new IKE SA of A's own is not refused either.
     a.initiate(now).unwrap();
+}
+
+/// Sends `b` INITs from `from` until its half-open table refuses one.
+fn fill_half_open(b: &mut Ike, from: SocketAddr, now: Instant) {
+    let mut n = 0;
+    while b.init_stats().dropped_for(InitDrop::HalfOpenFull) == 0 {
+        b.handle_datagram(&init(SUITE), addr(B), from, now);
+        let _ = actions(b);
+        n += 1;
+        assert!(n < 1000, "the half-open table never filled");
+    }
+}
+
+/// B with cookies and the per-source limit out of the way, so that INITs
+/// from the peer's address fill its half-open table.
+fn open_cfg(local: &str, remote: &str) -> IkeConfig {
+    let mut c = cfg(local, remote, SUITE);
+    c.cookie_threshold = usize::MAX;
+    c.cookie_threshold_ip = usize::MAX;
+    c.cookie_rate = u32::MAX;
+    c.half_open_per_source = usize::MAX;
+    c
+}
+
+#[test]
+fn a_full_half_open_table_holds_no_reconnection_back() {
+    // B initiates and reconnects 1 s after it lost its IKE SA; INITs
+    // spoofed as A (its configured peer) fill B's half-open table.
+    let mut cb = open_cfg(B, A);
+    cb.initiate = true;
+    cb.reconnect_delay = Some(Duration::from_secs(1));
+    let mut b = Ike::new(cb).unwrap();
+    let mut a = Ike::new(cfg(A, B, SUITE)).unwrap();
+    let now = Instant::now();
+    b.initiate(now).unwrap();
+    pump(&mut b, &mut a, now);
+    assert!(a.is_established() && b.is_established());
+    fill_half_open(&mut b, addr(A), now);
+    assert_eq!(b.init_stats().half_open, vecgate_ike::MAX_HALF_OPEN);
+    // A deletes the IKE SA (as it does when it stops).
+    a.delete_ike(now);
+    pump(&mut a, &mut b, now);
+    assert!(!b.is_established());
+    // B reconnects after its delay, long before the half-open SAs expire.
+    let t = now + Duration::from_millis(1100);
+    assert!(
+        b.next_timeout().is_some_and(|x| x <= t),
+        "no reconnection scheduled: {:?}",
+        b.next_timeout().map(|x| x - now)
+    );
+    b.handle_timeout(t);
+    let out = sent(&mut b);
+    assert!(
+        out.iter()
+            .any(|m| m.header.exchange == 34 && !m.header.is_response()),
+        "no new IKE_SA_INIT: {out:?}"
+    );
+    assert_eq!(b.init_stats().half_open, vecgate_ike::MAX_HALF_OPEN);
+}
+
+#[test]
+fn a_full_half_open_table_refuses_inits_only() {
+    // The table (here 4) full of the peer's spoofed INITs: a new INIT is
+    // dropped, while B's own initiation, A's IKE_SA_INIT answered before
+    // the flood and its IKE_AUTH all go through.
+    let mut cb = open_cfg(B, A);
+    cb.max_half_open = 4;
+    let mut b = Ike::new(cb).unwrap();
+    let mut a = Ike::new(cfg(A, B, SUITE)).unwrap();
+    let now = Instant::now();
+    a.initiate(now).unwrap();
+    let Some(Action::Send { data, .. }) = a.poll_action() else {
+        panic!("no INIT");
+    };
+    b.handle_datagram(&data, addr(B), addr(A), now);
+    let answer = actions(&mut b);
+    fill_half_open(&mut b, addr(A), now);
+    assert_eq!(b.init_stats().half_open, 4);
+    // A tampered IKE_AUTH for the first SA leaves it half-open.
+    for act in answer {
+        if let Action::Send { data, .. } = act {
+            a.handle_datagram(&data, addr(A), addr(B), now);
+        }
+    }
+    let Some(Action::Send { data: auth, .. }) = a.poll_action() else {
+        panic!("no IKE_AUTH");
+    };
+    let mut bad = auth.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    b.handle_datagram(&bad, addr(B), addr(A), now);
+    assert!(actions(&mut b).is_empty());
+    assert_eq!(b.init_stats().half_open, 4);
+    assert!(!b.is_established());
+    // The genuine one establishes it: it leaves the half-open table.
+    b.handle_datagram(&auth, addr(B), addr(A), now);
+    pump(&mut b, &mut a, now);
+    assert!(a.is_established() && b.is_established());
+    assert_eq!(b.init_stats().half_open, 3);
+    b.initiate(now).unwrap();
+    a.rekey_ike(now);
+    let ev = pump(&mut a, &mut b, now);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, vecgate_ike::Event::IkeRekeyed { .. })),
+        "{ev:?}"
+    );
 }

@@ -4,17 +4,18 @@
 //! demanded when half-open SAs pile up in total or from one address, or
 //! when INITs arrive faster than a rate; past the cookie check one source
 //! address may hold only so many half-open SAs, and half-open SAs are
-//! capped in their own account, apart from established ones (so a flood
-//! never takes the room a rekey needs). Every refusal is a counter
+//! capped in a table of their own ([`super::half_open`]), apart from
+//! established ones (so a flood never takes the room a rekey, an initiate
+//! or a reconnect needs). Every refusal is a counter
 //! ([`InitStats`]), never an event: unauthenticated input does not touch
 //! a tunnel's state.
 
-use super::table::St;
 use super::{Ike, HALF_OPEN_TIMEOUT};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-/// Half-open responder SAs per peer, apart from the established ones.
+/// Half-open responder SAs per peer by default
+/// ([`crate::IkeConfig::max_half_open`]), apart from the established ones.
 pub const MAX_HALF_OPEN: usize = 64;
 /// INITs remembered as half-open before they have an SA (bounds memory
 /// under a flood; beyond it cookies are in force anyway).
@@ -29,7 +30,7 @@ pub enum InitDrop {
     UnknownPeer,
     /// Its source address holds the per-source limit of half-open SAs.
     SourceLimit,
-    /// The half-open account is full ([`MAX_HALF_OPEN`]).
+    /// The half-open table is full ([`crate::IkeConfig::max_half_open`]).
     HalfOpenFull,
     /// Its KE payload is not a valid public value (checked before any DH).
     InvalidKe,
@@ -135,18 +136,13 @@ impl Ike {
     /// Half-open responder SAs (and INITs counted as such), of one source
     /// address or all.
     pub(super) fn half_open(&self, from: Option<IpAddr>) -> usize {
-        let sas = self
-            .sas
-            .iter()
-            .filter(|s| s.is_half_open() && from.is_none_or(|ip| s.remote.ip() == ip))
-            .count();
         let attempts = self
             .adm
             .attempts
             .iter()
             .filter(|(_, ip)| from.is_none_or(|f| *ip == f))
             .count();
-        sas + attempts
+        self.half.count_from(from) + attempts
     }
 
     /// Notes an INIT's arrival; whether the INIT rate is over the limit.
@@ -180,7 +176,7 @@ impl Ike {
             self.init_dropped(InitDrop::SourceLimit);
             return false;
         }
-        if self.half_open(None) >= MAX_HALF_OPEN {
+        if self.half_open(None) >= self.cfg.max_half_open {
             self.init_dropped(InitDrop::HalfOpenFull);
             return false;
         }
@@ -199,12 +195,5 @@ impl Ike {
     /// The INIT became a half-open SA, which counts itself from now on.
     pub(super) fn init_attempt_done(&mut self) {
         self.adm.attempts.pop_back();
-    }
-}
-
-impl super::table::IkeSa {
-    /// A responder's SA before IKE_AUTH: the state an INIT costs us.
-    pub(super) fn is_half_open(&self) -> bool {
-        !self.dead && !self.initiator && self.state == St::HalfOpen
     }
 }

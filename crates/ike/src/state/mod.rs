@@ -2,7 +2,8 @@
 //! [`sa_init`] (IKE_SA_INIT), [`auth`] (IKE_AUTH), [`child`] and
 //! [`ike_rekey`] (CREATE_CHILD_SA), [`informational`] (delete, liveness),
 //! with [`retransmit`], [`cookies`], [`fragments`] and [`lifetime`]
-//! (rekey/expiry deadlines) beside them and the SA table in [`table`].
+//! (rekey/expiry deadlines) beside them, the SA table in [`table`] and the
+//! half-open responder SAs apart in [`half_open`].
 //!
 //! Input: datagrams with their addresses and the current time. Output:
 //! [`Action`]s drained with [`Ike::poll_action`]. Timers: the caller asks
@@ -14,6 +15,7 @@ mod auth;
 mod child;
 mod cookies;
 mod fragments;
+mod half_open;
 mod ike_rekey;
 mod informational;
 mod lifetime;
@@ -45,7 +47,10 @@ pub const NON_ESP_MARKER: [u8; 4] = [0; 4];
 /// One IKE peer: the configured connection and its IKE SAs.
 pub struct Ike {
     cfg: IkeConfig,
+    /// Established SAs, our own initiations and rekeys.
     sas: Vec<IkeSa>,
+    /// Responder SAs between IKE_SA_INIT and IKE_AUTH, capped apart.
+    half: half_open::HalfOpenTable,
     actions: VecDeque<Action>,
     cookie_secret: Zeroizing<[u8; 32]>,
     dropped: u64,
@@ -64,6 +69,7 @@ impl fmt::Debug for Ike {
         f.debug_struct("Ike")
             .field("cfg", &self.cfg)
             .field("sas", &self.sas.len())
+            .field("half_open", &self.half.len())
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +83,7 @@ impl Ike {
         let mut cookie_secret = Zeroizing::new([0u8; 32]);
         crypto::random(&mut cookie_secret[..])?;
         Ok(Ike {
+            half: half_open::HalfOpenTable::new(cfg.max_half_open),
             cfg,
             sas: Vec::new(),
             actions: VecDeque::new(),
@@ -136,15 +143,25 @@ impl Ike {
     /// half-open SA it created.
     pub fn owns_spi(&self, spi: u64) -> bool {
         spi != 0
-            && self
-                .sas
-                .iter()
-                .any(|s| !s.dead && (s.spi_i == spi || s.spi_r == spi))
+            && (self.half.owns_spi(spi)
+                || self
+                    .sas
+                    .iter()
+                    .any(|s| !s.dead && (s.spi_i == spi || s.spi_r == spi)))
     }
 
     /// Whether any IKE SA exists (half-open, established or rekeyed).
     pub fn has_sa(&self) -> bool {
-        self.sas.iter().any(|s| !s.dead)
+        self.half.len() > 0 || self.sas.iter().any(|s| !s.dead)
+    }
+
+    /// Whether an IKE SA we initiated is not established yet: what peers
+    /// count as our half-open SAs (the responder's half-open SAs, which
+    /// anyone may create with the peer's address, do not count).
+    pub fn is_connecting(&self) -> bool {
+        self.sas
+            .iter()
+            .any(|s| !s.dead && s.initiator && s.state != St::Established)
     }
 
     /// (spi_in, spi_out) of installed child SAs.
@@ -283,11 +300,13 @@ impl Ike {
         remote: SocketAddr,
         now: Instant,
     ) -> Result<()> {
-        let Some(idx) = self
+        let found = self
             .sas
             .iter()
-            .position(|s| !s.dead && s.spi_i == h.spi_i && s.spi_r == h.spi_r)
-        else {
+            .position(|s| !s.dead && s.spi_i == h.spi_i && s.spi_r == h.spi_r);
+        // A half-open SA is handled in the SA table, and goes back to its
+        // own table unless this finished IKE_AUTH ([`Ike::sweep`]).
+        let Some(idx) = found.or_else(|| self.promote_half_open(h.spi_i, h.spi_r)) else {
             return Ok(());
         };
         let sa = &self.sas[idx];
@@ -384,6 +403,7 @@ impl Ike {
         self.sas
             .iter()
             .find(|s| !s.dead && s.spi_i == spi_i && s.spi_r == spi_r)
+            .or_else(|| self.half.get(spi_i, spi_r))
             .and_then(|s| s.sk.as_ref())
     }
 
@@ -407,6 +427,9 @@ impl Ike {
         }
         if let Some(r) = self.reconnect_at {
             add(r);
+        }
+        if let Some(x) = self.half.next_expiry() {
+            add(x);
         }
         t
     }
@@ -440,6 +463,7 @@ impl Ike {
             }
             self.run_queue(idx, now);
         }
+        self.half.expire(now);
         self.sweep(now);
         if self.reconnect_at.is_some_and(|r| now >= r) {
             self.reconnect_at = None;

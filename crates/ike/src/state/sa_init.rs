@@ -14,8 +14,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 /// At most this many IKE SAs of ours per peer that we start (initiated,
-/// established); half-open responder SAs have their own account
-/// ([`super::MAX_HALF_OPEN`]) and a rekey is never refused for room.
+/// established); half-open responder SAs have their own table
+/// ([`super::half_open`]) and a rekey is never refused for room.
 pub(super) const MAX_SAS: usize = 64;
 
 pub(super) fn nat_payloads(
@@ -72,7 +72,7 @@ fn nat_detected(
 impl Ike {
     /// Start a new IKE SA towards the configured peer.
     pub fn initiate(&mut self, now: Instant) -> Result<()> {
-        if self.sas.iter().filter(|s| !s.is_half_open()).count() >= MAX_SAS {
+        if self.sas.iter().filter(|s| !s.dead).count() >= MAX_SAS {
             return Err(Error::TooMany("IKE SAs"));
         }
         let mut sa = IkeSa::new(true, self.cfg.local_addr, self.cfg.remote_addr, now);
@@ -179,16 +179,18 @@ impl Ike {
             return Ok(());
         }
         // A retransmitted request gets the same response (RFC 7296 §2.1).
-        if let Some(i) = self
+        if let Some(sa) = self.half.by_init(h.spi_i, remote) {
+            if let (true, Some((_, r))) = (sa.init_req == data, &sa.last_resp) {
+                let sends: Vec<Action> = r.iter().map(|m| sa.send_action(m.clone())).collect();
+                self.actions.extend(sends);
+            }
+            return Ok(());
+        }
+        if self
             .sas
             .iter()
-            .position(|s| !s.initiator && s.spi_i == h.spi_i && s.remote == remote)
+            .any(|s| !s.initiator && s.spi_i == h.spi_i && s.remote == remote)
         {
-            if self.sas[i].state == St::HalfOpen && self.sas[i].init_req == data {
-                if let Some((_, r)) = self.sas[i].last_resp.clone() {
-                    self.send_all(i, r);
-                }
-            }
             return Ok(());
         }
         let parsed = Message::parse_plain(data).and_then(|m| {
@@ -291,10 +293,14 @@ impl Ike {
         sa.init_resp = resp.clone();
         sa.peer_next = 1;
         sa.last_resp = Some((0, vec![resp.clone()]));
-        self.sas.push(sa);
+        let send = sa.send_action(resp);
         self.init_attempt_done();
-        let idx = self.sas.len() - 1;
-        self.send(idx, resp);
+        if self.half.insert(sa).is_err() {
+            // [`Ike::room_for`] keeps this from happening.
+            self.init_dropped(InitDrop::HalfOpenFull);
+            return Ok(());
+        }
+        self.actions.push_back(send);
         Ok(())
     }
 

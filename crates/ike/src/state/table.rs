@@ -250,14 +250,18 @@ impl Ike {
         });
     }
 
-    /// Forgets dead IKE SAs (their children are removed) and schedules a
-    /// reconnection when the last one went.
+    /// Forgets dead IKE SAs (their children are removed), moves SAs still
+    /// half-open back to their own table, and schedules a reconnection
+    /// when the last SA of ours (initiated or established) went: a
+    /// responder's half-open SA, which anyone with the peer's address can
+    /// create, neither holds a reconnection back nor starts one.
     pub(super) fn sweep(&mut self, now: Instant) {
-        let before = self.sas.len();
+        let mut lost = false;
         let mut i = 0;
         while i < self.sas.len() {
             if self.sas[i].dead {
                 let sa = self.sas.remove(i);
+                lost |= sa.initiator || sa.state == St::Established;
                 for c in &sa.children {
                     self.child_removed(c);
                 }
@@ -271,8 +275,9 @@ impl Ike {
                 i += 1;
             }
         }
+        self.demote_half_open();
         if let (true, true, Some(d)) = (
-            self.sas.len() < before && self.sas.is_empty(),
+            lost && self.sas.is_empty(),
             self.cfg.initiate,
             self.cfg.reconnect_delay,
         ) {
