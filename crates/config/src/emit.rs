@@ -137,6 +137,12 @@ impl Config {
                 let _ = writeln!(s, "\n[[routing.punt]]");
                 let _ = writeln!(s, "vrf = {}", quote(&p.vrf));
                 let _ = writeln!(s, "tap = {}", quote(&p.tap));
+                if let Some(n) = &p.netns {
+                    let _ = writeln!(s, "netns = {}", quote(n));
+                }
+                if let Some(a) = p.fpm {
+                    let _ = writeln!(s, "fpm = {}", quote(&a.to_string()));
+                }
             }
         }
         crate::ha::emit(self, &mut s, quote);

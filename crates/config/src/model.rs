@@ -79,11 +79,33 @@ pub struct Routing {
 /// addressed to the gateway in `vrf` go to the host's stack through the
 /// TUN device `tap`, which vecgate creates with the VRF's addresses; what
 /// the host sends on it is routed in `vrf` (VPP linux-cp's model).
+///
+/// A tenant VRF's addresses overlap other VRFs', so its TUN needs a host
+/// routing domain of its own: `netns` puts the TUN in that network
+/// namespace (created when missing), where the tenant's own zebra and
+/// bgpd run (SONiC's and linux-cp's per-VRF model, without the kernel's
+/// `vrf` module), and `fpm` listens for that zebra inside it: every route
+/// it sends, whatever its table, is the VRF's.
+///
+/// ```toml
+/// [[routing.punt]]
+/// vrf = "red"
+/// tap = "vg-red"
+/// netns = "vg-red"            # ip netns exec vg-red zebra/bgpd ...
+/// fpm = "127.0.0.1:2620"      # in vg-red: fpm address 127.0.0.1 port 2620
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoutingPunt {
     pub vrf: String,
     /// Host interface name (at most 15 bytes).
     pub tap: String,
+    /// Network namespace (`/run/netns/NAME`) the TUN lives in; `None`:
+    /// vecgate's own.
+    #[serde(default)]
+    pub netns: Option<String>,
+    /// FPM listener inside `netns` for the VRF's own zebra.
+    #[serde(default)]
+    pub fpm: Option<SocketAddr>,
 }
 
 fn default_max_routes() -> u32 {

@@ -99,7 +99,7 @@ pub const TUNNEL_KEYS: &[&str] = &[
 ];
 const ROUTE_KEYS: &[&str] = &["vrf", "prefix", "via"];
 const ROUTING_KEYS: &[&str] = &["fpm", "max_routes", "max_nexthop_groups", "table", "punt"];
-const ROUTING_PUNT_KEYS: &[&str] = &["vrf", "tap"];
+const ROUTING_PUNT_KEYS: &[&str] = &["vrf", "tap", "netns", "fpm"];
 const ROUTING_TABLE_KEYS: &[&str] = &["id", "vrf"];
 const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route", "routing", "ha"];
 
@@ -823,10 +823,28 @@ fn read_routing(
             r.unknown_keys(ROUTING_PUNT_KEYS);
             let vrf = r.string("vrf", true);
             let tap = r.string("tap", true);
+            let netns = r.string("netns", false);
+            let mut fpm = None;
+            if let Some(a) = r.string("fpm", false) {
+                match a.parse::<std::net::SocketAddr>() {
+                    Ok(a) => fpm = Some(a),
+                    Err(_) => {
+                        let at = r.key_pos("fpm");
+                        let m =
+                            format!("fpm = \"{a}\" is not ADDRESS:PORT (e.g. \"127.0.0.1:2620\")");
+                        r.err(at, m);
+                    }
+                }
+            }
             let (pos, broken) = (r.pos, r.broken);
             if let (Some(vrf), Some(tap), false) = (vrf, tap, broken) {
                 positions.routing_punts.push(pos);
-                out.punt.push(RoutingPunt { vrf, tap });
+                out.punt.push(RoutingPunt {
+                    vrf,
+                    tap,
+                    netns,
+                    fpm,
+                });
             }
         }
     }

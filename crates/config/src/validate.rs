@@ -782,5 +782,34 @@ fn routing_punts(v: &mut V<'_>) {
             let m = format!("tap \"{}\" is used twice", p.tap);
             v.err(pp.key("tap"), &label, m);
         }
+        if let Some(n) = &p.netns {
+            let bad = n.is_empty()
+                || n.len() > 64
+                || n == "."
+                || n == ".."
+                || n.chars().any(|c| c == '/' || c.is_whitespace());
+            if bad {
+                let m = format!(
+                    "netns = \"{n}\" is not a namespace name (1..=64 bytes, no '/' or space)"
+                );
+                v.err(pp.key("netns"), &label, m);
+            }
+        }
+        if p.fpm.is_some() {
+            if p.netns.is_none() {
+                let m =
+                    "fpm here is the VRF's own zebra's, in its namespace: set netns too".to_owned();
+                v.err(pp.key("fpm"), &label, m);
+            }
+            if v.cfg.routing.fpm.is_some()
+                && v.cfg.routing.table_map().iter().any(|t| t.vrf == p.vrf)
+            {
+                let m = format!(
+                    "vrf \"{}\" already takes routes from [routing] fpm's tables: one source per VRF",
+                    p.vrf
+                );
+                v.err(pp.key("fpm"), &label, m);
+            }
+        }
     }
 }

@@ -910,6 +910,43 @@ fn routing_mistakes_are_named_with_their_line() {
     );
 }
 
+/// `[[routing.punt]]` netns / fpm: a tenant's control plane in its own
+/// namespace; fpm only with netns, one route source per VRF.
+#[test]
+fn routing_punt_in_a_namespace() {
+    let c = parse(&format!(
+        "{ROUTING_BASE}[[routing.punt]]\nvrf = \"default\"\ntap = \"vg0\"\nnetns = \"vg-t1\"\nfpm = \"127.0.0.1:2620\"\n"
+    ))
+    .unwrap();
+    let p = &c.routing.punt[0];
+    assert_eq!(p.netns.as_deref(), Some("vg-t1"));
+    assert_eq!(p.fpm, Some("127.0.0.1:2620".parse().unwrap()));
+    assert_eq!(parse(&c.to_toml()).unwrap(), c);
+    let bad = |extra: &str, needle: &str| {
+        let d = parse(&format!("{ROUTING_BASE}{extra}")).unwrap_err();
+        assert!(
+            d.iter().any(|d| d.message.contains(needle)),
+            "{extra}: wanted \"{needle}\", got {d:?}"
+        );
+    };
+    bad(
+        "[[routing.punt]]\nvrf = \"default\"\ntap = \"vg0\"\nfpm = \"127.0.0.1:2620\"\n",
+        "set netns too",
+    );
+    bad(
+        "[[routing.punt]]\nvrf = \"default\"\ntap = \"vg0\"\nnetns = \"a/b\"\n",
+        "is not a namespace name",
+    );
+    bad(
+        "[[routing.punt]]\nvrf = \"default\"\ntap = \"vg0\"\nnetns = \"t\"\nfpm = \"x\"\n",
+        "is not ADDRESS:PORT",
+    );
+    bad(
+        "[routing]\nfpm = \"127.0.0.1:2620\"\n[[routing.punt]]\nvrf = \"default\"\ntap = \"vg0\"\nnetns = \"t\"\nfpm = \"127.0.0.1:2620\"\n",
+        "one source per VRF",
+    );
+}
+
 #[test]
 fn ha_groups() {
     const LAN: &str = "[[interface]]\nname = \"lan0\"\nhost = \"v0\"\ndriver = \"tap\"\naddresses = [\"10.1.0.1/24\"]\n"; // lines 3-7

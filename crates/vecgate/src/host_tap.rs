@@ -5,16 +5,21 @@
 //! the host sends on it back into the VRF's routing. The TUN gets the
 //! VRF's interface and tunnel addresses, so bgpd binds and connects from
 //! the gateway's own addresses and the host's connected routes point at
-//! the TUN; the host's kernel never sees vecgate's netdevs.
+//! the TUN; the host's kernel never sees vecgate's netdevs. A tenant
+//! VRF's TUN lives in a namespace of its own (`netns`), its host routing
+//! domain, where the tenant's zebra and bgpd run and reach vecgate's FPM
+//! server through a listener made inside that namespace.
 
 use dataplane::host_punt::HostPunt;
 use dataplane::tables::SharedTables;
 use std::io::ErrorKind;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 use vecgate_config::Config;
+use vecgate_control::fpm;
 use vecgate_io::host_tun::HostTun;
 
 /// How long the thread waits for a punted packet before reading the TUNs
@@ -28,13 +33,41 @@ struct Tap {
     tun: HostTun,
 }
 
+/// Each punt VRF's name and TUN.
+pub type Taps = Vec<(String, HostTun)>;
+
 /// Creates every `[[routing.punt]]` TUN, gives it the VRF's addresses and
-/// sets it up (before the workers punt anything to it).
-pub fn open(cfg: &Config) -> Result<Vec<(String, HostTun)>, String> {
+/// sets it up (before the workers punt anything to it). A TUN with a
+/// `netns` is created inside that namespace (made when missing, its
+/// loopback up), with the FPM listener of the tenant's own zebra when
+/// `fpm` is set: sockets and devices stay in the namespace they were
+/// made in, whichever thread uses them later.
+pub fn open(cfg: &Config) -> Result<(Taps, Vec<fpm::Source>), String> {
     let mut out = Vec::new();
+    let mut sources = Vec::new();
     for p in &cfg.routing.punt {
-        let tun =
-            HostTun::create(&p.tap).map_err(|e| format!("[[routing.punt]] {}: {e}", p.tap))?;
+        let what = |e: String| format!("[[routing.punt]] {}: {e}", p.tap);
+        let (tun, listener) = match &p.netns {
+            None => (
+                HostTun::create(&p.tap).map_err(|e| what(e.to_string()))?,
+                None,
+            ),
+            Some(ns) => {
+                if !Path::new(NETNS_DIR).join(ns).exists() {
+                    ip(&["netns", "add", ns]).map_err(what)?;
+                }
+                ip(&["-n", ns, "link", "set", "lo", "up"]).map_err(what)?;
+                in_netns(ns, || {
+                    let tun = HostTun::create(&p.tap).map_err(|e| e.to_string())?;
+                    let l = match p.fpm {
+                        Some(a) => Some(fpm::listen(a).map_err(|e| format!("FPM on {a}: {e}"))?),
+                        None => None,
+                    };
+                    Ok((tun, l))
+                })
+                .map_err(what)?
+            }
+        };
         let mut addrs: Vec<String> = Vec::new();
         for i in cfg.interfaces.iter().filter(|i| i.vrf == p.vrf) {
             addrs.extend(
@@ -50,14 +83,42 @@ pub fn open(cfg: &Config) -> Result<Vec<(String, HostTun)>, String> {
                     .map(|a| format!("{}/{}", a.addr, a.prefix_len)),
             );
         }
+        let ns: Vec<&str> = p.netns.iter().flat_map(|n| ["-n", n.as_str()]).collect();
+        let ip_in = |args: &[&str]| ip(&[ns.as_slice(), args].concat());
         for a in &addrs {
-            ip(&["addr", "replace", a, "dev", tun.name()])?;
+            ip_in(&["addr", "replace", a, "dev", tun.name()])?;
         }
-        ip(&["link", "set", tun.name(), "up"])?;
-        info!(tap = %tun.name(), vrf = %p.vrf, addresses = %addrs.join(","), "host punt TUN up");
+        ip_in(&["link", "set", tun.name(), "up"])?;
+        let netns = p.netns.as_deref().unwrap_or("-");
+        info!(tap = %tun.name(), vrf = %p.vrf, %netns, addresses = %addrs.join(","), "host punt TUN up");
+        if let (Some(l), Some(a)) = (listener, p.fpm) {
+            info!(%a, %netns, vrf = %p.vrf, "FPM server listening for the VRF's zebra");
+            sources.push(fpm::Source {
+                listener: l,
+                label: format!("{a} in netns {netns}"),
+                settings: fpm::FpmSettings::from_config(&cfg.routing),
+                vrf: Some(p.vrf.clone()),
+            });
+        }
         out.push((p.vrf.clone(), tun));
     }
-    Ok(out)
+    Ok((out, sources))
+}
+
+/// Where `ip netns` keeps its named namespaces.
+const NETNS_DIR: &str = "/var/run/netns";
+
+/// Runs `f` on a thread of its own inside namespace `ns`.
+fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    let path = Path::new(NETNS_DIR).join(ns);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            vecgate_io::netdev::enter_netns(&path).map_err(|e| format!("netns {ns}: {e}"))?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(format!("netns {ns}: thread panicked")))
+    })
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -78,7 +139,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 /// Moves packets between the workers and the TUNs until `stop`.
 pub fn spawn(
-    taps: Vec<(String, HostTun)>,
+    taps: Taps,
     host: Arc<HostPunt>,
     tables: Arc<SharedTables>,
     stop: Arc<AtomicBool>,

@@ -136,7 +136,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         .map(|_| dataplane::ike_punt::Punt::new(64));
     // `[[routing.punt]]`: BGP and BFD to the host's stack through a TUN
     // per VRF (created and addressed now, before any worker punts).
-    let host_taps = crate::host_tap::open(&cfg).map_err(|e| anyhow!(e))?;
+    let (host_taps, tenant_fpm) = crate::host_tap::open(&cfg).map_err(|e| anyhow!(e))?;
     let host_punt = (!host_taps.is_empty())
         .then(|| dataplane::host_punt::HostPunt::new(dataplane::host_punt::DEFAULT_SLOTS));
     let held = crate::ha::Held::default();
@@ -204,6 +204,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         ike.as_ref().map(|i| (i.status(), i.control())),
         tports,
         held.clone(),
+        tenant_fpm,
     )?;
     info!(api = %api.endpoint, "management API listening");
     // VRRP: the speaker thread; taking or releasing the virtual addresses
@@ -603,6 +604,7 @@ fn start_api(
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<TunnelPorts>>,
     held: crate::ha::Held,
+    tenant_fpm: Vec<vecgate_control::fpm::Source>,
 ) -> Result<(vecgate_control::ServerHandle, Arc<vecgate_control::Control>)> {
     use vecgate_control::{Capabilities, Control, Dataplane, NetdevFacts};
     let nd = netdevs.to_vec();
@@ -650,12 +652,23 @@ fn start_api(
     }
     // Routes from FRR's zebra (dplane_fpm_nl), into the same
     // build-and-publish as the API's route changes.
+    // A tenant VRF's own zebra comes in through its namespace's listener
+    // (host_tap::open).
+    let mut sources = tenant_fpm;
     if let Some(addr) = cfg.routing.fpm {
         use vecgate_control::fpm;
         let l = fpm::listen(addr).map_err(|e| anyhow!("FPM server on {addr}: {e}"))?;
-        fpm::spawn(ctl.clone(), l, fpm::FpmSettings::from_config(&cfg.routing))
-            .map_err(|e| anyhow!("FPM server thread: {e}"))?;
         info!(%addr, "FPM server listening for zebra (dplane_fpm_nl)");
+        sources.push(fpm::Source {
+            listener: l,
+            label: addr.to_string(),
+            settings: fpm::FpmSettings::from_config(&cfg.routing),
+            vrf: None,
+        });
+    }
+    if !sources.is_empty() {
+        vecgate_control::fpm::spawn(ctl.clone(), sources)
+            .map_err(|e| anyhow!("FPM server thread: {e}"))?;
     }
     let handle = vecgate_control::serve(&cfg.gateway.api, ctl.clone(), auth, tls)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;

@@ -18,95 +18,13 @@
 //! resolves it through its own neighbour table, as for a static route.
 
 mod common;
+#[path = "common/frr.rs"]
+mod frr;
 
 use common::{ping_count, unique, veth, wait_until, Capture, Gateway, Netns};
+use frr::{bgpd_conf, zebra_fpm, Frr};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-
-/// FRR daemons (zebra, bgpd) in a namespace, with a private run
-/// directory owned by the `frr` user; killed by their pids on drop (the
-/// namespace's own drop kills whatever is left).
-struct Frr {
-    ns: String,
-    dir: PathBuf,
-}
-
-impl Frr {
-    fn start(ns: &Netns, tag: &str, zebra_conf: &str, bgpd_conf: &str, fpm: bool) -> Frr {
-        let dir = std::env::temp_dir().join(unique(tag));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("zebra.conf"), zebra_conf).unwrap();
-        std::fs::write(dir.join("bgpd.conf"), bgpd_conf).unwrap();
-        common::sh(&format!("chown -R frr:frr {}", dir.display()));
-        let f = Frr {
-            ns: ns.name.clone(),
-            dir,
-        };
-        f.start_zebra(fpm);
-        f.daemon("bgpd", "");
-        f
-    }
-
-    fn daemon(&self, name: &str, extra: &str) {
-        let d = self.dir.display();
-        common::sh(&format!(
-            "ip netns exec {ns} /usr/lib/frr/{name} -d {extra} -f {d}/{name}.conf -i {d}/{name}.pid \
-             -z {d}/zserv.api --vty_socket {d} -P 0",
-            ns = self.ns
-        ));
-    }
-
-    fn start_zebra(&self, fpm: bool) {
-        self.daemon("zebra", if fpm { "-M dplane_fpm_nl" } else { "" });
-    }
-
-    fn kill(&self, name: &str) {
-        let pid = self.dir.join(format!("{name}.pid"));
-        if let Ok(p) = std::fs::read_to_string(&pid) {
-            let p = p.trim();
-            let _ = std::process::Command::new("kill").args(["-9", p]).status();
-            // Gone once its pid no longer answers signal 0.
-            wait_until(10, || {
-                !std::process::Command::new("kill")
-                    .args(["-0", p])
-                    .status()
-                    .is_ok_and(|s| s.success())
-            });
-            let _ = std::fs::remove_file(pid);
-        }
-    }
-
-    fn vtysh(&self, cmds: &[&str]) -> String {
-        let mut c = format!("vtysh --vty_socket {}", self.dir.display());
-        for x in cmds {
-            c.push_str(&format!(" -c '{x}'"));
-        }
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&c)
-            .output()
-            .expect("vtysh");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The BGP prefixes zebra has selected (`show ip route bgp`).
-    fn bgp_routes(&self) -> BTreeSet<String> {
-        self.vtysh(&["show ip route bgp"])
-            .lines()
-            .filter(|l| l.starts_with("B>"))
-            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
-            .collect()
-    }
-}
-
-impl Drop for Frr {
-    fn drop(&mut self) {
-        self.kill("bgpd");
-        self.kill("zebra");
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 struct Topo {
     h1: Netns,
@@ -172,26 +90,19 @@ vrf = "default"
     )
 }
 
-const CTL_ZEBRA: &str = "fpm address 10.255.0.1 port 2620\n";
+fn ctl_zebra() -> String {
+    zebra_fpm("10.255.0.1")
+}
 
 fn ctl_bgpd() -> String {
-    "router bgp 65001\n no bgp ebgp-requires-policy\n no bgp network import-check\n \
-     neighbor 10.0.1.2 remote-as 65002\n neighbor 10.0.1.2 timers 3 9\n"
-        .to_owned()
+    bgpd_conf(65001, &[("10.0.1.2", 65002)], &[])
 }
 
 /// B announces 10.88.1.0/24 (h2's subnet) and `extra` more prefixes.
 fn b_bgpd(extra: &[String]) -> String {
-    let mut s = String::from(
-        "router bgp 65002\n no bgp ebgp-requires-policy\n no bgp network import-check\n \
-         neighbor 10.0.1.3 remote-as 65001\n neighbor 10.0.1.3 timers 3 9\n \
-         address-family ipv4 unicast\n  network 10.88.1.0/24\n",
-    );
-    for p in extra {
-        s.push_str(&format!("  network {p}\n"));
-    }
-    s.push_str(" exit-address-family\n");
-    s
+    let mut n = vec!["10.88.1.0/24".to_owned()];
+    n.extend_from_slice(extra);
+    bgpd_conf(65002, &[("10.0.1.3", 65001)], &n)
 }
 
 /// vecgate's learned routes in its FIB: prefix → via, read with `vecgate
@@ -221,21 +132,21 @@ fn set(v: &[&str]) -> BTreeSet<String> {
 }
 
 fn b_network(b: &Frr, add: bool, prefix: &str) {
-    let no = if add { "" } else { "no " };
-    b.vtysh(&[
-        "configure terminal",
-        "router bgp 65002",
-        "address-family ipv4 unicast",
-        &format!("{no}network {prefix}"),
-    ]);
+    b.network(65002, add, prefix);
 }
 
 #[test]
 fn bgp_routes_from_frr_forward_and_withdraw() {
     let t = topo();
     let gw = Gateway::start(&t.gw, &gw_config(&t.api));
-    let b = Frr::start(&t.b, "frrb", "", &b_bgpd(&["10.88.2.0/24".into()]), false);
-    let ctl = Frr::start(&t.ctl, "frra", CTL_ZEBRA, &ctl_bgpd(), true);
+    let b = Frr::start(
+        &t.b.name,
+        "frrb",
+        "",
+        &b_bgpd(&["10.88.2.0/24".into()]),
+        false,
+    );
+    let ctl = Frr::start(&t.ctl.name, "frra", &ctl_zebra(), &ctl_bgpd(), true);
     let want = set(&["10.88.1.0/24", "10.88.2.0/24"]);
     assert!(
         wait_until(60, || fib(&t) == want),
@@ -275,13 +186,13 @@ fn zebra_and_vecgate_restarts_converge_to_frr_without_stale_routes() {
     let t = topo();
     let mut gw = Gateway::start(&t.gw, &gw_config(&t.api));
     let b = Frr::start(
-        &t.b,
+        &t.b.name,
         "frrb",
         "",
         &b_bgpd(&["10.88.2.0/24".into(), "10.88.3.0/24".into()]),
         false,
     );
-    let ctl = Frr::start(&t.ctl, "frra", CTL_ZEBRA, &ctl_bgpd(), true);
+    let ctl = Frr::start(&t.ctl.name, "frra", &ctl_zebra(), &ctl_bgpd(), true);
     let all = set(&["10.88.1.0/24", "10.88.2.0/24", "10.88.3.0/24"]);
     assert!(wait_until(60, || fib(&t) == all), "{:?}", fib(&t));
 
@@ -342,8 +253,8 @@ fn ten_thousand_routes_install_and_a_sample_forwards() {
         let a = p.replace(".0/24", ".1");
         t.b.sh(&format!("ip addr add {a}/32 dev lo"));
     }
-    let _b = Frr::start(&t.b, "frrb", "", &b_bgpd(&prefixes), false);
-    let _ctl = Frr::start(&t.ctl, "frra", CTL_ZEBRA, &ctl_bgpd(), true);
+    let _b = Frr::start(&t.b.name, "frrb", "", &b_bgpd(&prefixes), false);
+    let _ctl = Frr::start(&t.ctl.name, "frra", &ctl_zebra(), &ctl_bgpd(), true);
     let mut last = 0;
     let done = wait_until(240, || {
         last = fib(&t).len();
@@ -429,21 +340,17 @@ tap = "vg-default"
     // Every BGP segment on B's side of the wire (the referee).
     let mut cap = Capture::start_filtered(&bn, "b-gw", "tcp port 179");
     let b = Frr::start(
-        &bn,
+        &bn.name,
         "frrb",
         "",
-        "router bgp 65002\n no bgp ebgp-requires-policy\n no bgp network import-check\n \
-         neighbor 10.0.1.1 remote-as 65001\n neighbor 10.0.1.1 timers 3 9\n \
-         neighbor 10.0.1.1 timers connect 1\n \
-         address-family ipv4 unicast\n  network 10.88.1.0/24\n exit-address-family\n",
+        &bgpd_conf(65002, &[("10.0.1.1", 65001)], &["10.88.1.0/24".into()]),
         false,
     );
     let a = Frr::start(
-        &gwn,
+        &gwn.name,
         "frra",
-        "fpm address 127.0.0.1 port 2620\n",
-        "router bgp 65001\n no bgp ebgp-requires-policy\n neighbor 10.0.1.2 remote-as 65002\n \
-         neighbor 10.0.1.2 timers 3 9\n neighbor 10.0.1.2 timers connect 1\n",
+        &zebra_fpm("127.0.0.1"),
+        &bgpd_conf(65001, &[("10.0.1.2", 65002)], &[]),
         true,
     );
     let want = set(&["10.88.1.0/24"]);
@@ -477,12 +384,7 @@ tap = "vg-default"
     assert!(common::counter(&api, "ip-local", "host-punted") > 0);
 
     // B withdraws: the route leaves vecgate's FIB, traffic stops.
-    b.vtysh(&[
-        "configure terminal",
-        "router bgp 65002",
-        "address-family ipv4 unicast",
-        "no network 10.88.1.0/24",
-    ]);
+    b.network(65002, false, "10.88.1.0/24");
     assert!(
         wait_until(60, || fib_of(&gwn, &api).is_empty()),
         "withdrawn route still in vecgate's FIB: {:?}",

@@ -1,5 +1,10 @@
+use super::netlink::*;
+use super::session::{FPM_NETLINK, FPM_VERSION};
 use super::*;
-use netlink_packet_route::AddressFamily;
+use netlink_packet_core::NetlinkMessage;
+use netlink_packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol, RouteType};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use std::net::Ipv4Addr;
 
 fn settings() -> FpmSettings {
     FpmSettings {
@@ -369,4 +374,56 @@ fn changes_are_patches_unless_a_full_build_is_needed() {
     // A next-hop object changed: its routes change with it.
     feed(&mut rib, &stats, &[nexthop(6, Some("10.77.0.2"), &[])]);
     assert!(rib.take_changes().is_none());
+}
+
+/// A tenant's own zebra (`[[routing.punt]] fpm`): whatever table a route
+/// names, it is that VRF's; its replay sweeps only its own routes.
+#[test]
+fn a_tenant_zebra_feeds_only_its_vrf() {
+    let stats = FpmStats::default();
+    let mut rib = Rib::for_vrf(settings(), "red".into());
+    feed(
+        &mut rib,
+        &stats,
+        &[
+            route(
+                true,
+                254,
+                RouteProtocol::Bgp,
+                "10.77.0.0/24",
+                vec![gw("169.254.1.2")],
+            ),
+            route(
+                true,
+                100,
+                RouteProtocol::Bgp,
+                "10.78.0.0/24",
+                vec![gw("169.254.1.2")],
+            ),
+        ],
+    );
+    assert_eq!(
+        dump(&rib, &stats),
+        vec![
+            "red 10.77.0.0/24 169.254.1.2 p186",
+            "red 10.78.0.0/24 169.254.1.2 p186"
+        ]
+    );
+    assert_eq!(failures(&stats, Failure::UnmappedTable), 0);
+    // The first publish is a full build; a withdrawal then patches red.
+    assert!(rib.take_changes().is_none());
+    feed(
+        &mut rib,
+        &stats,
+        &[route(
+            false,
+            254,
+            RouteProtocol::Bgp,
+            "10.78.0.0/24",
+            vec![],
+        )],
+    );
+    let changes = rib.take_changes().expect("a patch");
+    assert_eq!(changes.len(), 1);
+    assert!(changes.iter().all(|(v, _, h)| v == "red" && h.is_none()));
 }

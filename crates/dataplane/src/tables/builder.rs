@@ -208,7 +208,22 @@ impl TablesBuilder {
         let mut defs4: Vec<Lpm<u32, Route>> = vec![Lpm::new(); self.vrfs.len()];
         let mut defs6: Vec<Lpm<u128, Route>> = vec![Lpm::new(); self.vrfs.len()];
         let local = intern(&mut t, Adj::Local);
+        // An IP tunnel's (GRE carrying IP, ESP) subnet has no neighbours to
+        // resolve: the subnet, and every gateway in it, is the tunnel port
+        // itself (a BGP peer at the tunnel's far end).
+        let ip_tunnels: Vec<u16> = self
+            .tunnels
+            .iter()
+            .filter(|(_, d)| !d.ethernet)
+            .map(|(p, _)| *p)
+            .chain(self.esp.iter().map(|(p, _)| *p))
+            .collect();
         for d in &self.ifaces {
+            let on_subnet = if ip_tunnels.contains(&d.port) {
+                Route::Port { port: d.port }
+            } else {
+                Route::Connected { port: d.port }
+            };
             let vrf = vrf_of(d.vrf)?;
             let glean4 = intern(&mut t, Adj::Glean { port: d.port });
             // Same adjacency for both families: the family comes from the packet.
@@ -232,19 +247,11 @@ impl TablesBuilder {
                 match p.addr {
                     IpAddr::V4(a) => {
                         ifc.v4.push((a, p.len));
-                        defs4[v].insert(
-                            u32::from(net.addr_v4()),
-                            p.len,
-                            Route::Connected { port: d.port },
-                        );
+                        defs4[v].insert(u32::from(net.addr_v4()), p.len, on_subnet);
                     }
                     IpAddr::V6(a) => {
                         ifc.v6.push((a, p.len));
-                        defs6[v].insert(
-                            u128::from(net.addr_v6()),
-                            p.len,
-                            Route::Connected { port: d.port },
-                        );
+                        defs6[v].insert(u128::from(net.addr_v6()), p.len, on_subnet);
                     }
                 }
             }
