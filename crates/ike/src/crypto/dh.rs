@@ -164,11 +164,11 @@ impl DhPrivate {
         }
         match group {
             DhGroup::Modp2048 => {
-                let mut x = Zeroizing::new([0u8; 256]);
                 // A 512-bit exponent: twice the group's ~112-bit strength
                 // with a wide margin (RFC 3526 §8).
-                random(&mut x[192..])?;
-                Self::from_modp_exponent(x)
+                let mut x = Zeroizing::new([0u8; 64]);
+                random(&mut x[..])?;
+                Self::from_private_bytes(group, &x[..])
             }
             DhGroup::Ecp256 | DhGroup::Curve25519 => {
                 let k = agreement::PrivateKey::generate(ec_alg(group))

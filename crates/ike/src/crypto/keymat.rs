@@ -114,11 +114,11 @@ impl IkeKeys {
 
     /// SK payload keys for one side.
     pub fn sk_keys(&self, suite: &IkeSuite, initiator: bool) -> SkKeys {
-        let (eo, ao, ei, ai) = if initiator {
-            (&self.sk_ei, &self.sk_ai, &self.sk_er, &self.sk_ar)
-        } else {
-            (&self.sk_er, &self.sk_ar, &self.sk_ei, &self.sk_ai)
-        };
+        let ((eo, ao), (ei, ai)) = out_in(
+            initiator,
+            (&self.sk_ei, &self.sk_ai),
+            (&self.sk_er, &self.sk_ar),
+        );
         SkKeys {
             encr: suite.encr,
             integ: suite.integ,
@@ -127,6 +127,16 @@ impl IkeKeys {
             enc_in: ei.clone(),
             integ_in: ai.clone(),
         }
+    }
+}
+
+/// Keys derived per direction (RFC 7296 §2.14, §2.17) as (outbound,
+/// inbound) for one side: the initiator's i→r keys are its outbound ones.
+pub fn out_in<T>(initiator: bool, i_to_r: T, r_to_i: T) -> (T, T) {
+    if initiator {
+        (i_to_r, r_to_i)
+    } else {
+        (r_to_i, i_to_r)
     }
 }
 

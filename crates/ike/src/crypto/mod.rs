@@ -215,7 +215,7 @@ mod keymat;
 mod sk;
 
 pub use dh::{dh_keys_generated, DhGroup, DhPrivate};
-pub use keymat::{child_keymat, IkeKeys, IkeSuite};
+pub use keymat::{child_keymat, out_in, IkeKeys, IkeSuite};
 pub use sk::SkKeys;
 
 /// Fill a buffer with random bytes.

@@ -3,10 +3,12 @@
 //! (own selectors or a [`ChildPolicy`]) a peer's request belongs to;
 //! keying material handed out as [`ChildSaKeys`].
 
-use super::table::{nonce, rand_spi32, ts_of, Child, Req, Request, Task};
+use super::table::{
+    agree_ke, answer_ke, ke_payload, nonce, rand_spi32, ts_of, Child, Req, Request, Task,
+};
 use super::{Action, ChildSaKeys, Event, FailReason, Ike};
 use crate::config::EspProposal;
-use crate::crypto::{child_keymat, DhPrivate, Secret};
+use crate::crypto::{child_keymat, out_in, DhPrivate, Secret};
 use crate::error::Result;
 use crate::message::{exchange, Message};
 use crate::payload::typed::{Ke, Nonce, Sa, TsI, TsR};
@@ -16,6 +18,22 @@ use std::time::Instant;
 
 /// Child SAs per IKE SA.
 const MAX_CHILDREN: usize = 64;
+
+/// A negotiated child SA, before its keys are derived.
+struct NewChild<'a> {
+    suite: &'a EspSuite,
+    /// g^ir of the exchange's own DH (PFS), if it had one.
+    g_ir: Option<&'a Secret>,
+    /// (Ni, Nr) of the exchange.
+    nonces: (&'a [u8], &'a [u8]),
+    /// Whether we sent the request: i→r keys are then outbound.
+    we_initiated_exchange: bool,
+    /// (inbound, outbound) SPIs.
+    spis: (u32, u32),
+    local_ts: Vec<TrafficSelector>,
+    remote_ts: Vec<TrafficSelector>,
+    policy: Option<u32>,
+}
 
 impl Ike {
     /// CREATE_CHILD_SA request for a new child or a rekey (None when the
@@ -58,10 +76,7 @@ impl Ike {
         p.push(Payload::Sa(self.esp_offer(spi_in, true, policy)));
         p.push(Payload::Nonce(ni.clone()));
         if let Some(d) = &dh {
-            p.push(Payload::Ke {
-                group: d.group().id(),
-                data: d.public().to_vec(),
-            });
+            p.push(ke_payload(d));
         }
         p.push(Payload::TsI(ts.0.clone()));
         p.push(Payload::TsR(ts.1.clone()));
@@ -132,6 +147,7 @@ impl Ike {
         partial
     }
 
+    /// Our ESP proposals (RFC 7296 §3.3), numbered from 1.
     pub(super) fn esp_offer(&self, spi: u32, pfs: bool, policy: Option<u32>) -> Vec<Proposal> {
         self.esp_proposals(policy)
             .iter()
@@ -140,29 +156,37 @@ impl Ike {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn install_child(
-        &mut self,
-        idx: usize,
-        suite: &EspSuite,
-        km: [Secret; 4],
-        we_initiated_exchange: bool,
-        (spi_in, spi_out): (u32, u32),
-        local_ts: Vec<TrafficSelector>,
-        remote_ts: Vec<TrafficSelector>,
-        policy: Option<u32>,
-        now: Instant,
-    ) {
+    /// Keys a negotiated child SA from IKE SA `idx`'s SK_d (RFC 7296
+    /// §2.17) and installs it.
+    fn install_child(&mut self, idx: usize, c: NewChild<'_>, now: Instant) -> Result<()> {
+        let NewChild {
+            suite,
+            g_ir,
+            nonces: (ni, nr),
+            we_initiated_exchange,
+            spis: (spi_in, spi_out),
+            local_ts,
+            remote_ts,
+            policy,
+        } = c;
+        let sa = &self.sas[idx];
+        let keys = sa.keys()?;
+        let km = child_keymat(
+            sa.prf()?,
+            &keys.sk_d,
+            g_ir.map(|s| s.as_slice()),
+            ni,
+            nr,
+            suite.encr.keymat_len(),
+            suite.integ.map_or(0, |i| i.key_len()),
+        )?;
         let [ei, ai, er, ar] = km;
-        let (enc_out, int_out, enc_in, int_in) = if we_initiated_exchange {
-            (ei, ai, er, ar)
-        } else {
-            (er, ar, ei, ai)
-        };
+        let ((enc_out, int_out), (enc_in, int_in)) =
+            out_in(we_initiated_exchange, (ei, ai), (er, ar));
         let sa = &mut self.sas[idx];
         if sa.children.len() >= MAX_CHILDREN {
             self.fail(FailReason::Protocol("too many child SAs".into()), true);
-            return;
+            return Ok(());
         }
         let udp = sa.natt;
         let keys = ChildSaKeys {
@@ -193,6 +217,20 @@ impl Ike {
         });
         self.actions.push_back(Action::InstallChild(keys));
         self.event(Event::ChildEstablished { spi_in, spi_out });
+        Ok(())
+    }
+
+    /// The peer refused our child SA with error notify `e`: a refusal of
+    /// our selectors `ts` (TSi, TSr) is reported as such (RFC 7296 §2.9).
+    fn child_refused(&mut self, e: u16, ts: &(Vec<TrafficSelector>, Vec<TrafficSelector>)) {
+        if e == notify::TS_UNACCEPTABLE {
+            self.event(Event::TsRejected {
+                by_peer: true,
+                tsi: ts.0.clone(),
+                tsr: ts.1.clone(),
+            });
+        }
+        self.fail(FailReason::from_notify(e), true);
     }
 
     /// Responder side of child negotiation (IKE_AUTH or CREATE_CHILD_SA).
@@ -234,45 +272,25 @@ impl Ike {
         let mut extra = Vec::new();
         let mut g_ir = None;
         if let (Some(g), true) = (suite.dh, pfs_ctx) {
-            let (group, ke) = m.get::<Ke>().unwrap_or((0, &[]));
-            if group != g.id() {
-                return Ok(vec![Payload::Notify(Notify::new(
-                    notify::INVALID_KE_PAYLOAD,
-                    g.id().to_be_bytes().to_vec(),
-                ))]);
-            }
-            g.check_public(ke)?;
-            let dh = DhPrivate::generate(g)?;
-            g_ir = Some(dh.agree(ke)?);
-            extra.push(Payload::Ke {
-                group: g.id(),
-                data: dh.public().to_vec(),
-            });
+            let (shared, ke) = match answer_ke(g, m.get::<Ke>().unwrap_or((0, &[])))? {
+                Ok(x) => x,
+                Err(refusal) => return Ok(vec![refusal]),
+            };
+            g_ir = Some(shared);
+            extra.push(ke);
         }
         let spi_in = rand_spi32()?;
-        let sa = &self.sas[idx];
-        let keys = sa.keys()?;
-        let integ_len = suite.integ.map_or(0, |i| i.key_len());
-        let km = child_keymat(
-            sa.prf()?,
-            &keys.sk_d,
-            g_ir.as_ref().map(|s| s.as_slice()),
-            ni,
-            nr,
-            suite.encr.keymat_len(),
-            integ_len,
-        )?;
-        self.install_child(
-            idx,
-            &suite,
-            km,
-            false,
-            (spi_in, spi_out),
-            n_r.clone(),
-            n_i.clone(),
+        let child = NewChild {
+            suite: &suite,
+            g_ir: g_ir.as_ref(),
+            nonces: (ni, nr),
+            we_initiated_exchange: false,
+            spis: (spi_in, spi_out),
+            local_ts: n_r.clone(),
+            remote_ts: n_i.clone(),
             policy,
-            now,
-        );
+        };
+        self.install_child(idx, child, now)?;
         let mut out = vec![Payload::Sa(vec![select::esp_reply(num, &suite, spi_in)])];
         if pfs_ctx {
             out.push(Payload::Nonce(nr.to_vec()));
@@ -364,14 +382,7 @@ impl Ike {
         now: Instant,
     ) -> Result<()> {
         if let Some(e) = m.error_notify() {
-            if e == notify::TS_UNACCEPTABLE {
-                self.event(Event::TsRejected {
-                    by_peer: true,
-                    tsi: ts.0.clone(),
-                    tsr: ts.1.clone(),
-                });
-            }
-            self.fail(FailReason::from_notify(e), true);
+            self.child_refused(e, ts);
             return Ok(());
         }
         let Some(props) = m.get::<Sa>() else {
@@ -401,30 +412,17 @@ impl Ike {
             self.fail(FailReason::TsUnacceptable, true);
             return Ok(());
         }
-        let sa = &self.sas[idx];
-        let keys = sa.keys()?;
-        let integ_len = suite.integ.map_or(0, |i| i.key_len());
-        let km = child_keymat(
-            sa.prf()?,
-            &keys.sk_d,
-            g_ir.map(|s| s.as_slice()),
-            ni,
-            nr,
-            suite.encr.keymat_len(),
-            integ_len,
-        )?;
-        self.install_child(
-            idx,
-            &suite,
-            km,
-            true,
-            (spi_in, spi_out),
-            tsi,
-            tsr,
+        let child = NewChild {
+            suite: &suite,
+            g_ir,
+            nonces: (ni, nr),
+            we_initiated_exchange: true,
+            spis: (spi_in, spi_out),
+            local_ts: tsi,
+            remote_ts: tsr,
             policy,
-            now,
-        );
-        Ok(())
+        };
+        self.install_child(idx, child, now)
     }
 
     /// Initiator: the response to our CREATE_CHILD_SA for a child.
@@ -451,26 +449,18 @@ impl Ike {
             return Ok(());
         }
         if let Some(e) = m.error_notify() {
-            if e == notify::TS_UNACCEPTABLE {
-                self.event(Event::TsRejected {
-                    by_peer: true,
-                    tsi: ts.0.clone(),
-                    tsr: ts.1.clone(),
-                });
-            }
-            self.fail(FailReason::from_notify(e), true);
+            self.child_refused(e, &ts);
             return Ok(());
         }
         let nr = m.need::<Nonce>()?.to_vec();
         let g_ir = match &dh {
-            Some(d) => {
-                let (group, ke) = m.need::<Ke>()?;
-                if group != d.group().id() {
+            Some(d) => match agree_ke(d, m.need::<Ke>()?)? {
+                Some(s) => Some(s),
+                None => {
                     self.fail(FailReason::InvalidKePayload, true);
                     return Ok(());
                 }
-                Some(d.agree(ke)?)
-            }
+            },
             None => None,
         };
         let n_before = self.sas[idx].children.len();

@@ -2,7 +2,9 @@
 //! IKE SA is keyed from the old one's SK_d and a fresh DH, the children
 //! move over, and the initiator of the rekey deletes the old SA.
 
-use super::table::{nonce, rand_spi64, IkeSa, Req, Request, St, Task};
+use super::table::{
+    agree_ke, answer_ke, ke_payload, nonce, rand_spi64, IkeSa, Req, Request, St, Task,
+};
 use super::{Event, FailReason, Ike};
 use crate::crypto::{DhPrivate, IkeKeys, IkeSuite};
 use crate::error::{Error, Result};
@@ -20,20 +22,10 @@ impl Ike {
         let spi = rand_spi64()?;
         let ni = nonce()?;
         let dh = DhPrivate::generate(suite.dh)?;
-        let props: Vec<Proposal> = self
-            .cfg
-            .ike_proposals
-            .iter()
-            .enumerate()
-            .map(|(i, pr)| pr.to_wire(i as u8 + 1, spi.to_be_bytes().to_vec()))
-            .collect();
         let payloads = vec![
-            Payload::Sa(props),
+            Payload::Sa(self.ike_offer(spi.to_be_bytes().to_vec())),
             Payload::Nonce(ni.clone()),
-            Payload::Ke {
-                group: dh.group().id(),
-                data: dh.public().to_vec(),
-            },
+            ke_payload(&dh),
         ];
         Ok(Request {
             exchange: exchange::CREATE_CHILD_SA,
@@ -73,12 +65,15 @@ impl Ike {
             .map(u64::from_be_bytes)
             .ok_or(Error::Malformed("rekey SPI"))?;
         let nr = m.need::<Nonce>()?.to_vec();
-        let (group, ke) = m.need::<Ke>()?;
-        if group != dh.group().id() || suite.dh != dh.group() {
+        let peer = m.need::<Ke>()?;
+        let shared = match suite.dh == dh.group() {
+            true => agree_ke(&dh, peer)?,
+            false => None,
+        };
+        let Some(shared) = shared else {
             self.fail(FailReason::InvalidKePayload, false);
             return Ok(());
-        }
-        let shared = dh.agree(ke)?;
+        };
         self.finish_ike_rekey(idx, suite, &shared, &ni, &nr, spi, peer_spi, true, now)
     }
 
@@ -109,16 +104,10 @@ impl Ike {
                 vec![],
             ))]);
         };
-        let (group, ke) = m.need::<Ke>()?;
-        if group != suite.dh.id() {
-            return Ok(vec![Payload::Notify(Notify::new(
-                notify::INVALID_KE_PAYLOAD,
-                suite.dh.id().to_be_bytes().to_vec(),
-            ))]);
-        }
-        suite.dh.check_public(ke)?;
-        let dh = DhPrivate::generate(suite.dh)?;
-        let shared = dh.agree(ke)?;
+        let (shared, ke) = match answer_ke(suite.dh, m.need::<Ke>()?)? {
+            Ok(x) => x,
+            Err(refusal) => return Ok(vec![refusal]),
+        };
         let my_spi = rand_spi64()?;
         self.finish_ike_rekey(idx, suite, &shared, ni, nr, peer_spi, my_spi, false, now)?;
         Ok(vec![
@@ -128,10 +117,7 @@ impl Ike {
                 my_spi.to_be_bytes().to_vec(),
             )]),
             Payload::Nonce(nr.to_vec()),
-            Payload::Ke {
-                group: suite.dh.id(),
-                data: dh.public().to_vec(),
-            },
+            ke,
         ])
     }
 

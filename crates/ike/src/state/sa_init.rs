@@ -2,7 +2,7 @@
 //! nonces, NAT detection (§2.23) and fragmentation support (RFC 7383);
 //! the keys it yields protect everything that follows.
 
-use super::table::{nonce, rand_spi64, IkeSa, Req, St};
+use super::table::{ke_payload, nonce, rand_spi64, IkeSa, Req, St};
 use super::{Action, FailReason, Ike, InitDrop};
 use crate::crypto::{self, DhGroup, DhPrivate, IkeKeys, IkeSuite};
 use crate::error::{Error, Result};
@@ -97,18 +97,8 @@ impl Ike {
         if let Some(c) = &sa.cookie {
             p.push(Payload::Notify(Notify::new(notify::COOKIE, c.clone())));
         }
-        let props: Vec<Proposal> = self
-            .cfg
-            .ike_proposals
-            .iter()
-            .enumerate()
-            .map(|(i, pr)| pr.to_wire(i as u8 + 1, Vec::new()))
-            .collect();
-        p.push(Payload::Sa(props));
-        p.push(Payload::Ke {
-            group: dh.group().id(),
-            data: dh.public().to_vec(),
-        });
+        p.push(Payload::Sa(self.ike_offer(Vec::new())));
+        p.push(ke_payload(dh));
         p.push(Payload::Nonce(sa.ni.clone()));
         p.extend(nat_payloads(
             sa.spi_i,
@@ -160,6 +150,17 @@ impl Ike {
             data: msg,
         });
         Ok(())
+    }
+
+    /// Our IKE SA proposals (RFC 7296 §3.3), numbered from 1, with `spi`
+    /// (empty in IKE_SA_INIT, the new SA's in a rekey, §3.3.1).
+    pub(super) fn ike_offer(&self, spi: Vec<u8>) -> Vec<Proposal> {
+        self.cfg
+            .ike_proposals
+            .iter()
+            .enumerate()
+            .map(|(i, pr)| pr.to_wire(i as u8 + 1, spi.clone()))
+            .collect()
     }
 
     pub(super) fn on_init_request(
@@ -262,10 +263,7 @@ impl Ike {
         sa.natt = local.port() == self.cfg.natt_port;
         let mut p = vec![
             Payload::Sa(vec![select::ike_reply(num, &suite, Vec::new())]),
-            Payload::Ke {
-                group: suite.dh.id(),
-                data: dh.public().to_vec(),
-            },
+            ke_payload(&dh),
             Payload::Nonce(sa.nr.clone()),
         ];
         p.extend(nat_payloads(

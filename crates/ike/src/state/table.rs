@@ -5,10 +5,10 @@
 use super::fragments::Reassembly;
 use super::{Action, Event, FailReason, Ike, NON_ESP_MARKER};
 use crate::config::Prefix;
-use crate::crypto::{self, DhPrivate, IkeKeys, IkeSuite, SkKeys};
+use crate::crypto::{self, DhGroup, DhPrivate, IkeKeys, IkeSuite, Secret, SkKeys};
 use crate::error::{Error, Result};
 use crate::message::{flags, Header};
-use crate::payload::TrafficSelector;
+use crate::payload::{notify, Notify, Payload, TrafficSelector};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -228,6 +228,43 @@ pub(super) fn nonce() -> Result<Vec<u8>> {
     let mut n = vec![0u8; NONCE_LEN];
     crypto::random(&mut n)?;
     Ok(n)
+}
+
+/// The KE payload carrying our public value (RFC 7296 §3.4).
+pub(super) fn ke_payload(dh: &DhPrivate) -> Payload {
+    Payload::Ke {
+        group: dh.group().id(),
+        data: dh.public().to_vec(),
+    }
+}
+
+/// The responder's half of a CREATE_CHILD_SA DH (RFC 7296 §1.3): the
+/// peer's KE (group, data) must be of the chosen group `g`, else the
+/// answer is `Err`, the INVALID_KE_PAYLOAD notify naming `g` (§1.3.1,
+/// §3.10.1); otherwise a fresh key of ours gives g^ir and our KE payload.
+#[allow(clippy::type_complexity)]
+pub(super) fn answer_ke(
+    g: DhGroup,
+    (group, ke): (u16, &[u8]),
+) -> Result<std::result::Result<(Secret, Payload), Payload>> {
+    if group != g.id() {
+        return Ok(Err(Payload::Notify(Notify::new(
+            notify::INVALID_KE_PAYLOAD,
+            g.id().to_be_bytes().to_vec(),
+        ))));
+    }
+    g.check_public(ke)?;
+    let dh = DhPrivate::generate(g)?;
+    Ok(Ok((dh.agree(ke)?, ke_payload(&dh))))
+}
+
+/// The initiator's half: the peer's KE in the response must be of the
+/// group we offered (RFC 7296 §1.3); then g^ir, else None.
+pub(super) fn agree_ke(dh: &DhPrivate, (group, ke): (u16, &[u8])) -> Result<Option<Secret>> {
+    if group != dh.group().id() {
+        return Ok(None);
+    }
+    dh.agree(ke).map(Some)
 }
 
 impl Ike {
