@@ -357,15 +357,14 @@ async fn ike(State(s): State<AppState>) -> Json<Vec<IkeTunnelInfo>> {
     responses((status = 200, body = CountersInfo), (status = 401, body = ErrorBody)))]
 async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
     let sum = s.ctl.counters();
-    let cfg = s.ctl.config();
     Json(CountersInfo {
         workers: s.ctl.workers() as u64,
-        interfaces: cfg
-            .interfaces
-            .iter()
-            .zip(&sum.ports)
-            .map(|(i, p)| InterfaceCounters {
-                interface: i.name.clone(),
+        interfaces: s
+            .ctl
+            .interface_counters()
+            .into_iter()
+            .map(|(interface, p)| InterfaceCounters {
+                interface,
                 rx_packets: p.rx_packets,
                 rx_bytes: p.rx_bytes,
                 tx_packets: p.tx_packets,

@@ -20,7 +20,6 @@ fn counter_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, 
 pub fn render(ctl: &Control) -> String {
     let mut reg = Registry::default();
     let sum = ctl.counters();
-    let cfg = ctl.config();
 
     let ifl = |name: &str| vec![("interface".to_owned(), name.to_owned())];
     let rxp = counter_family(
@@ -63,9 +62,8 @@ pub fn render(ctl: &Control) -> String {
         "vecgate_interface_tx_errors",
         "Packets the kernel rejected as malformed on transmit",
     );
-    for (i, ifc) in cfg.interfaces.iter().enumerate() {
-        let p = sum.ports.get(i).copied().unwrap_or_default();
-        let l = ifl(&ifc.name);
+    for (name, p) in ctl.interface_counters() {
+        let l = ifl(&name);
         rxp.get_or_create(&l).inc_by(p.rx_packets);
         rxb.get_or_create(&l).inc_by(p.rx_bytes);
         txp.get_or_create(&l).inc_by(p.tx_packets);

@@ -229,34 +229,37 @@ pub fn plan(a: &Config, b: &Config) -> Vec<Change> {
     out
 }
 
+/// Interfaces added or removed are attached or released live (their
+/// netdev claimed, one queue per worker, [`crate::Control::apply`]); a
+/// changed netdev or driver is a restart. Ports belong to names, so the
+/// order of the interfaces in the file means nothing.
 fn interfaces(a: &Config, b: &Config, out: &mut Vec<Change>) {
-    let attached = "its netdev's sockets are opened on every worker at start";
     for i in &a.interfaces {
         if b.interface(&i.name).is_none() {
             out.push(Change {
                 op: Op::Remove,
                 item: Item::Interface(Box::new(i.clone())),
                 name: i.name.clone(),
-                detail: format!("netdev {}", i.host),
-                restart: Some(attached.into()),
+                detail: format!("netdev {} released", i.host),
+                restart: None,
             });
         }
     }
-    for (n, j) in b.interfaces.iter().enumerate() {
+    for j in &b.interfaces {
         match a.interface(&j.name) {
             None => out.push(Change {
                 op: Op::Add,
                 item: Item::Interface(Box::new(j.clone())),
                 name: j.name.clone(),
-                detail: format!("netdev {} ({})", j.host, j.driver),
-                restart: Some(attached.into()),
+                detail: iface_summary(j),
+                restart: None,
             }),
             Some(i) if i != j => {
-                let restart = if i.host != j.host || i.driver != j.driver {
-                    Some(format!("{attached} (netdev and driver)"))
-                } else {
-                    None
-                };
+                let restart = (i.host != j.host || i.driver != j.driver).then(|| {
+                    "its netdev's queues are opened with its netdev and driver: remove the \
+                     interface and add it under another name, or restart"
+                        .to_string()
+                });
                 out.push(Change {
                     op: Op::Change,
                     item: Item::Interface(Box::new(j.clone())),
@@ -267,22 +270,19 @@ fn interfaces(a: &Config, b: &Config, out: &mut Vec<Change>) {
             }
             Some(_) => {}
         }
-        // Interfaces are numbered by their place in the file (ports).
-        let moved = a
-            .interfaces
-            .iter()
-            .position(|i| i.name == j.name)
-            .is_some_and(|p| p != n);
-        if moved && a.interfaces.len() == b.interfaces.len() {
-            out.push(Change {
-                op: Op::Change,
-                item: Item::Interface(Box::new(j.clone())),
-                name: j.name.clone(),
-                detail: "moved in the file".into(),
-                restart: Some("interfaces are numbered by their order at start".into()),
-            });
-        }
     }
+}
+
+/// `netdev veth3 (af_packet) 10.5.0.1/24 vrf blue`
+fn iface_summary(i: &Interface) -> String {
+    let mut s = format!("netdev {} ({})", i.host, i.driver);
+    for a in &i.addresses {
+        s.push_str(&format!(" {a}"));
+    }
+    if i.vrf != vecgate_config::DEFAULT_VRF {
+        s.push_str(&format!(" vrf {}", i.vrf));
+    }
+    s
 }
 
 fn vrfs(a: &Config, b: &Config, out: &mut Vec<Change>) {
@@ -506,8 +506,7 @@ pub fn replay(a: &Config, plan: &[Change]) -> Config {
 }
 
 /// `c` with its interfaces, tunnels, routes and SAs in a fixed order (the
-/// order of tunnels and routes in a file carries no meaning; a change of
-/// the interfaces' order is a restart of its own).
+/// order of objects in a file carries no meaning).
 pub fn canonical(c: &Config) -> Config {
     let mut c = c.clone();
     c.interfaces.sort_by(|a, b| a.name.cmp(&b.name));

@@ -7,7 +7,7 @@ use crate::model::*;
 use dataplane::counters::{CounterSnapshot, PortSnapshot, WorkerCounters};
 use dataplane::neighbour::{fmt_mac, State};
 use dataplane::tables::{SharedTables, Tables};
-use dataplane::worker::{Captured, Command, NeighbourEntry};
+use dataplane::worker::{Captured, Command, NeighbourEntry, PortQueue};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,6 +51,22 @@ pub struct Dataplane {
     /// SA install / switch / remove (`POST /sas`, `POST
     /// /tunnels/{name}/switch`, `DELETE /sas/{spi}`); `None` without IPsec.
     pub sa_ops: Option<Box<dyn SaOps>>,
+}
+
+/// Interfaces attached and released while running (the binary's I/O
+/// backends, behind a trait so this crate opens no socket).
+pub trait PortOps: Send + Sync {
+    /// Claims `ifc`'s netdev (one gateway per netdev), opens one queue on
+    /// it per worker, in worker order, as at startup, and installs its
+    /// ingress guard; from now on the table builder knows its facts.
+    /// Nothing reaches a worker yet.
+    fn open(
+        &self,
+        ifc: &vecgate_config::Interface,
+    ) -> Result<(NetdevFacts, Vec<PortQueue>), String>;
+    /// Releases what [`PortOps::open`] claimed for interface `name`
+    /// (guard, netdev lock, facts), once no worker polls it any more.
+    fn close(&self, name: &str);
 }
 
 /// Lists the IPsec SAs (vecgate's SA registry, behind a closure so this
@@ -197,7 +213,16 @@ pub struct Control {
     /// others came from the file): `show routes` says `api`.
     api_routes: Mutex<std::collections::HashSet<(String, String)>>,
     fpm: Arc<crate::fpm::FpmStats>,
+    /// Told when a reload starts (`true`) and when it has ended, applied
+    /// or refused (`false`): systemd's `RELOADING=1` / `READY=1`.
+    reload_hook: Mutex<Option<ReloadHook>>,
+    /// Attaches and releases interfaces live; `None`: interfaces are
+    /// fixed at startup (a change of the set is refused).
+    ports: Mutex<Option<Arc<dyn PortOps>>>,
 }
+
+/// See [`Control::set_reload_hook`].
+pub type ReloadHook = Arc<dyn Fn(bool) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A handler that panicked mid-change never published anything, so
@@ -274,7 +299,79 @@ impl Control {
             learned: Mutex::new(Arc::new(Default::default())),
             api_routes: Mutex::new(Default::default()),
             fpm: Arc::new(Default::default()),
+            reload_hook: Mutex::new(None),
+            ports: Mutex::new(None),
         })
+    }
+
+    /// Lets [`Control::apply`] attach and release interfaces live.
+    pub fn set_port_ops(&self, ops: Arc<dyn PortOps>) {
+        *lock(&self.ports) = Some(ops);
+    }
+
+    /// The port of interface or tunnel `name` in the published tables.
+    pub fn port_of(&self, name: &str) -> Option<u16> {
+        Self::port_in(&self.dp.tables.load(), name)
+    }
+
+    fn port_in(tables: &Tables, name: &str) -> Option<u16> {
+        tables
+            .interfaces
+            .iter()
+            .flatten()
+            .find(|i| i.name == name)
+            .map(|i| i.port)
+    }
+
+    /// Every configured interface with its port's counters (ports are
+    /// stable per interface, not its place in the file: one added live
+    /// sits above the tunnels' first ports).
+    pub fn interface_counters(&self) -> Vec<(String, PortSnapshot)> {
+        let cfg = self.config();
+        let sum = self.counters();
+        let tables = self.dp.tables.load();
+        cfg.interfaces
+            .iter()
+            .map(|i| {
+                let c = Self::port_in(&tables, &i.name)
+                    .and_then(|p| sum.ports.get(usize::from(p)).copied())
+                    .unwrap_or_default();
+                (i.name.clone(), c)
+            })
+            .collect()
+    }
+
+    /// Sends `make(worker)` to every worker and waits (up to
+    /// [`MAILBOX_WAIT`] each) until each has handled it.
+    fn tell_workers(&self, mut make: impl FnMut(usize, crossbeam_channel::Sender<()>) -> Command) {
+        let mut waits = Vec::new();
+        for (w, mb) in self.dp.mailboxes.iter().enumerate() {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            if mb.send_timeout(make(w, tx), MAILBOX_WAIT).is_ok() {
+                waits.push(rx);
+            }
+        }
+        let deadline = Instant::now() + MAILBOX_WAIT;
+        for rx in waits {
+            let _ = rx.recv_deadline(deadline);
+        }
+    }
+
+    /// Calls `f(true)` when a live reload (not a dry run) starts and
+    /// `f(false)` when it has ended, applied or refused, whichever way it
+    /// came (`POST /config`, `vecgate reload`, SIGHUP).
+    pub fn set_reload_hook(&self, f: ReloadHook) {
+        *lock(&self.reload_hook) = Some(f);
+    }
+
+    /// Frames a reload that was refused before it reached
+    /// [`Control::reload`] (SIGHUP with a file that does not parse), so
+    /// systemd sees every reload start and end.
+    pub fn reload_refused_early(&self) {
+        if let Some(h) = lock(&self.reload_hook).clone() {
+            h(true);
+            h(false);
+        }
     }
 
     /// The API's access-control counters (401s, throttled 401s, failed
@@ -448,6 +545,14 @@ impl Control {
 
     /// Copy → `edit` → validate → build → publish. `fields` are the request
     /// fields a validation message may name (the first is the fallback).
+    ///
+    /// Interfaces that enter are attached first (netdev claimed, one queue
+    /// per worker opened, ingress guard), handed to the workers once the
+    /// tables are built, and the tables naming them published only when
+    /// every worker polls them. Interfaces that leave are gone from the
+    /// published tables before the workers close their queues (packets
+    /// still on their way to one are dropped and counted), then their
+    /// netdev is released. Everything else keeps its port and state.
     pub fn apply(
         &self,
         fields: &[&str],
@@ -463,9 +568,93 @@ impl Control {
                 message: d.message.clone(),
             });
         }
+        let entering: Vec<&vecgate_config::Interface> = next
+            .interfaces
+            .iter()
+            .filter(|i| cur.interface(&i.name).is_none())
+            .collect();
+        let leaving: Vec<String> = cur
+            .interfaces
+            .iter()
+            .filter(|i| next.interface(&i.name).is_none())
+            .map(|i| i.name.clone())
+            .collect();
+        let ops = lock(&self.ports).clone();
+        let ops =
+            match (&ops, entering.is_empty() && leaving.is_empty()) {
+                (_, true) => None,
+                (Some(o), false) => Some(o.clone()),
+                (None, false) => return Err(ApiError::new(
+                    409,
+                    "interfaces are attached at startup by this dataplane: restart to change them",
+                    Some("name"),
+                )),
+            };
+        // 1. Attach (undone if anything later fails).
+        let mut opened: Vec<(String, Vec<PortQueue>)> = Vec::new();
+        let undo = |opened: &[(String, Vec<PortQueue>)]| {
+            if let Some(o) = &ops {
+                for (n, _) in opened {
+                    o.close(n);
+                }
+            }
+        };
+        if let Some(o) = &ops {
+            for ifc in &entering {
+                match o.open(ifc) {
+                    Ok((_, queues)) => opened.push((ifc.name.clone(), queues)),
+                    Err(e) => {
+                        undo(&opened);
+                        return Err(ApiError::new(
+                            409,
+                            format!("interface {}: {e}", ifc.name),
+                            Some("name"),
+                        ));
+                    }
+                }
+            }
+        }
         let learned = self.learned();
-        let tables = (self.dp.build)(&next, &learned).map_err(|e| ApiError::new(409, e, None))?;
+        let tables = match (self.dp.build)(&next, &learned) {
+            Ok(t) => t,
+            Err(e) => {
+                // The sockets close as `opened` goes.
+                undo(&opened);
+                return Err(ApiError::new(409, e, None));
+            }
+        };
+        let old = self.dp.tables.load();
+        // 2. The workers poll the new queues, then the tables name them.
+        let mut attached = Vec::new();
+        for (name, queues) in opened {
+            let Some(port) = Self::port_in(&tables, &name) else {
+                continue;
+            };
+            let mut queues: Vec<Option<PortQueue>> = queues.into_iter().map(Some).collect();
+            self.tell_workers(|w, done| match queues.get_mut(w).and_then(Option::take) {
+                Some(io) => Command::AttachPort { port, io, done },
+                None => Command::DetachPort { port, done },
+            });
+            attached.push(port);
+        }
         self.dp.tables.store(tables);
+        // Gratuitous ARP / unsolicited NA for the new addresses (one
+        // worker sends for all).
+        if let Some(mb) = self.dp.mailboxes.first() {
+            for p in &attached {
+                let _ = mb.try_send(Command::Announce(*p));
+            }
+        }
+        // 3. Interfaces gone from the tables: their queues closed, their
+        //    netdevs released.
+        if let Some(o) = &ops {
+            for name in &leaving {
+                if let Some(port) = Self::port_in(&old, name) {
+                    self.tell_workers(|_, done| Command::DetachPort { port, done });
+                }
+                o.close(name);
+            }
+        }
         *cur = next;
         Ok(())
     }
@@ -500,13 +689,25 @@ impl Control {
             .iter()
             .enumerate()
             .map(|(i, ifc)| {
-                let nd = self.dp.netdevs.get(i).copied().unwrap_or(NetdevFacts {
-                    mac: [0; 6],
-                    mtu: 0,
-                    offloads: false,
-                });
-                let t = tables.iface(i as u16);
-                let c = sum.ports.get(i).copied().unwrap_or_default();
+                let port = Self::port_in(&tables, &ifc.name);
+                let t = port.and_then(|p| tables.iface(p));
+                // Facts from the tables (every attached interface is in
+                // them), else from startup.
+                let nd = t
+                    .map(|t| NetdevFacts {
+                        mac: t.mac,
+                        mtu: t.mtu,
+                        offloads: false,
+                    })
+                    .or_else(|| self.dp.netdevs.get(i).copied())
+                    .unwrap_or(NetdevFacts {
+                        mac: [0; 6],
+                        mtu: 0,
+                        offloads: false,
+                    });
+                let c = port
+                    .and_then(|p| sum.ports.get(usize::from(p)).copied())
+                    .unwrap_or_default();
                 InterfaceInfo {
                     name: ifc.name.clone(),
                     host: ifc.host.clone(),
@@ -1318,6 +1519,21 @@ impl Control {
     /// and tunnels gone from the file leave the registry and new IKEv2
     /// tunnels start. Blocking (IKE deletes wait for the peer).
     pub fn reload(&self, new: Config, dry_run: bool) -> Result<ReloadPlan, ApiError> {
+        if dry_run {
+            return self.reload_inner(new, true);
+        }
+        let hook = lock(&self.reload_hook).clone();
+        if let Some(h) = &hook {
+            h(true);
+        }
+        let r = self.reload_inner(new, false);
+        if let Some(h) = &hook {
+            h(false);
+        }
+        r
+    }
+
+    fn reload_inner(&self, new: Config, dry_run: bool) -> Result<ReloadPlan, ApiError> {
         use crate::reload::{rekeys, Item, Op};
         use vecgate_config::{SaDirection, TunnelKind};
         if let Some(d) = vecgate_config::validate(&new).first() {
@@ -1614,11 +1830,12 @@ impl Control {
         // Neighbours on an Ethernet tunnel (VXLAN, NVGRE, GRE TEB) sit on
         // its virtual port: named after the tunnel.
         let tunnel_ports = self.tunnel_ports(&cfg);
+        let tables = self.dp.tables.load();
         for (w, entries) in answers {
             for e in entries {
-                let interface = cfg
-                    .interfaces
-                    .get(usize::from(e.port))
+                let interface = tables
+                    .iface(e.port)
+                    .filter(|i| cfg.interface(&i.name).is_some())
                     .map(|i| i.name.clone())
                     .or_else(|| {
                         tunnel_ports
@@ -1687,9 +1904,8 @@ impl Control {
     pub fn capture(&self, name: &str, count: u64, timeout: Duration) -> Result<Vec<u8>, ApiError> {
         let port = self
             .config()
-            .interfaces
-            .iter()
-            .position(|i| i.name == name)
+            .interface(name)
+            .and_then(|_| self.port_of(name))
             .ok_or_else(|| ApiError::not_found("interface", format!("no interface \"{name}\"")))?;
         if !(1..=CAPTURE_MAX_FRAMES).contains(&count) {
             return Err(ApiError::bad(
@@ -1701,7 +1917,7 @@ impl Control {
         let (tx, rx) = crossbeam_channel::bounded::<Captured>(count.min(4096));
         for mb in &self.dp.mailboxes {
             let _ = mb.try_send(Command::CaptureStart {
-                port: port as u16,
+                port,
                 count,
                 out: tx.clone(),
             });

@@ -7,7 +7,11 @@
 //! cores it shares with the traffic; while packets keep coming it loops
 //! without sleeping. Neighbour timers run every [`TIMER_MS`]. A port that
 //! fails (netdev gone) is closed, marked down and re-opened through the
-//! [`PortFactory`] every [`RETRY_MS`].
+//! [`PortFactory`] every [`RETRY_MS`]. Interfaces added or removed while
+//! running reach the worker as [`Command::AttachPort`] and
+//! [`Command::DetachPort`] in its mailbox, handled between two vectors:
+//! the fast path reads its port list without a lock, and the only
+//! allocations (growing the per-port vectors) happen in that command.
 
 use crate::counters::WorkerCounters;
 use crate::graph::{Ctx, Graph, NodeId};
@@ -65,6 +69,33 @@ pub enum Command {
     /// Gratuitous ARP and unsolicited NAs for every address of `port`
     /// (VRRP takeover, RFC 5798 §6.4.2).
     Announce(u16),
+    /// Start polling this worker's queue `io` of an interface attached
+    /// live, as port `port` (a port number no table uses yet: the
+    /// tables naming it are published once every worker answered on
+    /// `done`).
+    AttachPort {
+        port: u16,
+        io: PortQueue,
+        done: Sender<()>,
+    },
+    /// Stop polling `port` and close its queue (an interface removed
+    /// live, already gone from the published tables): packets still
+    /// queued for it are dropped and counted on the port, its neighbour
+    /// entries and their waiting packets with them. Answers on `done`
+    /// once the queue is closed.
+    DetachPort {
+        port: u16,
+        done: Sender<()>,
+    },
+}
+
+/// A worker's queue on a netdev, in transit to the worker.
+pub struct PortQueue(pub Box<dyn Port>);
+
+impl std::fmt::Debug for PortQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PortQueue({})", self.0.name())
+    }
 }
 
 /// One neighbour table entry of one worker.
@@ -141,6 +172,9 @@ impl Default for WorkerConfig {
 struct PortSlot {
     name: String,
     port: Option<Box<dyn Port>>,
+    /// An interface owns this slot: a closed `port` is re-opened. False
+    /// for the slots of tunnels' virtual ports and of detached interfaces.
+    attached: bool,
 }
 
 /// One dataplane thread.
@@ -193,6 +227,7 @@ impl Worker {
                 .map(|p| PortSlot {
                     name: p.name().to_string(),
                     port: Some(p),
+                    attached: true,
                 })
                 .collect(),
             graph,
@@ -257,8 +292,69 @@ impl Worker {
                 Command::CaptureStop => self.capture = None,
                 Command::SendFrame { port, frame } => self.send_frame(port, &frame),
                 Command::Announce(port) => self.announce_port(port),
+                Command::AttachPort { port, io, done } => {
+                    self.attach_port(port, io.0);
+                    let _ = done.try_send(());
+                }
+                Command::DetachPort { port, done } => {
+                    self.detach_port(port);
+                    let _ = done.try_send(());
+                }
             }
         }
+    }
+
+    /// Polls `p` as port `port` from the next iteration on. The per-port
+    /// vectors grow to hold it (a control-plane step: the fast path never
+    /// allocates); a port beyond the counters' range is refused (closed).
+    fn attach_port(&mut self, port: u16, p: Box<dyn Port>) {
+        let i = usize::from(port);
+        if i >= self.graph.counters().ports.len() {
+            tracing::error!(
+                worker = self.id,
+                port,
+                "attach: port beyond the counted range"
+            );
+            return;
+        }
+        if i >= self.ports.len() {
+            let n = i + 1;
+            self.ports.resize_with(n, || PortSlot {
+                name: String::new(),
+                port: None,
+                attached: false,
+            });
+            self.cx.tx.resize_with(n, Vec::new);
+            self.cx.port_up.resize(n, false);
+            self.cx.port_offloads.resize(n, false);
+            self.cx.port_udp_gso.resize(n, false);
+        }
+        // Whatever was left of an earlier user of the slot is dropped.
+        self.detach_port(port);
+        self.cx.tx[i].reserve(2 * VECTOR_SIZE);
+        self.cx.port_offloads[i] = p.offloads();
+        self.cx.port_udp_gso[i] = p.udp_gso();
+        self.ports[i] = PortSlot {
+            name: p.name().to_string(),
+            port: Some(p),
+            attached: true,
+        };
+        self.cx.port_up[i] = true;
+    }
+
+    /// Closes port `port` for good (see [`Command::DetachPort`]).
+    fn detach_port(&mut self, port: u16) {
+        let i = usize::from(port);
+        if i >= self.ports.len() {
+            return;
+        }
+        let counters = self.graph.counters();
+        if let Some(pc) = counters.ports.get(i) {
+            pc.drops.add(self.cx.tx[i].len() as u64);
+        }
+        // Its last drops, its neighbours (and the packets they held).
+        self.ports[i].attached = false;
+        self.port_failed(i);
     }
 
     fn send_frame(&mut self, port: u16, frame: &[u8]) {
@@ -589,7 +685,7 @@ impl Worker {
     fn port_failed(&mut self, i: usize) {
         // What the closing socket lost is counted before it goes.
         self.collect_drops(i);
-        if self.ports[i].port.take().is_some() {
+        if self.ports[i].port.take().is_some() && self.ports[i].attached {
             tracing::warn!(worker = self.id, port = %self.ports[i].name, "port failed, marked down");
         }
         self.cx.port_up[i] = false;
@@ -604,7 +700,7 @@ impl Worker {
         };
         let mut reopened = Vec::new();
         for (i, slot) in self.ports.iter_mut().enumerate() {
-            if slot.port.is_some() {
+            if slot.port.is_some() || !slot.attached {
                 continue;
             }
             if let Ok(p) = f(i as u16, &slot.name) {
@@ -738,6 +834,76 @@ mod drop_tests {
         assert_eq!((c.rx_missed, c.drops), (8, 12), "{c:?}");
         w.step(3 * TIMER_MS);
         assert_eq!(port0(&w), c);
+    }
+
+    /// A port attached live (a slot beyond the startup ports) is polled
+    /// and answers at once; detached, it is closed for good: down, never
+    /// re-opened by the factory, what it receives never read.
+    #[test]
+    fn ports_attach_and_detach_live() {
+        let mut b = TablesBuilder::new();
+        b.add_interface(0, "lan0", GW, 1500, 0, &["10.1.0.1/24".parse().unwrap()]);
+        let mac5 = [2, 0, 0, 0, 0, 5];
+        b.add_interface(5, "lan5", mac5, 1500, 0, &["10.5.0.1/24".parse().unwrap()]);
+        let shared = SharedTables::new(b.build().unwrap());
+        let (port, _h0) = MockPort::new("lan0", GW, 1500);
+        let mut w = Worker::new(0, vec![Box::new(port)], shared, WorkerConfig::default());
+        let reopened = Arc::new(AtomicU64::new(0));
+        let r = reopened.clone();
+        w.set_port_factory(Box::new(move |_, name| {
+            r.fetch_add(1, Ordering::Relaxed);
+            let (p, _) = MockPort::new(name, [2, 0, 0, 0, 0, 9], 1500);
+            Ok(Box::new(p))
+        }));
+        let (p5, h5) = MockPort::new("lan5", mac5, 1500);
+        let (done, acked) = crossbeam_channel::bounded(1);
+        w.mailbox()
+            .try_send(Command::AttachPort {
+                port: 5,
+                io: PortQueue(Box::new(p5)),
+                done,
+            })
+            .unwrap();
+        w.handle_commands();
+        assert!(acked.try_recv().is_ok());
+        assert!(w.port_is_up(5) && !w.port_is_up(3));
+        let who = |i: u8| {
+            let mac = [2, 0, 0, 0, 1, i];
+            eth(
+                [0xff; 6],
+                mac,
+                0x0806,
+                &arp(
+                    Operation::Request,
+                    mac,
+                    Ipv4Addr::new(10, 5, 0, 10 + i),
+                    [0; 6],
+                    Ipv4Addr::new(10, 5, 0, 1),
+                ),
+            )
+        };
+        h5.inject(who(1));
+        w.step(1);
+        assert_eq!(h5.take_tx().len(), 1, "no ARP reply on the new port");
+        assert_eq!(w.counters().snapshot().ports[5].rx_packets, 1);
+
+        let (done, acked) = crossbeam_channel::bounded(1);
+        w.mailbox()
+            .try_send(Command::DetachPort { port: 5, done })
+            .unwrap();
+        w.handle_commands();
+        assert!(acked.try_recv().is_ok());
+        assert!(!w.port_is_up(5));
+        h5.inject(who(2));
+        w.step(RETRY_MS + 1);
+        w.step(2 * RETRY_MS + 2);
+        assert_eq!(
+            reopened.load(Ordering::Relaxed),
+            0,
+            "a detached port was re-opened"
+        );
+        assert!(h5.take_tx().is_empty());
+        assert_eq!(w.counters().snapshot().ports[5].rx_packets, 1);
     }
 
     /// A port that fails hands in its last drops before it is closed.

@@ -11,6 +11,7 @@ mod ha;
 mod host_tap;
 mod ike;
 mod ipsec_wiring;
+mod live_ports;
 mod notify;
 mod run;
 mod sastate;

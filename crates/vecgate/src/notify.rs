@@ -1,5 +1,8 @@
 //! systemd's notify protocol (sd_notify(3)) for `Type=notify` units:
-//! `READY=1` once the gateway forwards and its API answers, `STOPPING=1` on
+//! `READY=1` once the gateway forwards and its API answers, `RELOADING=1`
+//! with `MONOTONIC_USEC=` when a live reload starts and `READY=1` again
+//! when it has ended (the `Type=notify-reload` protocol, which a
+//! `Type=notify` unit's manager understands too), `STOPPING=1` on
 //! shutdown, `STATUS=` lines, and `WATCHDOG=1` every half `WATCHDOG_USEC`
 //! while every worker's loop is seen turning — so systemd restarts a
 //! gateway with a wedged worker (`WatchdogSec=`, `Restart=on-failure`).
@@ -53,6 +56,16 @@ impl Notifier {
             warn!("sd_notify: {e}");
         }
     }
+}
+
+/// `RELOADING=1` and the CLOCK_MONOTONIC time in µs, which systemd
+/// needs with it to tell this reload from an earlier one (sd_notify(3)).
+pub fn reloading_message() -> String {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let usec = (t.tv_sec as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(t.tv_nsec as u64 / 1000);
+    format!("RELOADING=1\nMONOTONIC_USEC={usec}\nSTATUS=reloading the configuration")
 }
 
 /// `WATCHDOG=1` pacing: every half of `WATCHDOG_USEC`, and only when each

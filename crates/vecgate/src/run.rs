@@ -9,12 +9,14 @@
 //! locks with it. Every startup failure is one clear
 //! message and exit 1, never a panic.
 
-use crate::setup::{build_tables_ported, NetdevInfo, TunnelPorts};
+use crate::live_ports::{driver_str, fanout_id, Claim, LivePorts};
+use crate::setup::{build_tables_ported, NetdevInfo, Ports};
 use anyhow::{anyhow, Context, Result};
 use dataplane::neighbour::NeighbourShared;
 use dataplane::tables::SharedTables;
 use dataplane::worker::{Worker, WorkerConfig};
 use packet::Port;
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,20 +67,6 @@ fn init_logging(level: &str, json: bool) {
     }
 }
 
-/// Fanout group id of interface `port`: unique per process and netdev in
-/// this network namespace (the kernel matches groups per namespace).
-fn fanout_id(port: usize) -> u16 {
-    ((std::process::id() as u16).wrapping_mul(64)).wrapping_add(port as u16)
-}
-
-fn driver_str(d: Driver) -> &'static str {
-    match d {
-        Driver::AfPacket => "af_packet",
-        Driver::AfXdp => "af_xdp",
-        Driver::Tap => "tap",
-    }
-}
-
 fn run(cfg: Config, path: &Path) -> Result<()> {
     // The API endpoint first: a second gateway with the same API must fail
     // before it touches the first one's interfaces and guards.
@@ -90,14 +78,16 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let tls = api_tls(&cfg)?;
     // One gateway per netdev: claimed before anything is attached, held
     // (by the kernel, through flock) until this process exits.
-    let _locks = cfg
+    // Kept per interface: one removed live releases its netdev.
+    let mut locks = cfg
         .interfaces
         .iter()
         .map(|ifc| {
             vecgate_io::NetdevLock::acquire(&ifc.host, &cfg.gateway.name)
                 .with_context(|| format!("interface \"{}\"", ifc.name))
+                .map(|l| (ifc.name.clone(), l))
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<HashMap<_, _>>>()?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     // Always present (an empty registry costs nothing: the tables get an
@@ -144,22 +134,57 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let nports = cfg.interfaces.len();
 
     // Attach: every worker gets its own queue on every interface.
-    let (per_worker, guards) = attach(&cfg, nworkers)?;
+    let (per_worker, mut guards) = attach(&cfg, nworkers)?;
     let netdevs = netdev_facts(&cfg, &per_worker[0]);
-    // Tunnels keep their virtual ports across live changes (setup.rs).
-    let mut tports = TunnelPorts::new(cfg.interfaces.len());
+    // Interfaces and tunnels keep their ports across live changes (setup.rs).
+    let mut tports = Ports::new(&cfg);
     let assigned = tports
         .assign(&cfg)
         .map_err(|e| anyhow!("building tables: {e}"))?;
+    let facts: HashMap<String, NetdevInfo> = cfg
+        .interfaces
+        .iter()
+        .map(|i| i.name.clone())
+        .zip(netdevs.iter().copied())
+        .collect();
     let tables = build_tables_ported(
         &cfg,
-        &netdevs,
+        &facts,
         esp.as_deref(),
-        &assigned.ports,
+        &assigned,
         &Default::default(),
         &Default::default(),
     )
     .map_err(|e| anyhow!("building tables: {e}"))?;
+    // What each interface holds on its netdev, and how its queues are
+    // re-opened, for the live attach and release (live_ports.rs).
+    let claims: HashMap<String, Claim> = cfg
+        .interfaces
+        .iter()
+        .filter_map(|i| {
+            Some((
+                i.name.clone(),
+                Claim {
+                    host: i.host.clone(),
+                    lock: locks.remove(&i.name)?,
+                    guard: guards.remove(&i.name),
+                },
+            ))
+        })
+        .collect();
+    let reopen = cfg
+        .interfaces
+        .iter()
+        .enumerate()
+        .map(|(n, i)| (i.host.clone(), (driver_str(i.driver), fanout_id(n))))
+        .collect();
+    let live = Arc::new(LivePorts::new(
+        &cfg.gateway.name,
+        nworkers,
+        facts,
+        claims,
+        reopen,
+    ));
     tports.commit(assigned);
     let tports = Arc::new(std::sync::Mutex::new(tports));
     let shared = SharedTables::new(tables);
@@ -177,7 +202,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         mailboxes,
         beats,
     } = spawn_workers(
-        &cfg,
+        &live,
         per_worker,
         &shared,
         &neigh,
@@ -205,6 +230,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         tports,
         held.clone(),
         tenant_fpm,
+        &live,
     )?;
     info!(api = %api.endpoint, "management API listening");
     // VRRP: the speaker thread; taking or releasing the virtual addresses
@@ -258,7 +284,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
 
     // systemd (Type=notify): ready now that every port is attached and the
     // API's socket is bound (it answers from here on).
-    let notifier = crate::notify::Notifier::from_env();
+    let notifier = crate::notify::Notifier::from_env().map(Arc::new);
     let mut watchdog = notifier
         .as_ref()
         .and_then(|_| crate::notify::Watchdog::from_env(beats));
@@ -267,6 +293,16 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             "READY=1\nSTATUS=forwarding: {nports} interfaces, {nworkers} workers, API on {}",
             api.endpoint
         ));
+        // Every live reload, however it came (SIGHUP, `vecgate reload`
+        // from ExecReload=, POST /config), is framed for systemd.
+        let n = n.clone();
+        ctl.set_reload_hook(Arc::new(move |start| {
+            if start {
+                n.send(&crate::notify::reloading_message());
+            } else {
+                n.send("READY=1\nSTATUS=forwarding (reloaded)");
+            }
+        }));
     }
     // SIGHUP reloads the file live (`vecgate reload`'s steps).
     let hup = Arc::new(AtomicBool::new(false));
@@ -338,22 +374,21 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     sastate_stop.store(true, Ordering::Relaxed);
     let _ = sastate_ticker.join();
     crate::sastate::shutdown();
-    show_counters(&cfg, &counters);
-    for g in guards {
-        if let Err(e) = g.remove() {
-            warn!("removing ingress guard: {e}");
-        }
-    }
+    show_counters(&ctl);
+    live.remove_guards();
     info!("stopped");
     Ok(())
 }
 
 /// Opens every interface once per worker (one queue each) and installs
-/// the AF_PACKET ingress guards.
+/// the AF_PACKET ingress guards (by interface name).
 #[allow(clippy::type_complexity)]
-fn attach(cfg: &Config, nworkers: usize) -> Result<(Vec<Vec<Box<dyn Port>>>, Vec<IngressGuard>)> {
+fn attach(
+    cfg: &Config,
+    nworkers: usize,
+) -> Result<(Vec<Vec<Box<dyn Port>>>, HashMap<String, IngressGuard>)> {
     let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..nworkers).map(|_| Vec::new()).collect();
-    let mut guards = Vec::new();
+    let mut guards = HashMap::new();
     for (i, ifc) in cfg.interfaces.iter().enumerate() {
         let drv = driver_str(ifc.driver);
         for (w, ports) in per_worker.iter_mut().enumerate() {
@@ -363,7 +398,8 @@ fn attach(cfg: &Config, nworkers: usize) -> Result<(Vec<Vec<Box<dyn Port>>>, Vec
         }
         if ifc.driver == Driver::AfPacket {
             let table = format!("vecgate_{}_{}", cfg.gateway.name, ifc.host);
-            guards.push(
+            guards.insert(
+                ifc.name.clone(),
                 IngressGuard::install_named(&ifc.host, &table).with_context(|| {
                     format!(
                         "interface \"{}\": installing the nftables ingress guard",
@@ -411,7 +447,7 @@ struct Workers {
 /// One pinned thread per worker, each polling its own queue of every port.
 #[allow(clippy::too_many_arguments)]
 fn spawn_workers(
-    cfg: &Config,
+    live: &LivePorts,
     per_worker: Vec<Vec<Box<dyn Port>>>,
     shared: &Arc<SharedTables>,
     neigh: &Arc<NeighbourShared>,
@@ -441,14 +477,18 @@ fn spawn_workers(
         counters.push(worker.counters());
         mailboxes.push(worker.mailbox());
         beats.push(worker.heartbeat());
-        let drivers: Vec<(&'static str, String)> = cfg
-            .interfaces
-            .iter()
-            .map(|i| (driver_str(i.driver), i.host.clone()))
-            .collect();
-        worker.set_port_factory(Box::new(move |port, _name| {
-            let (drv, host) = &drivers[port as usize];
-            vecgate_io::open_port(drv, host, w, nworkers, fanout_id(port as usize))
+        // Re-opens by netdev name (startup interfaces and those attached
+        // live alike; locked once a second, only while a port is down).
+        let reopen = live.reopen.clone();
+        worker.set_port_factory(Box::new(move |_port, host| {
+            let found = reopen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(host)
+                .copied();
+            let (drv, group) =
+                found.ok_or_else(|| std::io::Error::other(format!("{host} is not attached")))?;
+            vecgate_io::open_port(drv, host, w, nworkers, group)
                 .map_err(|e| std::io::Error::other(e.to_string()))
         }));
         let core = cores.get(w % cores.len().max(1)).copied();
@@ -494,16 +534,15 @@ fn log_attached(cfg: &Config, netdevs: &[NetdevInfo]) {
 }
 
 /// The final counters, logged at exit.
-fn show_counters(cfg: &Config, counters: &[Arc<dataplane::counters::WorkerCounters>]) {
-    let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
-    let sum = dataplane::counters::CounterSnapshot::sum(&snaps);
+fn show_counters(ctl: &vecgate_control::Control) {
+    let sum = ctl.counters();
     let mut ports = String::from(
         "Port                 rx-packets     rx-bytes  rx-missed  rx-errors   tx-packets     tx-bytes  tx-errors     drops\n",
     );
-    for (ifc, p) in cfg.interfaces.iter().zip(&sum.ports) {
+    for (name, p) in ctl.interface_counters() {
         ports.push_str(&format!(
             "{:<16} {:>14} {:>12} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9}\n",
-            ifc.name,
+            name,
             p.rx_packets,
             p.rx_bytes,
             p.rx_missed,
@@ -536,10 +575,12 @@ fn reload_file(ctl: &vecgate_control::Control, path: &Path) {
                 errors = diagnostics.len(),
                 "reload refused: invalid configuration, nothing applied"
             );
+            ctl.reload_refused_early();
             return;
         }
         Err(e) => {
             error!("reload refused: {e}");
+            ctl.reload_refused_early();
             return;
         }
     };
@@ -602,12 +643,13 @@ fn start_api(
     netdevs: &[NetdevInfo],
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
-    tports: Arc<std::sync::Mutex<TunnelPorts>>,
+    tports: Arc<std::sync::Mutex<Ports>>,
     held: crate::ha::Held,
     tenant_fpm: Vec<vecgate_control::fpm::Source>,
+    live: &Arc<LivePorts>,
 ) -> Result<(vecgate_control::ServerHandle, Arc<vecgate_control::Control>)> {
     use vecgate_control::{Capabilities, Control, Dataplane, NetdevFacts};
-    let nd = netdevs.to_vec();
+    let nd = live.facts.clone();
     let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
         Box::new(move || crate::ipsec_wiring::sa_infos(&reg))
     });
@@ -624,7 +666,8 @@ fn start_api(
                 let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
                 let a = tp.assign(c)?;
                 let held = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let t = build_tables_ported(c, &nd, esp.as_deref(), &a.ports, learned, &held)?;
+                let nd = nd.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let t = build_tables_ported(c, &nd, esp.as_deref(), &a, learned, &held)?;
                 tp.commit(a);
                 Ok(t)
             },
@@ -645,6 +688,8 @@ fn start_api(
     // Tunnels are added and deleted live (stable virtual ports, workers
     // count up to MAX_VIRTUAL_PORTS of them).
     let ctl = Control::new(cfg.clone(), dp, Capabilities { tunnels: true });
+    // Interfaces are attached and released live too.
+    ctl.set_port_ops(live.clone());
     if let Some((st, _)) = ike {
         ctl.set_ike_source(Box::new(move || {
             st.lock().unwrap_or_else(|e| e.into_inner()).clone()

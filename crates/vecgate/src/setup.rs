@@ -33,87 +33,116 @@ pub fn vrf_ids(cfg: &Config) -> HashMap<String, u32> {
     ids
 }
 
-/// Virtual port numbers of tunnels, kept stable across live changes: a
-/// tunnel keeps its port for its whole life, so adding or deleting one
-/// never renumbers another (its neighbour entries, counters and in-flight
-/// packets stay its own), and a deleted tunnel's port is not handed out
-/// again until the allocator has gone round all
-/// [`dataplane::graph::MAX_VIRTUAL_PORTS`] (packets still carrying it are
-/// dropped as `interface-down`, counted, instead of entering another
-/// tunnel). At startup tunnel `i` gets port `interfaces + i`.
+/// Port numbers of interfaces and tunnels, kept stable across live
+/// changes: an interface or tunnel keeps its port for its whole life, so
+/// adding or deleting one never renumbers another (its neighbour entries,
+/// counters and in-flight packets stay its own). At startup interface `i`
+/// gets port `i` and tunnel `j` port `interfaces + j`; what is added
+/// later gets a free port of the range above the startup interfaces
+/// ([`dataplane::graph::MAX_VIRTUAL_PORTS`] of them, which every worker
+/// counts from the start), round robin, so a deleted one's port is not
+/// handed out again until the allocator has gone round (packets still
+/// carrying it are dropped as `interface-down` / `no-interface`, counted,
+/// instead of reaching another interface or tunnel).
 #[derive(Clone, Debug)]
-pub struct TunnelPorts {
+pub struct Ports {
     first: usize,
-    by_name: HashMap<String, u16>,
+    ifaces: HashMap<String, u16>,
+    tunnels: HashMap<String, u16>,
     /// Where the next search for a free port starts (round robin).
     cursor: usize,
 }
 
-impl TunnelPorts {
-    /// An allocator for a gateway with `physical` interfaces.
-    pub fn new(physical: usize) -> Self {
-        TunnelPorts {
-            first: physical,
-            by_name: HashMap::new(),
+impl Ports {
+    /// An allocator for a gateway started with `cfg`'s interfaces.
+    pub fn new(cfg: &Config) -> Self {
+        Ports {
+            first: cfg.interfaces.len(),
+            ifaces: cfg
+                .interfaces
+                .iter()
+                .enumerate()
+                .map(|(i, ifc)| (ifc.name.clone(), i as u16))
+                .collect(),
+            tunnels: HashMap::new(),
             cursor: 0,
         }
     }
 
-    /// Ports for `cfg`'s tunnels: existing names keep theirs, new ones get
-    /// free ports. Nothing changes until [`TunnelPorts::commit`].
+    /// Ports for `cfg`'s interfaces and tunnels: existing names keep
+    /// theirs, new ones get free ports. Nothing changes until
+    /// [`Ports::commit`].
     pub fn assign(&self, cfg: &Config) -> Result<Assignment, String> {
         let max = dataplane::graph::MAX_VIRTUAL_PORTS;
-        let mut out: HashMap<String, u16> = HashMap::new();
+        let mut ifaces: HashMap<String, u16> = HashMap::new();
+        let mut tunnels: HashMap<String, u16> = HashMap::new();
+        for i in &cfg.interfaces {
+            if let Some(p) = self.ifaces.get(&i.name) {
+                ifaces.insert(i.name.clone(), *p);
+            }
+        }
         for t in &cfg.tunnels {
-            if let Some(p) = self.by_name.get(&t.name) {
-                out.insert(t.name.clone(), *p);
+            if let Some(p) = self.tunnels.get(&t.name) {
+                tunnels.insert(t.name.clone(), *p);
             }
         }
         let mut cursor = self.cursor;
-        for t in &cfg.tunnels {
-            if out.contains_key(&t.name) {
+        let new_ifaces = cfg.interfaces.iter().map(|i| (true, &i.name));
+        let new_tunnels = cfg.tunnels.iter().map(|t| (false, &t.name));
+        for (is_iface, name) in new_ifaces.chain(new_tunnels) {
+            let known = if is_iface { &ifaces } else { &tunnels };
+            if known.contains_key(name) {
                 continue;
             }
-            let used = |p: u16| out.values().any(|v| *v == p);
+            let used = |p: u16| ifaces.values().chain(tunnels.values()).any(|v| *v == p);
             let mut found = None;
             for k in 0..max {
                 let slot = (cursor + k) % max;
                 let port = u16::try_from(self.first + slot)
-                    .map_err(|_| "too many interfaces for tunnel ports".to_string())?;
+                    .map_err(|_| "too many interfaces for the port numbers".to_string())?;
                 if !used(port) {
                     found = Some((slot, port));
                     break;
                 }
             }
             let (slot, port) = found.ok_or_else(|| {
-                format!(
-                    "tunnel {}: no free virtual port (at most {max} tunnels)",
-                    t.name
-                )
+                format!("{name}: no free port (at most {max} tunnels and interfaces added live)")
             })?;
             cursor = (slot + 1) % max;
-            out.insert(t.name.clone(), port);
+            if is_iface {
+                ifaces.insert(name.clone(), port);
+            } else {
+                tunnels.insert(name.clone(), port);
+            }
         }
-        Ok(Assignment { ports: out, cursor })
+        Ok(Assignment {
+            ifaces,
+            ports: tunnels,
+            cursor,
+        })
     }
 
-    /// Makes `a` (from [`TunnelPorts::assign`]) the current assignment.
+    /// Makes `a` (from [`Ports::assign`]) the current assignment.
     pub fn commit(&mut self, a: Assignment) {
-        self.by_name = a.ports;
+        self.ifaces = a.ifaces;
+        self.tunnels = a.ports;
         self.cursor = a.cursor;
     }
 }
 
-/// Tunnel name → virtual port, as [`TunnelPorts::assign`] proposes it.
-#[derive(Clone, Debug)]
+/// Interface and tunnel names → ports, as [`Ports::assign`] proposes them.
+#[derive(Clone, Debug, Default)]
 pub struct Assignment {
+    pub ifaces: HashMap<String, u16>,
+    /// Tunnels' virtual ports.
     pub ports: HashMap<String, u16>,
     cursor: usize,
 }
 
-/// Builds the dataplane tables: port `i` is `cfg.interfaces[i]`, `netdevs[i]`
-/// its netdev's facts; tunnel `t` is on virtual port `tunnel_ports[t.name]`
-/// (from a [`TunnelPorts`] that lives as long as the gateway).
+/// Builds the dataplane tables: interface `i` is on port
+/// `ports.ifaces[i.name]` with netdev facts `netdevs[i.name]`, tunnel `t`
+/// on virtual port `ports.ports[t.name]` (from a [`Ports`] that lives as
+/// long as the gateway).
 /// The IPsec SAs come from `esp` (created once by [`vecgate_ipsec::static_sas::load`] and
 /// shared by every rebuild); ipsec tunnels need them. The learned routes
 /// that win their prefix by administrative distance
@@ -121,17 +150,31 @@ pub struct Assignment {
 /// are the VRRP virtual addresses this gateway holds, per port.
 pub fn build_tables_ported(
     cfg: &Config,
-    netdevs: &[NetdevInfo],
+    netdevs: &HashMap<String, NetdevInfo>,
     esp: Option<&vecgate_ipsec::EspRegistry>,
-    tunnel_ports: &HashMap<String, u16>,
+    ports: &Assignment,
     learned: &Learned,
     held: &HashMap<u16, Vec<std::net::IpAddr>>,
 ) -> Result<Tables, String> {
     let port_of = |name: &str| {
-        tunnel_ports
+        ports
+            .ports
             .get(name)
             .copied()
             .ok_or_else(|| format!("tunnel {name}: no virtual port assigned"))
+    };
+    let iface_port = |name: &str| {
+        ports
+            .ifaces
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("interface {name}: no port assigned"))
+    };
+    let netdev = |name: &str| {
+        netdevs
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("interface {name}: its netdev is not attached"))
     };
     let vrfs = vrf_ids(cfg);
     let mut b = TablesBuilder::new();
@@ -140,7 +183,9 @@ pub fn build_tables_ported(
     for (name, id) in by_id {
         b.add_vrf(*id, name);
     }
-    for (port, (ifc, nd)) in cfg.interfaces.iter().zip(netdevs).enumerate() {
+    for ifc in &cfg.interfaces {
+        let port = usize::from(iface_port(&ifc.name)?);
+        let nd = netdev(&ifc.name)?;
         let mut addrs: Vec<Prefix> = ifc
             .addresses
             .iter()
@@ -231,13 +276,10 @@ pub fn build_tables_ported(
                 port: None,
             },
             Via::Interface(name) => {
-                let port = cfg
-                    .interfaces
-                    .iter()
-                    .position(|i| &i.name == name)
-                    .ok_or_else(|| format!("route {}: no interface {name}", r.prefix.addr))?;
+                let port = iface_port(name)
+                    .map_err(|_| format!("route {}: no interface {name}", r.prefix.addr))?;
                 // On-link: the destination itself is resolved on that port.
-                Route::Connected { port: port as u16 }
+                Route::Connected { port }
             }
             Via::Tunnel(name) => {
                 let t = cfg
@@ -278,7 +320,7 @@ pub fn build_tables_ported(
 
 /// MTU of the underlay under a tunnel: that of the interface owning its
 /// `local` address (or whose subnet holds it); 1500 if none does.
-fn underlay_mtu(cfg: &Config, netdevs: &[NetdevInfo], local: IpAddr) -> u32 {
+fn underlay_mtu(cfg: &Config, netdevs: &HashMap<String, NetdevInfo>, local: IpAddr) -> u32 {
     let within = |a: &vecgate_config::IfAddr| {
         a.addr == local
             || a.network()
@@ -290,7 +332,7 @@ fn underlay_mtu(cfg: &Config, netdevs: &[NetdevInfo], local: IpAddr) -> u32 {
     };
     cfg.interfaces
         .iter()
-        .zip(netdevs)
+        .filter_map(|i| Some((i, netdevs.get(&i.name)?)))
         .find(|(i, _)| i.addresses.iter().any(within))
         .map_or(1500, |(i, nd)| i.mtu.unwrap_or(nd.mtu).min(nd.mtu))
 }
@@ -314,7 +356,7 @@ mod tests {
 
     #[test]
     fn tunnel_ports_are_stable_and_not_reused_at_once() {
-        let mut tp = TunnelPorts::new(1);
+        let mut tp = Ports::new(&cfg(&[]));
         let a = tp.assign(&cfg(&["a", "b", "c"])).unwrap();
         assert_eq!(
             (a.ports["a"], a.ports["b"], a.ports["c"]),
@@ -332,5 +374,30 @@ mod tests {
         tp.commit(c);
         let d = tp.assign(&cfg(&["b", "c", "d", "e"])).unwrap();
         assert_eq!(d.ports["e"], 5);
+        assert_eq!(d.ifaces["wan"], 0);
+    }
+
+    /// An interface added live takes the next free port of the shared
+    /// range; removing an interface renumbers nothing, and its port is
+    /// not handed out at once.
+    #[test]
+    fn interfaces_added_live_share_the_range_with_tunnels() {
+        let mut tp = Ports::new(&cfg(&[]));
+        let a = tp.assign(&cfg(&["a"])).unwrap();
+        assert_eq!((a.ifaces["wan"], a.ports["a"]), (0, 1));
+        tp.commit(a);
+        let mut two = cfg(&["a"]);
+        let mut lan = two.interfaces[0].clone();
+        lan.name = "lan".into();
+        lan.host = "veth1".into();
+        lan.addresses.clear();
+        two.interfaces.push(lan);
+        let b = tp.assign(&two).unwrap();
+        assert_eq!((b.ifaces["wan"], b.ifaces["lan"], b.ports["a"]), (0, 2, 1));
+        tp.commit(b);
+        // lan leaves, a tunnel comes: not on lan's port.
+        let c = tp.assign(&cfg(&["a", "b"])).unwrap();
+        assert_eq!(c.ports["b"], 3);
+        assert!(!c.ifaces.contains_key("lan"));
     }
 }

@@ -8,6 +8,11 @@
 //! - none once a worker thread is wedged — stopped from outside with
 //!   ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT stop that one thread, the rest
 //!   of the process runs on), and pings again once it is let go;
+//! - a live reload (`vecgate reload`, as the unit's ExecReload= runs it,
+//!   then SIGHUP) is framed as systemd's `Type=notify-reload` protocol
+//!   wants: `RELOADING=1` with a `MONOTONIC_USEC=` read from
+//!   CLOCK_MONOTONIC while the reload ran, then `READY=1`, in that order;
+//!   a dry run sends neither;
 //! - `STOPPING=1` on SIGTERM, then a clean exit.
 //!
 //! The gateway runs as the packaged unit confines it: only the
@@ -239,6 +244,88 @@ fn ready_watchdog_stopping() {
     assert!(
         n <= promised + 1 && n >= promised / 4,
         "{n} WATCHDOG=1 in {window:?}, promised one every {PING:?} ({promised})"
+    );
+
+    // Reloads: RELOADING=1 + MONOTONIC_USEC, then READY=1, in order.
+    let reload_frames = |from: usize| -> Vec<String> {
+        inbox
+            .lock()
+            .unwrap()
+            .iter()
+            .skip(from)
+            .map(|(_, m)| m.clone())
+            .filter(|m| has(m, "RELOADING=1") || has(m, "READY=1"))
+            .collect()
+    };
+    let mono_usec = || {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000
+    };
+    let usec_of = |m: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+            .unwrap_or_else(|| panic!("RELOADING=1 without MONOTONIC_USEC: {m:?}"))
+            .parse()
+            .unwrap()
+    };
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    let reload_cli = |extra: &str| {
+        Command::new(common::vecgate_bin())
+            .args(["reload", "--config"])
+            .arg(&cfg)
+            .args(extra.split_whitespace())
+            .output()
+            .unwrap()
+    };
+    std::fs::write(
+        &cfg,
+        format!("{base}\n[[route]]\nprefix = \"10.9.0.0/24\"\nvia = \"10.1.0.2\"\n"),
+    )
+    .unwrap();
+    let seen = inbox.lock().unwrap().len();
+    let out = reload_cli("--dry-run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        reload_frames(seen).is_empty(),
+        "a dry run notified: {:?}",
+        reload_frames(seen)
+    );
+    let before = mono_usec();
+    let out = reload_cli("");
+    let after = mono_usec();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("+ route"),
+        "{out:?}"
+    );
+    assert!(
+        wait_until(30, || reload_frames(seen).len() >= 2),
+        "reload not framed: {:?}",
+        inbox.lock().unwrap()
+    );
+    let f = reload_frames(seen);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(has(&f[0], "RELOADING=1") && has(&f[1], "READY=1"), "{f:?}");
+    let u1 = usec_of(&f[0]);
+    assert!(before <= u1 && u1 <= after, "{before} <= {u1} <= {after}");
+    // SIGHUP (a removed route) is framed the same way, with a later time.
+    std::fs::write(&cfg, &base).unwrap();
+    let seen = inbox.lock().unwrap().len();
+    Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        wait_until(30, || reload_frames(seen).len() >= 2),
+        "SIGHUP reload not framed: {:?}",
+        inbox.lock().unwrap()
+    );
+    let f = reload_frames(seen);
+    assert!(has(&f[0], "RELOADING=1") && has(&f[1], "READY=1"), "{f:?}");
+    assert!(usec_of(&f[0]) > u1, "{f:?}");
+    assert!(
+        wait_until(30, || d.log().contains("reloaded")),
+        "SIGHUP reload not logged:\n{}",
+        d.log()
     );
 
     // Wedge worker 1: the pings stop (one already due may still arrive

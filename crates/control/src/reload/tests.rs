@@ -194,6 +194,30 @@ fn plan_names_each_object() {
     assert!(l.iter().all(|x| !x.contains("needs a restart")), "{l:#?}");
 }
 
+/// Interfaces come and go live, with what hangs on them.
+#[test]
+fn interfaces_are_added_and_removed_live() {
+    let a = config(&base());
+    let mut b = a.clone();
+    let mut x = b.interfaces[0].clone();
+    x.name = "lan1".into();
+    x.host = "veth-x".into();
+    x.addresses = vec!["10.7.0.1/24".parse().unwrap()];
+    b.interfaces.push(x);
+    b.interfaces.swap(0, 1); // the order means nothing
+    let l: Vec<String> = plan(&a, &b).iter().map(Change::line).collect();
+    assert_eq!(
+        l,
+        vec!["+ interface lan1: netdev veth-x (af_packet) 10.7.0.1/24".to_string()]
+    );
+    let l: Vec<String> = plan(&b, &a).iter().map(Change::line).collect();
+    assert_eq!(
+        l,
+        vec!["- interface lan1: netdev veth-x released".to_string()]
+    );
+    assert_eq!(canonical(&replay(&a, &plan(&a, &b))), canonical(&b));
+}
+
 #[test]
 fn restart_only_changes_are_marked() {
     let a = config(&base());

@@ -81,14 +81,12 @@ impl Node for IpRewrite {
                 next.drop(p, E::NoInterface as u16);
                 continue;
             };
-            // Tunnel virtual ports have no socket and are always up.
-            let up = cx
-                .port_up
-                .get(usize::from(port))
-                .copied()
-                .unwrap_or_else(|| {
-                    tables.tunnels.at_port(port).is_some() || tables.esp.at_port(port).is_some()
-                });
+            // Tunnel virtual ports have no socket and are always up (their
+            // slots in `port_up` exist once an interface attached live got
+            // a higher port, and say false).
+            let up = cx.port_up.get(usize::from(port)).copied() == Some(true)
+                || tables.tunnels.at_port(port).is_some()
+                || tables.esp.at_port(port).is_some();
             if !up {
                 next.drop(p, E::InterfaceDown as u16);
                 continue;
