@@ -123,15 +123,41 @@ async fn interfaces(State(s): State<AppState>) -> Json<Vec<InterfaceInfo>> {
     Json(s.ctl.interfaces())
 }
 
-#[utoipa::path(post, path = "/interfaces", tag = "interfaces",
-    responses((status = 409, description = "adding an interface needs new sockets on every worker: restart with the new configuration", body = ErrorBody),
+/// Attaches an interface live: the netdev is claimed and opened on every
+/// worker (one queue each, as at startup), then the tables with its
+/// addresses, VRF and connected routes are published.
+#[utoipa::path(post, path = "/interfaces", tag = "interfaces", request_body = InterfaceSpec,
+    responses((status = 201, body = InterfaceInfo), (status = 400, body = ErrorBody),
+              (status = 409, description = "name in use, or the netdev cannot be attached (missing, held by another gateway)", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-async fn add_interface() -> ApiError {
-    ApiError::new(
-        409,
-        "adding an interface needs new sockets on every worker: add it to the configuration and restart",
-        None,
-    )
+async fn add_interface(
+    State(s): State<AppState>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<InterfaceInfo>)> {
+    let spec: InterfaceSpec = object(body)?;
+    let ctl = s.ctl.clone();
+    let sp = spec.clone();
+    blocking(move || ctl.add_interface(&sp)).await??;
+    find_iface(&s, &spec.name).map(|i| (StatusCode::CREATED, Json(i)))
+}
+
+/// Releases an interface live: it leaves the tables, every worker closes
+/// its queue (packets still queued for it are dropped and counted), its
+/// netdev is released.
+#[utoipa::path(delete, path = "/interfaces/{name}", tag = "interfaces",
+    params(("name" = String, Path, description = "Interface name")),
+    responses((status = 204, description = "released"), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody),
+              (status = 409, description = "a route or tunnel depends on it: change those first", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn del_interface(
+    State(s): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    let Path(name) = name.map_err(path_err)?;
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.del_interface(&name)).await??;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 fn find_iface(s: &AppState, name: &str) -> ApiResult<InterfaceInfo> {
@@ -565,7 +591,7 @@ impl Modify for BearerAddon {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
-    paths(status, interfaces, add_interface, interface, patch_interface, vrfs, routes, add_route,
+    paths(status, interfaces, add_interface, del_interface, interface, patch_interface, vrfs, routes, add_route,
           del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, switch_sa, sas, add_sa,
           del_sa, ike, counters, metrics,
           config, reload, trace_get, trace_arm, trace_clear, capture),
@@ -636,7 +662,10 @@ pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
         .route("/openapi.json", get(openapi_json))
         .route("/status", get(status))
         .route("/interfaces", get(interfaces).post(add_interface))
-        .route("/interfaces/{name}", get(interface).patch(patch_interface))
+        .route(
+            "/interfaces/{name}",
+            get(interface).patch(patch_interface).delete(del_interface),
+        )
         .route("/vrfs", get(vrfs))
         .route("/routes", get(routes).post(add_route).delete(del_route))
         .route("/neighbors", get(neighbors))

@@ -179,8 +179,21 @@ async fn interfaces_patch_and_misc() {
     .await;
     assert_eq!(st, 400);
     assert!(b.contains("\"field\":\"mtu\""), "{b}");
-    let (st, _) = call(&app, "POST", "/interfaces", Some("{}"), None).await;
-    assert_eq!(st, 409);
+    // An interface needs its name and netdev; this dataplane (no port
+    // operations) cannot attach one live.
+    let (st, b) = call(&app, "POST", "/interfaces", Some("{}"), None).await;
+    assert_eq!(st, 400, "{b}");
+    let (st, b) = call(
+        &app,
+        "POST",
+        "/interfaces",
+        Some(r#"{"name":"lan9","host":"veth9","addresses":["10.9.0.1/24"]}"#),
+        None,
+    )
+    .await;
+    assert_eq!(st, 409, "{b}");
+    assert!(b.contains("restart"), "{b}");
+    assert!(ctl.config().interface("lan9").is_none());
     let (st, b) = call(&app, "GET", "/config", None, None).await;
     assert_eq!(st, 200);
     assert_eq!(vecgate_config::parse(&b).unwrap(), ctl.config());

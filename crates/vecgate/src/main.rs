@@ -72,6 +72,13 @@ enum Cmd {
     /// Apply a changed configuration file live: `--config F` is validated
     /// whole, then its difference from the running configuration is
     /// applied (or refused whole when a change needs a restart).
+    ///
+    /// Live: interfaces added (netdev attached on every worker) and removed
+    /// (netdev released), their addresses, VRF, MTU and offload switches,
+    /// VRFs, routes, tunnels of every kind, static SAs (new SPIs) and IKE
+    /// settings. A restart: `[gateway]` (name, workers, API, state
+    /// directory), `[routing]`, `[ha]`, an interface's `host` or `driver`.
+    /// Under systemd the gateway notifies RELOADING=1 and then READY=1.
     Reload {
         #[command(flatten)]
         target: cli::Target,

@@ -234,7 +234,16 @@ fn tcp_api_tokens_crud_and_config_round_trip() {
         admin,
     );
     assert_eq!((st, field(&b)), (400, "rsc".to_owned()), "{b}");
-    assert_eq!(c("POST", "/interfaces", Some("{}"), admin).0, 409);
+    // A new interface needs a name and a netdev that exists.
+    assert_eq!(c("POST", "/interfaces", Some("{}"), admin).0, 400);
+    let (st, b) = c(
+        "POST",
+        "/interfaces",
+        Some(r#"{"name":"x9","host":"nosuch9","addresses":["10.9.0.1/24"]}"#),
+        admin,
+    );
+    assert_eq!(st, 409, "{b}");
+    assert!(b.contains("nosuch9"), "{b}");
 
     // Tunnels (listed from the config; creation needs the overlay dataplane),
     // SAs, VRFs, counters, trace, metrics.
