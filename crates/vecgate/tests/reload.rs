@@ -723,3 +723,97 @@ fn reload_attaches_and_releases_an_interface_while_a_transfer_runs() {
     );
     drop(gw);
 }
+
+/// The other backends attach and release live the same way: an `af_xdp`
+/// interface (its XDP program on the netdev, one AF_XDP socket) and a
+/// `tap` one (the TAP device vecgate creates).
+///
+/// ```text
+///  h1 10.1.0.2 ── lan0 [vecgate] x3 (af_xdp) 10.5.0.1 ── h3 10.5.0.2
+///                                tp0 (tap)  10.6.0.1     (a TAP device)
+/// ```
+///
+/// Referees: `ip -d link` (the XDP program there, then gone), the TAP
+/// device in the namespace (there, then gone), pings from h3 to h1
+/// answered through the AF_XDP port (h1 counts the requests from h3).
+#[test]
+fn reload_attaches_and_releases_af_xdp_and_tap_interfaces() {
+    let t = topo();
+    let sock = t.dir.join("api.sock").display().to_string();
+    let file = t.dir.join("gw.toml");
+    let gw = Gateway::start(&t.gw, &config(&t, &sock, None, ""));
+    let h3 = Netns::new("rx");
+    let dev = unique("rx");
+    let tap = unique("rt");
+    veth(&h3, "eth0", &t.gw, &dev);
+    h3.sh("ip addr add 10.5.0.2/24 dev eth0 && ip route add default via 10.5.0.1");
+    let extra = format!(
+        "[[interface]]\nname = \"x3\"\nhost = \"{dev}\"\ndriver = \"af_xdp\"\naddresses = [\"10.5.0.1/24\"]\n\n\
+         [[interface]]\nname = \"tp0\"\nhost = \"{tap}\"\ndriver = \"tap\"\naddresses = [\"10.6.0.1/24\"]\n\n"
+    );
+    let xdp = || {
+        t.gw.sh(&format!("ip -d link show dev {dev}"))
+            .contains("xdp")
+    };
+    let tap_there = || {
+        t.gw.try_sh(&format!("ip link show dev {tap}"))
+            .status
+            .success()
+    };
+    assert!(!xdp() && !tap_there());
+
+    let out = reload(&t, &file, &config(&t, &sock, None, &extra), &[]);
+    let o = text(&out);
+    assert!(out.status.success(), "{o}\n{}", gw.log_text());
+    assert!(
+        o.contains(&format!(
+            "+ interface x3: netdev {dev} (af_xdp) 10.5.0.1/24"
+        )) && o.contains(&format!("+ interface tp0: netdev {tap} (tap) 10.6.0.1/24")),
+        "{o}"
+    );
+    assert!(xdp(), "no XDP program on {dev}");
+    assert!(tap_there(), "no TAP device {tap}");
+    let before: u64 =
+        t.h1.sh("cat /sys/class/net/eth0/statistics/rx_packets")
+            .trim()
+            .parse()
+            .unwrap();
+    warm_up(&h3, "10.1.0.2");
+    let (answered, out) = ping_count(&h3, 3, 20, "-i 0.2 10.1.0.2");
+    assert_eq!(answered, 3, "{out}\n{}", gw.log_text());
+    let after: u64 =
+        t.h1.sh("cat /sys/class/net/eth0/statistics/rx_packets")
+            .trim()
+            .parse()
+            .unwrap();
+    assert!(after >= before + 3, "h1 received {} frames", after - before);
+    let x3 = api_obj(&sock, "/interfaces", "x3").expect("x3 in GET /interfaces");
+    assert!(x3["rx_packets"].as_u64() >= Some(3), "{x3}");
+
+    let out = reload(&t, &file, &config(&t, &sock, None, ""), &[]);
+    let o = text(&out);
+    assert!(out.status.success(), "{o}\n{}", gw.log_text());
+    assert!(
+        o.contains("- interface x3") && o.contains("- interface tp0"),
+        "{o}"
+    );
+    assert!(wait_until(30, || !xdp()), "the XDP program stayed on {dev}");
+    assert!(
+        wait_until(30, || !tap_there()),
+        "the TAP device {tap} stayed"
+    );
+    assert!(!ping_ok(&h3, "-c 1 -W 1 10.1.0.2"));
+    // The gateway answers on. The TAP device it made is down (nobody set
+    // it up), so its queue failed and was being re-opened every second:
+    // once released, never again (the device would come back).
+    assert!(ping_ok(&t.h1, "-c 2 -i 0.2 -W 2 10.1.0.1"));
+    assert!(!tap_there(), "the TAP device {tap} came back");
+    let log = gw.log_text();
+    // The last release is tp0's (released in the file's order).
+    let released = log.rfind("released").expect("no release in the log");
+    assert!(
+        !log[released..].contains("port re-opened"),
+        "a released port was re-opened:\n{log}"
+    );
+    drop(gw);
+}
