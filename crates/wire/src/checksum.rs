@@ -186,8 +186,32 @@ pub fn update_addr_v6(csum: u16, old: &Ipv6Addr, new: &Ipv6Addr) -> u16 {
     update_bytes(csum, &old.octets(), &new.octets())
 }
 
+/// Stores a computed transport checksum in the 16-bit field at `at` of
+/// `buf` (a CHECKSUM_PARTIAL field, `csum_start + csum_offset`, whose
+/// protocol the device does not know): a zero as all ones, the same value in
+/// one's complement and the only legal one for UDP (RFC 768).
+/// [`Error::Truncated`] when the field is not inside `buf`.
+pub fn store_computed(buf: &mut [u8], at: usize, c: u16) -> Result<()> {
+    let f = buf
+        .get_mut(at..at.checked_add(2).ok_or(Error::Truncated)?)
+        .ok_or(Error::Truncated)?;
+    f.copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn store_computed_maps_zero_and_checks_bounds() {
+        let mut b = [0u8; 4];
+        super::store_computed(&mut b, 2, 0).unwrap();
+        assert_eq!(b, [0, 0, 0xff, 0xff]);
+        super::store_computed(&mut b, 0, 0xabcd).unwrap();
+        assert_eq!(b, [0xab, 0xcd, 0xff, 0xff]);
+        assert!(super::store_computed(&mut b, 3, 1).is_err());
+        assert!(super::store_computed(&mut b, usize::MAX, 1).is_err());
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -365,8 +365,27 @@ impl EthernetRepr {
     }
 }
 
+/// The EtherType announcing the header at `l3` of an Ethernet frame: the
+/// two bytes right before it (after any VLAN tags). `None` when `l3` leaves
+/// no room for them.
+pub fn ethertype_before(frame: &[u8], l3: usize) -> Option<u16> {
+    let b = frame.get(l3.checked_sub(2)?..l3)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ethertype_before_reads_the_two_bytes_before_l3() {
+        let mut f = [0u8; 18];
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f[16..18].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(super::ethertype_before(&f, 18), Some(0x86dd));
+        assert_eq!(super::ethertype_before(&f, 14), Some(0x8100));
+        assert_eq!(super::ethertype_before(&f, 1), None);
+        assert_eq!(super::ethertype_before(&f, 19), None);
+    }
+
     use super::*;
 
     // ff:ff:ff:ff:ff:ff <- 52:54:00:12:34:56, IPv4, 4 payload bytes.

@@ -44,6 +44,10 @@ mod field {
     /// 2890, these are the remaining ones of bits 1-5 that RFC 2784 §2.5.1
     /// says a receiver MUST discard on.
     pub const F_MUST_DISCARD: u8 = 0x4c;
+    /// Reserved0 in the first byte: bits 1, 4-7 (bits 0, 2, 3 are C, K, S).
+    pub const RESERVED0_HI: u8 = 0x4f;
+    /// Reserved0 in the second byte: bits 8-12.
+    pub const RESERVED0_LO: u8 = 0xf8;
     /// Version occupies bits 13-15.
     pub const VER_MASK: u8 = 0x07;
 }
@@ -170,6 +174,16 @@ impl<T: AsRef<[u8]>> Gre<T> {
     #[inline]
     pub fn seq_present(&self) -> bool {
         self.buffer.as_ref()[field::FLAGS] & field::F_SEQ != 0
+    }
+
+    /// Every Reserved0 bit is zero (bits 1 and 4-12, with K and S of RFC
+    /// 2890 taken out), as every sender transmits them (RFC 2784 §2.5.1).
+    /// Stricter than [`Gre::check_len`], which ignores bits 6-12 on receipt;
+    /// the gateway refuses them, as it refuses anything it would not send.
+    #[inline]
+    pub fn reserved0_clear(&self) -> bool {
+        let b = self.buffer.as_ref();
+        b[field::FLAGS] & field::RESERVED0_HI == 0 && b[field::VER] & field::RESERVED0_LO == 0
     }
 
     /// Version field (0 for every packet accepted by `new_checked`).
@@ -419,6 +433,20 @@ impl GreRepr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reserved0_clear_sees_every_reserved_bit_but_not_c_k_s_or_version() {
+        let mut b = [0xb0u8, 0x07, 0x08, 0x00];
+        assert!(super::Gre::new_unchecked(&b[..]).reserved0_clear());
+        for bit in [1u16, 4, 5, 6, 7, 8, 9, 10, 11, 12] {
+            let w = (0xb007u16 | (0x8000 >> bit)).to_be_bytes();
+            b[..2].copy_from_slice(&w);
+            assert!(
+                !super::Gre::new_unchecked(&b[..]).reserved0_clear(),
+                "bit {bit}"
+            );
+        }
+    }
+
     use super::*;
 
     /// C+K+S, protocol IPv4, key 0x01020304, seq 7, payload "abcd".

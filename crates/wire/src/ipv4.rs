@@ -50,6 +50,7 @@ pub const MAX_HEADER_LEN: usize = 60;
 /// Every host must accept datagrams of this size (RFC 791 §3.1).
 pub const MIN_MTU: usize = 576;
 
+const FLAG_RESERVED: u16 = 0x8000;
 const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
 const OFFSET_MASK: u16 = 0x1fff;
@@ -162,6 +163,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         (self.u16_at(field::FLG_OFF) & OFFSET_MASK) << 3
     }
 
+    /// The reserved flag (RFC 791 §3.1, bit 0 of Flags, "must be zero"):
+    /// read so that fragmentation passes it on as it came.
+    pub fn reserved_flag(&self) -> bool {
+        self.u16_at(field::FLG_OFF) & FLAG_RESERVED != 0
+    }
+
     /// True for any fragment, first included (MF set or offset non-zero).
     pub fn is_fragment(&self) -> bool {
         self.u16_at(field::FLG_OFF) & (FLAG_MF | OFFSET_MASK) != 0
@@ -241,6 +248,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
             v |= FLAG_MF;
         }
         self.set_u16(field::FLG_OFF, v)
+    }
+
+    /// Sets or clears the reserved flag, leaving DF, MF and the offset.
+    pub fn set_reserved_flag(&mut self, v: bool) {
+        let w = self.u16_at(field::FLG_OFF) & !FLAG_RESERVED;
+        self.set_u16(field::FLG_OFF, if v { w | FLAG_RESERVED } else { w })
     }
 
     pub fn set_ttl(&mut self, v: u8) {
@@ -484,6 +497,21 @@ impl Ipv4Repr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reserved_flag_is_kept_apart_from_df_mf_and_offset() {
+        let mut b = [0u8; 20];
+        let mut p = super::Packet::new_unchecked(&mut b[..]);
+        p.set_frag(true, true, 8 * 0x1fff);
+        assert!(!p.reserved_flag());
+        p.set_reserved_flag(true);
+        assert!(p.reserved_flag() && p.dont_frag() && p.more_frags());
+        assert_eq!(p.frag_offset(), 8 * 0x1fff);
+        assert_eq!(&b[6..8], &[0xff, 0xff]);
+        let mut p = super::Packet::new_unchecked(&mut b[..]);
+        p.set_reserved_flag(false);
+        assert_eq!(&b[6..8], &[0x7f, 0xff]);
+    }
+
     use super::*;
 
     // 10.0.0.1 -> 10.0.0.2 ICMP echo request, DF, TTL 64, id 0xabcd.

@@ -229,6 +229,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(None)
     }
+
+    /// The TSval of a Timestamps option (RFC 7323 §3) whose value starts
+    /// `at` bytes into the header (an offset found once per flow); `None`
+    /// when the header is shorter.
+    pub fn tsval_at(&self, at: usize) -> Option<u32> {
+        let b = self.b().get(at..at.checked_add(4)?)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
 }
 
 fn pseudo_v4(src: &Ipv4Addr, dst: &Ipv4Addr, len: usize) -> u16 {
@@ -288,6 +296,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     pub fn set_flags(&mut self, f: u8) {
         self.bm()[field::FLAGS] = f;
+    }
+
+    /// Writes the TSval at `at` (see [`Packet::tsval_at`]); false, writing
+    /// nothing, when the header is shorter.
+    pub fn set_tsval_at(&mut self, at: usize, v: u32) -> bool {
+        let Some(b) = at.checked_add(4).and_then(|end| self.bm().get_mut(at..end)) else {
+            return false;
+        };
+        b.copy_from_slice(&v.to_be_bytes());
+        true
     }
 
     pub fn set_window_len(&mut self, v: u16) {

@@ -157,11 +157,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_u16(field::CHECKSUM, v)
     }
 
+    /// Stores a checksum computed over the datagram: a zero is sent as all
+    /// ones (RFC 768), zero meaning "none".
+    pub fn set_computed_checksum(&mut self, c: u16) {
+        self.set_checksum(if c == 0 { 0xffff } else { c });
+    }
+
     fn fill_with_pseudo(&mut self, pseudo: u16) {
         self.set_checksum(0);
         let c = !self.sum(pseudo);
-        // A computed zero is sent as all ones (RFC 768): zero means "none".
-        self.set_checksum(if c == 0 { 0xffff } else { c });
+        self.set_computed_checksum(c);
     }
 
     /// Computes the checksum over the pseudo-header and the datagram (up to
@@ -299,6 +304,16 @@ impl UdpRepr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn computed_zero_checksum_is_sent_as_all_ones() {
+        let mut b = [0u8; 8];
+        let mut p = super::Packet::new_unchecked(&mut b[..]);
+        p.set_computed_checksum(0);
+        assert_eq!(p.checksum(), 0xffff);
+        p.set_computed_checksum(0x1234);
+        assert_eq!(&b[6..8], &[0x12, 0x34]);
+    }
+
     use super::*;
 
     // 10.0.0.1:12345 -> 10.0.0.2:53, "hello".

@@ -125,7 +125,16 @@ pub(crate) fn push_eth(p: &mut Packet, dst: [u8; 6], src: [u8; 6], ethertype: u1
 }
 
 /// Big-endian field access, the offloads' own (one copy in the crate).
-pub(crate) use crate::offload::hdr::{be16, put16};
+// Raw big-endian helpers for the nodes not yet on wire's views.
+#[inline]
+pub(crate) fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+#[inline]
+pub(crate) fn put16(d: &mut [u8], at: usize, v: u16) {
+    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
 
 /// Ethertype for the IP packet at the start of `p` (by version nibble).
 #[inline]

@@ -60,7 +60,7 @@ pub fn complete(pkt: &mut Packet) -> Result<(), OffloadError> {
         return Err(OffloadError::BadCsumOffsets);
     }
     let c = finish(sum(&d[start..], 0));
-    hdr::put16(d, field, if c == 0 { 0xffff } else { c });
+    wire::checksum::store_computed(d, field, c).map_err(|_| OffloadError::BadCsumOffsets)?;
     pkt.meta.offload.needs_csum = false;
     pkt.meta.offload.csum_valid = true;
     Ok(())
@@ -88,10 +88,11 @@ pub fn verify_l4_at(d: &[u8], l3: usize) -> bool {
     match ip.proto {
         PROTO_TCP if l4_len >= hdr::TCP_MIN_LEN => {}
         PROTO_UDP if l4_len >= hdr::UDP_LEN => {
-            if usize::from(hdr::be16(d, ip.l4 + 4)) != l4_len {
+            let u = hdr::udp(d, ip.l4);
+            if usize::from(u.len()) != l4_len {
                 return false;
             }
-            if hdr::be16(d, ip.l4 + 6) == 0 {
+            if u.checksum() == 0 {
                 return !ip.v6;
             }
         }

@@ -6,16 +6,13 @@
 //! (RFC 8200 §5): the caller sends ICMPv6 Packet Too Big instead.
 
 use super::csum::{finish, sum};
-use super::hdr::{self, be16, put16, IPV4_DF, IPV4_MF, IPV4_OFF_MASK};
+use super::hdr;
 use super::OffloadError;
 use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
 
 /// Smallest MTU every IPv4 module must support (RFC 791 §3.2, "Fragment
 /// Offset" and "Total Length").
 pub const MIN_MTU: u16 = 68;
-
-/// IPv4 reserved flag bit, carried over unchanged.
-const IPV4_RESERVED: u16 = 0x8000;
 
 /// Options of the first fragment that later fragments carry: only those
 /// whose copied flag (the high bit of the type, RFC 791 §3.1 "Options") is
@@ -84,8 +81,9 @@ pub fn fragment_ipv4(
     if mtu < MIN_MTU {
         return Err(OffloadError::MtuTooSmall);
     }
-    let frag = be16(d, ip.l3 + 6);
-    if frag & IPV4_DF != 0 {
+    let v4 = hdr::ip4(d, ip.l3);
+    let (df, mf_in, reserved) = (v4.dont_frag(), v4.more_frags(), v4.reserved_flag());
+    if df {
         return Err(OffloadError::DontFragment { mtu });
     }
     let hlen1 = ip.l4 - ip.l3;
@@ -96,7 +94,7 @@ pub fn fragment_ipv4(
     let max1 = (mtu_us - hlen1) & !7;
     let max2 = (mtu_us - hlen2) & !7;
     let data = &d[ip.l4..ip.end];
-    let orig_off = usize::from(frag & IPV4_OFF_MASK) * 8;
+    let orig_off = usize::from(v4.frag_offset());
     if orig_off + data.len() > usize::from(u16::MAX) {
         return Err(OffloadError::Malformed);
     }
@@ -162,13 +160,10 @@ pub fn fragment_ipv4(
         f.meta.offload = Offload::default();
         let s = f.data_mut();
         hdr::set_ip_len(s, l3, false, len);
-        let mf = if !last || frag & IPV4_MF != 0 {
-            IPV4_MF
-        } else {
-            0
-        };
-        let off = ((orig_off + pos) / 8) as u16;
-        put16(s, l3 + 6, (frag & IPV4_RESERVED) | mf | off);
+        let mut h = hdr::ip4_mut(s, l3);
+        // In bytes, a multiple of 8 (max1, max2 are) below 2^16 (checked).
+        h.set_frag(false, !last || mf_in, (orig_off + pos) as u16);
+        h.set_reserved_flag(reserved);
         hdr::set_ipv4_csum(s, l3);
         out.push(f);
         pos += n;

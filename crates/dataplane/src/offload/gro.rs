@@ -30,8 +30,7 @@
 
 use super::csum::{fold, verify_l4_at};
 use super::hdr::{
-    self, be16, be32, put16, put32, Ip, PROTO_TCP, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH, TCP_RST,
-    TCP_SYN, TCP_URG,
+    self, Ip, PROTO_TCP, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG,
 };
 use packet::buffer::{Gso, Packet, Pool, MAX_FRAME, VECTOR_SIZE};
 
@@ -298,7 +297,7 @@ impl Coalescer {
         })?;
         if self.cfg.check_ethertype {
             let want = if ip.v6 { 0x86dd } else { 0x0800 };
-            if l3 < 2 || be16(d, l3 - 2) != want {
+            if wire::ethernet::ethertype_before(d, l3) != Some(want) {
                 return Err(Refusal::NotTcp);
             }
         }
@@ -312,9 +311,10 @@ impl Coalescer {
         if o.gso != Gso::None {
             return Err(Refusal::AlreadyGso);
         }
+        let t = hdr::tcp(d, ip.l4);
         let mut key = FlowKey {
             v6: ip.v6,
-            ports: be32(d, ip.l4),
+            ports: u32::from(t.src_port()) << 16 | u32::from(t.dst_port()),
             ..FlowKey::default()
         };
         if ip.v6 {
@@ -328,8 +328,8 @@ impl Coalescer {
             key,
             thl,
             payload: ip.end - ip.l4 - thl,
-            seq: be32(d, ip.l4 + 4),
-            flags: d[ip.l4 + 13],
+            seq: t.seq_number(),
+            flags: t.flags(),
             ip,
         })
     }
@@ -432,10 +432,16 @@ impl Coalescer {
             gso_size: seg.payload,
             last_len: seg.payload,
             segs: 1,
-            id_first: if seg.ip.v6 { 0 } else { be16(d, seg.ip.l3 + 4) },
+            id_first: if seg.ip.v6 {
+                0
+            } else {
+                hdr::ip4(d, seg.ip.l3).ident()
+            },
             id_mode: IdMode::Unknown,
             ts_at,
-            last_tsval: ts_at.map_or(0, |t| be32(d, seg.ip.l4 + t)),
+            last_tsval: ts_at
+                .and_then(|t| hdr::tcp(d, seg.ip.l4).tsval_at(t))
+                .unwrap_or(0),
         };
         out.push(pkt);
     }
@@ -483,8 +489,8 @@ impl Coalescer {
             if d[l3 + 1] != h[l3 + 1] || d[l3 + 8] != h[l3 + 8] || df_differs {
                 return Err(Refusal::IpFieldsDiffer);
             }
-            let id = be16(d, l3 + 4);
-            let df = d[l3 + 6] & 0x40 != 0;
+            let v4 = hdr::ip4(d, l3);
+            let (id, df) = (v4.ident(), v4.dont_frag());
             let incr = id == slot.id_first.wrapping_add(slot.segs as u16);
             let fixed = df && id == slot.id_first;
             let ok = match slot.id_mode {
@@ -511,7 +517,8 @@ impl Coalescer {
             {
                 return Err(Refusal::OptionsDiffer);
             }
-            let tsval = be32(d, l4 + t);
+            // t + 4 <= thl (find_ts checked the option's length).
+            let tsval = hdr::tcp(d, l4).tsval_at(t).unwrap_or(0);
             // RFC 7323 §5.3: timestamps compare in serial-number arithmetic.
             if (tsval.wrapping_sub(slot.last_tsval) as i32) < 0 {
                 return Err(Refusal::TimestampBackwards);
@@ -521,7 +528,8 @@ impl Coalescer {
         if seg.payload > slot.gso_size {
             return Err(Refusal::Larger);
         }
-        let head_end = hl4 + thl + (slot.next_seq.wrapping_sub(be32(h, hl4 + 4)) as usize);
+        let head_seq = hdr::tcp(h, hl4).seq_number();
+        let head_end = hl4 + thl + (slot.next_seq.wrapping_sub(head_seq) as usize);
         let new_end = head_end + seg.payload;
         let ip_len = new_end - l3 - if seg.ip.v6 { hdr::IPV6_HDR_LEN } else { 0 };
         if ip_len > usize::from(u16::MAX)
@@ -539,8 +547,8 @@ impl Coalescer {
         let l3 = seg.ip.l3;
         let hl4 = slot_l4(head.data(), l3);
         let thl = seg.thl;
-        let head_end =
-            hl4 + thl + (slot.next_seq.wrapping_sub(be32(head.data(), hl4 + 4)) as usize);
+        let head_seq = hdr::tcp(head.data(), hl4).seq_number();
+        let head_end = hl4 + thl + (slot.next_seq.wrapping_sub(head_seq) as usize);
         // Drop the first segment's Ethernet padding before appending.
         head.truncate(head_end);
         let src = &pkt.data()[seg.ip.l4 + thl..seg.ip.end];
@@ -553,11 +561,11 @@ impl Coalescer {
             slot.closed = Some(Refusal::Pushed);
         }
         if let (Some(v), Some(t)) = (ts, slot.ts_at) {
-            put32(h, hl4 + t, v);
+            hdr::tcp_mut(h, hl4).set_tsval_at(t, v);
             slot.last_tsval = v;
         }
         if !seg.ip.v6 && slot.id_mode == IdMode::Unknown {
-            let id = be16(pkt.data(), l3 + 4);
+            let id = hdr::ip4(pkt.data(), l3).ident();
             slot.id_mode = if id == slot.id_first {
                 IdMode::Fixed
             } else {
@@ -595,7 +603,7 @@ impl Coalescer {
             end: len,
         };
         let pseudo = fold(hdr::pseudo_sum(d, &ip, len - l4));
-        put16(d, l4 + 16, pseudo);
+        hdr::tcp_mut(d, l4).set_checksum(pseudo);
         let o = &mut head.meta.offload;
         o.gso = if v6 { Gso::TcpV6 } else { Gso::TcpV4 };
         o.gso_size = slot.gso_size as u16;

@@ -18,17 +18,9 @@
 //! `out` should have room for `payload / mss + 1` more packets.
 
 use super::csum::{finish, fold, sum};
-use super::hdr::{
-    self, be16, be32, put16, put32, Ip, PROTO_TCP, PROTO_UDP, TCP_CWR, TCP_FIN, TCP_PSH,
-};
+use super::hdr::{self, Ip, PROTO_TCP, PROTO_UDP, TCP_CWR, TCP_FIN, TCP_PSH};
 use super::OffloadError;
 use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
-
-/// GRE flag bits (RFC 2784 §2, RFC 2890 §2).
-const GRE_C: u16 = 0x8000;
-const GRE_S: u16 = 0x1000;
-/// Reserved bits (R, Reserved0) and the version, all zero in GRE v0.
-const GRE_RESERVED_VER: u16 = 0x4fff;
 
 /// The outer L4 header of an encapsulated super-packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +117,7 @@ fn parse_outer(d: &[u8], spec: &OuterSpec, inner_l3: usize) -> Result<Outer, Off
     if l4_min > inner_l3 || inner_l3 > d.len() {
         return Err(OffloadError::Malformed);
     }
-    let id = if v6 { 0 } else { be16(d, l3 + 4) };
+    let id = if v6 { 0 } else { hdr::ip4(d, l3).ident() };
     let mut outer = Outer {
         ip: Ip {
             v6,
@@ -144,7 +136,7 @@ fn parse_outer(d: &[u8], spec: &OuterSpec, inner_l3: usize) -> Result<Outer, Off
             if offset < l4_min || offset + hdr::UDP_LEN > inner_l3 {
                 return Err(OffloadError::Malformed);
             }
-            let needs = v6 || be16(d, offset + 6) != 0;
+            let needs = v6 || hdr::udp(d, offset).checksum() != 0;
             outer.ip.l4 = offset;
             outer.ip.proto = PROTO_UDP;
             outer.udp = Some((offset, needs));
@@ -153,14 +145,16 @@ fn parse_outer(d: &[u8], spec: &OuterSpec, inner_l3: usize) -> Result<Outer, Off
             if offset < l4_min || offset + 4 > inner_l3 {
                 return Err(OffloadError::Malformed);
             }
-            let flags = be16(d, offset);
-            if flags & GRE_S != 0 {
+            // RFC 2784 §2, RFC 2890 §2: no sequence number to set per
+            // segment; reserved bits and version zero.
+            let gre = wire::gre::Gre::new_unchecked(&d[offset..inner_l3]);
+            if gre.seq_present() {
                 return Err(OffloadError::Unsupported);
             }
-            if flags & GRE_RESERVED_VER != 0 {
+            if !gre.reserved0_clear() || gre.version() != 0 {
                 return Err(OffloadError::Malformed);
             }
-            if flags & GRE_C != 0 {
+            if gre.checksum_present() {
                 if offset + 8 > inner_l3 {
                     return Err(OffloadError::Malformed);
                 }
@@ -235,8 +229,16 @@ pub fn segment_with(
         .as_ref()
         .is_some_and(|ou| ou.gre_csum.is_some() || ou.udp.is_some_and(|(_, needs)| needs));
     let partial = spec.partial_csum && !outer_covers_inner;
-    let seq0 = if tcp { be32(d, inner.l4 + 4) } else { 0 };
-    let id0 = if inner.v6 { 0 } else { be16(d, inner.l3 + 4) };
+    let seq0 = if tcp {
+        hdr::tcp(d, inner.l4).seq_number()
+    } else {
+        0
+    };
+    let id0 = if inner.v6 {
+        0
+    } else {
+        hdr::ip4(d, inner.l3).ident()
+    };
     let base = out.len();
 
     for (i, chunk) in payload
@@ -277,23 +279,23 @@ pub fn segment_with(
             let l3 = ou.ip.l3;
             hdr::set_ip_len(s, l3, ou.ip.v6, len);
             if !ou.ip.v6 {
-                put16(s, l3 + 4, ou.id.wrapping_add(i as u16));
+                hdr::ip4_mut(s, l3).set_ident(ou.id.wrapping_add(i as u16));
                 hdr::set_ipv4_csum(s, l3);
             }
             if let Some((u, needs)) = ou.udp {
                 let ulen = len - u;
-                put16(s, u + 4, ulen as u16);
-                put16(s, u + 6, 0);
+                let mut h = hdr::udp_mut(s, u);
+                h.set_len(ulen as u16);
+                h.set_checksum(0);
                 if needs {
                     let oip = Ip { end: len, ..ou.ip };
                     let c = finish(sum(&s[u..], hdr::pseudo_sum(s, &oip, ulen)));
-                    put16(s, u + 6, if c == 0 { 0xffff } else { c });
+                    hdr::udp_mut(s, u).set_computed_checksum(c);
                 }
             }
             if let Some(g) = ou.gre_csum {
-                put16(s, g + 4, 0);
-                let c = finish(sum(&s[g..], 0));
-                put16(s, g + 4, c);
+                // C set (checked): over the GRE header and payload.
+                wire::gre::Gre::new_unchecked(&mut s[g..]).fill_checksum();
             }
         }
 
@@ -332,34 +334,46 @@ impl InnerSeg {
         let len = ip.end;
         hdr::set_ip_len(s, ip.l3, ip.v6, len);
         if !ip.v6 {
-            put16(s, ip.l3 + 4, self.id0.wrapping_add(i as u16));
+            hdr::ip4_mut(s, ip.l3).set_ident(self.id0.wrapping_add(i as u16));
             hdr::set_ipv4_csum(s, ip.l3);
         }
         let l4_len = len - ip.l4;
-        let csum_at = if self.tcp {
-            put32(s, ip.l4 + 4, self.seq0.wrapping_add((i * self.mss) as u32));
-            let mut flags = s[ip.l4 + 13];
+        if self.tcp {
+            let mut t = hdr::tcp_mut(s, ip.l4);
+            t.set_seq_number(self.seq0.wrapping_add((i * self.mss) as u32));
+            let mut flags = t.flags();
             if !last {
                 flags &= !(TCP_FIN | TCP_PSH);
             }
             if i != 0 {
                 flags &= !TCP_CWR;
             }
-            s[ip.l4 + 13] = flags;
-            ip.l4 + 16
+            t.set_flags(flags);
         } else {
-            put16(s, ip.l4 + 4, l4_len as u16);
-            ip.l4 + 6
-        };
+            hdr::udp_mut(s, ip.l4).set_len(l4_len as u16);
+        }
         let pseudo = hdr::pseudo_sum(s, ip, l4_len);
         if self.partial {
-            put16(s, csum_at, fold(pseudo));
+            self.set_l4_checksum(s, ip.l4, fold(pseudo));
         } else {
-            put16(s, csum_at, 0);
+            self.set_l4_checksum(s, ip.l4, 0);
             let c = finish(sum(&s[ip.l4..len], pseudo));
-            put16(s, csum_at, if c == 0 && !self.tcp { 0xffff } else { c });
+            if self.tcp {
+                hdr::tcp_mut(s, ip.l4).set_checksum(c);
+            } else {
+                hdr::udp_mut(s, ip.l4).set_computed_checksum(c);
+            }
         }
-        csum_at
+        ip.l4 + if self.tcp { 16 } else { 6 }
+    }
+
+    /// Stores `v` as it is in the TCP or UDP checksum field at `l4`.
+    fn set_l4_checksum(&self, s: &mut [u8], l4: usize, v: u16) {
+        if self.tcp {
+            hdr::tcp_mut(s, l4).set_checksum(v);
+        } else {
+            hdr::udp_mut(s, l4).set_checksum(v);
+        }
     }
 }
 

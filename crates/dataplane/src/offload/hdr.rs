@@ -1,10 +1,11 @@
 //! Minimal, bounds-checked IP/TCP/UDP header access shared by the offloads.
 //!
-//! The offloads only need a handful of fields at known offsets, so they read
-//! them here directly instead of going through full `wire` views; every
-//! accessor is checked once by [`parse_ip`] / [`parse_l4`].
+//! [`parse_ip`] and [`tcp_hdr_len`] check once where the headers lie in a
+//! frame; the offloads then read and write their fields through `wire`'s
+//! views over those checked offsets ([`ip4`], [`tcp`], [`udp`], ... below).
 
 use super::OffloadError;
+use wire::{ipv4, ipv6, tcp, udp};
 
 pub(crate) const PROTO_TCP: u8 = 6;
 pub(crate) const PROTO_UDP: u8 = 17;
@@ -20,29 +21,43 @@ pub(crate) const TCP_ACK: u8 = 0x10;
 pub(crate) const TCP_URG: u8 = 0x20;
 pub(crate) const TCP_CWR: u8 = 0x80;
 
-/// IPv4 flags/fragment-offset word: DF, MF and the offset mask.
-pub(crate) const IPV4_DF: u16 = 0x4000;
-pub(crate) const IPV4_MF: u16 = 0x2000;
-pub(crate) const IPV4_OFF_MASK: u16 = 0x1fff;
-
+/// The IPv4 header at `l3`, an offset [`parse_ip`] (or the caller) checked.
 #[inline]
-pub(crate) fn be16(d: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([d[at], d[at + 1]])
+pub(crate) fn ip4(d: &[u8], l3: usize) -> ipv4::Packet<&[u8]> {
+    ipv4::Packet::new_unchecked(&d[l3..])
 }
 
 #[inline]
-pub(crate) fn be32(d: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+pub(crate) fn ip4_mut(d: &mut [u8], l3: usize) -> ipv4::Packet<&mut [u8]> {
+    ipv4::Packet::new_unchecked(&mut d[l3..])
 }
 
 #[inline]
-pub(crate) fn put16(d: &mut [u8], at: usize, v: u16) {
-    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+pub(crate) fn ip6_mut(d: &mut [u8], l3: usize) -> ipv6::Packet<&mut [u8]> {
+    ipv6::Packet::new_unchecked(&mut d[l3..])
+}
+
+/// The TCP header at `l4`, checked by [`tcp_hdr_len`].
+#[inline]
+pub(crate) fn tcp(d: &[u8], l4: usize) -> tcp::Packet<&[u8]> {
+    tcp::Packet::new_unchecked(&d[l4..])
 }
 
 #[inline]
-pub(crate) fn put32(d: &mut [u8], at: usize, v: u32) {
-    d[at..at + 4].copy_from_slice(&v.to_be_bytes());
+pub(crate) fn tcp_mut(d: &mut [u8], l4: usize) -> tcp::Packet<&mut [u8]> {
+    tcp::Packet::new_unchecked(&mut d[l4..])
+}
+
+/// The UDP header at `l4`, checked by the caller (`l4 + 8` within the IP
+/// packet).
+#[inline]
+pub(crate) fn udp(d: &[u8], l4: usize) -> udp::Packet<&[u8]> {
+    udp::Packet::new_unchecked(&d[l4..])
+}
+
+#[inline]
+pub(crate) fn udp_mut(d: &mut [u8], l4: usize) -> udp::Packet<&mut [u8]> {
+    udp::Packet::new_unchecked(&mut d[l4..])
 }
 
 /// Where the IP header and its L4 payload lie in a frame. All offsets are
@@ -63,7 +78,7 @@ pub(crate) struct Ip {
 impl Ip {
     /// IPv4: is this packet a fragment (MF set or non-zero offset)?
     pub fn is_fragment(&self, d: &[u8]) -> bool {
-        !self.v6 && be16(d, self.l3 + 6) & (IPV4_MF | IPV4_OFF_MASK) != 0
+        !self.v6 && ip4(d, self.l3).is_fragment()
     }
 }
 
@@ -78,7 +93,7 @@ pub(crate) fn parse_ip(d: &[u8], l3: usize, allow_ext: bool) -> Result<Ip, Offlo
                 return Err(OffloadError::Truncated);
             }
             let ihl = usize::from(first & 0x0f) * 4;
-            let total = usize::from(be16(d, l3 + 2));
+            let total = usize::from(ip4(d, l3).total_len());
             if ihl < 20 || total < ihl {
                 return Err(OffloadError::Malformed);
             }
@@ -97,7 +112,7 @@ pub(crate) fn parse_ip(d: &[u8], l3: usize, allow_ext: bool) -> Result<Ip, Offlo
             if d.len() < l3 + IPV6_HDR_LEN {
                 return Err(OffloadError::Truncated);
             }
-            let plen = usize::from(be16(d, l3 + 4));
+            let plen = usize::from(ipv6::Packet::new_unchecked(&d[l3..]).payload_len());
             let end = l3 + IPV6_HDR_LEN + plen;
             if plen == 0 {
                 // A jumbogram (RFC 2675) or garbage: neither is ours to cut.
@@ -157,18 +172,15 @@ pub(crate) fn tcp_hdr_len(d: &[u8], ip: &Ip) -> Result<usize, OffloadError> {
 
 /// Writes the IPv4 header checksum (RFC 791 §3.1) of the header at `l3`.
 pub(crate) fn set_ipv4_csum(d: &mut [u8], l3: usize) {
-    let ihl = usize::from(d[l3] & 0x0f) * 4;
-    put16(d, l3 + 10, 0);
-    let s = super::csum::finish(super::csum::sum(&d[l3..l3 + ihl], 0));
-    put16(d, l3 + 10, s);
+    ip4_mut(d, l3).fill_checksum();
 }
 
 /// Sets the IP length field so that the packet at `l3` ends at `end`.
 pub(crate) fn set_ip_len(d: &mut [u8], l3: usize, v6: bool, end: usize) {
     if v6 {
-        put16(d, l3 + 4, (end - l3 - IPV6_HDR_LEN) as u16);
+        ip6_mut(d, l3).set_payload_len((end - l3 - IPV6_HDR_LEN) as u16);
     } else {
-        put16(d, l3 + 2, (end - l3) as u16);
+        ip4_mut(d, l3).set_total_len((end - l3) as u16);
     }
 }
 

@@ -14,7 +14,7 @@
 //! CHECKSUM_PARTIAL convention of [`csum`](super::csum)).
 
 use super::csum::{fold, verify_l4_at};
-use super::hdr::{self, put16};
+use super::hdr;
 use super::OffloadError;
 use packet::buffer::{Gso, Offload, Packet};
 
@@ -86,7 +86,7 @@ pub fn mark(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadErro
     pkt.truncate(ip.end);
     let d = pkt.data_mut();
     let pseudo = fold(hdr::pseudo_sum(d, &ip, ip.end - ip.l4));
-    put16(d, ip.l4 + 16, pseudo);
+    hdr::tcp_mut(d, ip.l4).set_checksum(pseudo);
     pkt.meta.offload = Offload {
         needs_csum: true,
         csum_valid: false,

@@ -18,7 +18,7 @@
 //! into UDP GSO sends the same way.
 
 use super::gso::InnerSeg;
-use super::hdr::{self, be16, be32, put16, Ip, PROTO_TCP, PROTO_UDP};
+use super::hdr::{self, Ip, PROTO_TCP, PROTO_UDP};
 use super::OffloadError;
 use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
 
@@ -91,17 +91,21 @@ pub fn pack(
     if pool.available() < ndgram {
         return Err(OffloadError::NoBuffers);
     }
-    let udp_needs_csum = outer.v6 || be16(d, u + 6) != 0;
+    let udp_needs_csum = outer.v6 || hdr::udp(d, u).checksum() != 0;
     let shared = InnerSeg {
         tcp: true,
-        seq0: be32(d, inner.l4 + 4),
-        id0: if inner.v6 { 0 } else { be16(d, inner.l3 + 4) },
+        seq0: hdr::tcp(d, inner.l4).seq_number(),
+        id0: if inner.v6 {
+            0
+        } else {
+            hdr::ip4(d, inner.l3).ident()
+        },
         mss,
         partial: false,
     };
     // Inner headers relative to the start of a slice.
     let rel = |x: usize| x - body;
-    let outer_id = if outer.v6 { 0 } else { be16(d, 4) };
+    let outer_id = if outer.v6 { 0 } else { hdr::ip4(d, 0).ident() };
     let base = out.len();
     let mut chunks = payload.chunks(mss).enumerate().peekable();
     while chunks.peek().is_some() {
@@ -145,16 +149,18 @@ pub fn pack(
         hdr::set_ip_len(s, 0, outer.v6, len);
         if !outer.v6 {
             // Linux numbers the segments from here on (inet_gso_segment).
-            put16(s, 4, outer_id.wrapping_add(first_i.unwrap_or(0) as u16));
+            hdr::ip4_mut(s, 0).set_ident(outer_id.wrapping_add(first_i.unwrap_or(0) as u16));
             hdr::set_ipv4_csum(s, 0);
         }
         let ulen = len - u;
-        put16(s, u + 4, ulen as u16);
-        put16(s, u + 6, 0);
+        let mut h = hdr::udp_mut(s, u);
+        h.set_len(ulen as u16);
+        h.set_checksum(0);
         if n > 1 {
             // Partial: pseudo-header over the whole datagram, which UDP
             // segmentation adjusts to each segment's length.
-            put16(s, u + 6, super::csum::fold(hdr::pseudo_sum(s, &oip, ulen)));
+            let pseudo = super::csum::fold(hdr::pseudo_sum(s, &oip, ulen));
+            hdr::udp_mut(s, u).set_checksum(pseudo);
             dg.meta.offload = Offload {
                 needs_csum: true,
                 csum_valid: false,
@@ -170,7 +176,7 @@ pub fn pack(
                     &s[u..len],
                     hdr::pseudo_sum(s, &oip, ulen),
                 ));
-                put16(s, u + 6, if c == 0 { 0xffff } else { c });
+                hdr::udp_mut(s, u).set_computed_checksum(c);
             }
             dg.meta.offload.csum_valid = true;
         }
@@ -245,9 +251,9 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         return Err(OffloadError::Truncated);
     }
     let l3 = VXLAN_LEN + ETH_LEN;
-    let v6 = match be16(s0, l3 - 2) {
-        0x0800 => false,
-        0x86dd => true,
+    let v6 = match wire::ethernet::ethertype_before(s0, l3) {
+        Some(0x0800) => false,
+        Some(0x86dd) => true,
         _ => return Err(OffloadError::Unsupported),
     };
     let ip = hdr::parse_ip(s0, l3, false)?;
@@ -265,9 +271,9 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
     if nslices < 2 {
         return Err(OffloadError::Unsupported);
     }
-    let seq0 = be32(s0, ip.l4 + 4);
-    let id0 = if v6 { 0 } else { be16(s0, l3 + 4) };
-    let flags0 = s0[ip.l4 + 13];
+    let seq0 = hdr::tcp(s0, ip.l4).seq_number();
+    let id0 = if v6 { 0 } else { hdr::ip4(s0, l3).ident() };
+    let flags0 = hdr::tcp(s0, ip.l4).flags();
     const NEVER: u8 = hdr::TCP_SYN | hdr::TCP_RST | hdr::TCP_URG;
     const VARY: u8 = hdr::TCP_PSH | hdr::TCP_FIN | hdr::TCP_CWR;
     let mut last_flags = flags0;
@@ -285,24 +291,26 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         } else {
             same(0, l3 + 2) && same(l3 + 6, l3 + 10) && same(l3 + 12, ip.l4)
         };
-        let flags = sk[ip.l4 + 13];
+        let flags = hdr::tcp(sk, ip.l4).flags();
         // TCP: ports, ack, offset, window, urgent pointer and options.
         let tcp_same = same(ip.l4, ip.l4 + 4)
             && same(ip.l4 + 8, ip.l4 + 13)
             && same(ip.l4 + 14, ip.l4 + 16)
             && same(ip.l4 + 18, hlen);
+        // sk is longer than hlen: its IP and TCP headers are whole.
         let ip_len_ok = if v6 {
-            usize::from(be16(sk, l3 + 4)) == sk.len() - ip.l4
+            let h = wire::ipv6::Packet::new_unchecked(&sk[l3..]);
+            usize::from(h.payload_len()) == sk.len() - ip.l4
         } else {
-            usize::from(be16(sk, l3 + 2)) == sk.len() - l3
-                && be16(sk, l3 + 4) == id0.wrapping_add(k as u16)
+            let h = hdr::ip4(sk, l3);
+            usize::from(h.total_len()) == sk.len() - l3 && h.ident() == id0.wrapping_add(k as u16)
         };
         if !(ip_same && tcp_same && ip_len_ok)
             || flags & NEVER != 0
             || (flags & !VARY) != (flags0 & !VARY)
             || (!last && flags & (hdr::TCP_PSH | hdr::TCP_FIN) != 0)
             || (k > 0 && flags & hdr::TCP_CWR != 0)
-            || be32(sk, ip.l4 + 4) != seq0.wrapping_add((k * mss) as u32)
+            || hdr::tcp(sk, ip.l4).seq_number() != seq0.wrapping_add((k * mss) as u32)
         {
             return Err(OffloadError::Unsupported);
         }
@@ -334,13 +342,11 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
     if !v6 {
         hdr::set_ipv4_csum(d, inner_l3);
     }
-    d[inner_l4 + 13] =
-        (flags0 & !VARY) | (flags0 & hdr::TCP_CWR) | (last_flags & (hdr::TCP_PSH | hdr::TCP_FIN));
-    put16(
-        d,
-        inner_l4 + 16,
-        super::csum::fold(hdr::pseudo_sum(d, &inner, end - inner_l4)),
+    hdr::tcp_mut(d, inner_l4).set_flags(
+        (flags0 & !VARY) | (flags0 & hdr::TCP_CWR) | (last_flags & (hdr::TCP_PSH | hdr::TCP_FIN)),
     );
+    let pseudo = super::csum::fold(hdr::pseudo_sum(d, &inner, end - inner_l4));
+    hdr::tcp_mut(d, inner_l4).set_checksum(pseudo);
     // Outer lengths; the UDP checksum is not carried on (the datagram was
     // local and partial): zero over IPv4, and over IPv6 nobody reads it
     // again before the outer headers are pulled.
@@ -348,8 +354,9 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
     if !outer.v6 {
         hdr::set_ipv4_csum(d, 0);
     }
-    put16(d, u + 4, (end - u) as u16);
-    put16(d, u + 6, 0);
+    let mut h = hdr::udp_mut(d, u);
+    h.set_len((end - u) as u16);
+    h.set_checksum(0);
     p.meta.offload = Offload {
         needs_csum: true,
         csum_valid: false,
@@ -444,13 +451,10 @@ pub fn join(run: &mut Vec<Packet>, out: &mut Vec<Packet>, pool: &mut Pool) -> us
                 hdr::set_ipv4_csum(s, 0);
             }
             let u = ip.l4;
-            put16(s, u + 4, (len - u) as u16);
-            put16(s, u + 6, 0);
-            put16(
-                s,
-                u + 6,
-                super::csum::fold(hdr::pseudo_sum(s, &oip, len - u)),
-            );
+            hdr::udp_mut(s, u).set_len((len - u) as u16);
+            hdr::udp_mut(s, u).set_checksum(0);
+            let pseudo = super::csum::fold(hdr::pseudo_sum(s, &oip, len - u));
+            hdr::udp_mut(s, u).set_checksum(pseudo);
             head.meta.offload = Offload {
                 needs_csum: true,
                 csum_valid: false,

@@ -223,3 +223,18 @@ fn mss_clamp_even_and_odd() {
     b[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 2].copy_from_slice(&full.to_be_bytes());
     assert!(Packet::new_checked(&b[..]).unwrap().verify_checksum(&s, &d));
 }
+
+#[test]
+fn tsval_at_reads_and_writes_the_option_value_in_bounds_only() {
+    // DATA6's Timestamps option: NOP NOP, kind 8 len 10 at 22, TSval at 24.
+    let mut d = DATA6;
+    let mut p = Packet::new_unchecked(&mut d[..]);
+    assert_eq!(p.tsval_at(24), Some(2));
+    assert!(p.set_tsval_at(24, 0x0a0b_0c0d));
+    assert_eq!(p.tsval_at(24), Some(0x0a0b_0c0d));
+    assert_eq!(p.tsval_at(28), Some(1), "TSecr untouched");
+    assert_eq!(p.tsval_at(33), None);
+    assert!(!p.set_tsval_at(33, 1));
+    assert!(!p.set_tsval_at(usize::MAX, 1));
+    assert_eq!(&d[24..28], &[0x0a, 0x0b, 0x0c, 0x0d]);
+}

@@ -4,6 +4,11 @@ use super::*;
 use crate::offload::gso::{segment, segment_with, OuterL4, OuterSpec, SegmentSpec};
 use crate::offload::testutil::*;
 
+/// The test's own reading of a length field, independent of `wire`.
+fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
 /// Outer IP (at 0) + UDP + VXLAN + an inner Ethernet/IP/TCP frame
 /// carrying `payload` bytes, marked as a TCP super-packet of `mss`.
 /// Returns it with the UDP and inner IP offsets.
