@@ -4,7 +4,7 @@
 //! complete Ethernet frame ready for interface-output.
 
 use crate::graph::flags;
-use crate::nodes::{push_eth, put16, ETHERTYPE_ARP, ETHERTYPE_IPV6};
+use crate::nodes::{push_eth, ETHERTYPE_ARP, ETHERTYPE_IPV6};
 use crate::tables::{multicast_mac_v6, solicited_node, Interface};
 use packet::buffer::{Packet, Pool};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -96,21 +96,22 @@ fn nd_message(
     mac: [u8; 6],
 ) -> bool {
     let mut b = [0u8; 72];
-    b[0] = 0x60;
-    put16(&mut b, 4, 32);
-    b[6] = 58;
-    b[7] = 255; // RFC 4861 §7.1: hop limit 255 proves on-link origin.
-    b[8..24].copy_from_slice(&src.octets());
-    b[24..40].copy_from_slice(&dst.octets());
-    b[40] = icmp_type;
-    b[44] = flags_byte;
-    b[48..64].copy_from_slice(&target.octets());
+    // One link-layer address option: type, length 1 (8 bytes), the MAC.
     b[64] = opt_type;
     b[65] = 1;
     b[66..72].copy_from_slice(&mac);
-    let ph = wire::checksum::pseudo_header_v6(&src, &dst, 58, 32);
-    let c = !wire::checksum::combine(&[ph, wire::checksum::data(&b[40..72])]);
-    put16(&mut b, 42, c);
+    let mut ip = wire::ipv6::Packet::new_unchecked(&mut b[..]);
+    ip.set_version_tc_flow(0, 0);
+    ip.set_payload_len(32);
+    ip.set_next_header(wire::ipv4::protocol::ICMPV6);
+    ip.set_hop_limit(255); // RFC 4861 §7.1: hop limit 255 proves on-link origin.
+    ip.set_src_addr(src);
+    ip.set_dst_addr(dst);
+    let mut icmp = wire::icmpv6::Packet::new_unchecked(&mut b[40..72]);
+    icmp.set_msg_type(icmp_type);
+    icmp.set_rest_of_header(u32::from(flags_byte) << 24);
+    icmp.set_target_addr(&target);
+    icmp.fill_checksum(&src, &dst);
     p.set_data(&b)
 }
 

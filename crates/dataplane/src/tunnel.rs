@@ -50,14 +50,6 @@ pub struct TunnelDef {
     pub udp_port: u16,
 }
 
-/// GRE flag bits (first 16-bit word).
-pub const GRE_C: u16 = 0x8000;
-pub const GRE_K: u16 = 0x2000;
-pub const GRE_S: u16 = 0x1000;
-/// Routing-present, strict source route, recursion control bits and the
-/// reserved bits of RFC 2784 §2.3 (must be zero for us to accept).
-pub const GRE_MUST_BE_ZERO: u16 = 0x4000 | 0x0800 | 0x0700 | 0x00f8;
-pub const GRE_VERSION: u16 = 0x0007;
 pub const ETHERTYPE_TEB: u16 = 0x6558;
 pub const IP_PROTO_GRE: u8 = 47;
 pub const IP_PROTO_UDP: u8 = 17;
@@ -144,34 +136,21 @@ impl Tunnel {
             TunnelKind::Gre | TunnelKind::Nvgre => {
                 t[proto] = IP_PROTO_GRE;
                 let nv = def.kind == TunnelKind::Nvgre;
-                let mut flags = 0u16;
-                let mut o = l4 + 4;
-                if def.checksum && !nv {
-                    flags |= GRE_C;
-                    o += 4;
-                }
+                let mut gre = wire::gre::Gre::new_unchecked(&mut t[l4..]);
+                gre.set_flags(def.checksum && !nv, def.key.is_some(), def.sequence && !nv);
                 if let Some(k) = def.key {
-                    flags |= GRE_K;
-                    let k = if nv { crate::nvgre::key_of_vsid(k) } else { k };
-                    t[o..o + 4].copy_from_slice(&k.to_be_bytes());
-                    o += 4;
+                    gre.set_key(if nv { crate::nvgre::key_of_vsid(k) } else { k });
                 }
-                if def.sequence && !nv {
-                    flags |= GRE_S;
-                    o += 4;
-                }
-                let et: u16 = if def.ethernet || nv { ETHERTYPE_TEB } else { 0 };
-                t[l4..l4 + 2].copy_from_slice(&flags.to_be_bytes());
-                t[l4 + 2..l4 + 4].copy_from_slice(&et.to_be_bytes());
-                o
+                gre.set_protocol_type(if def.ethernet || nv { ETHERTYPE_TEB } else { 0 });
+                l4 + gre.header_len()
             }
             TunnelKind::Vxlan => {
                 t[proto] = IP_PROTO_UDP;
-                t[l4 + 2..l4 + 4].copy_from_slice(&def.udp_port.to_be_bytes());
-                // VXLAN: I flag, VNI in bytes 4..7 (RFC 7348 §5).
-                t[l4 + 8] = 0x08;
-                let vni = def.key.unwrap_or(0) & 0x00ff_ffff;
-                t[l4 + 12..l4 + 15].copy_from_slice(&vni.to_be_bytes()[1..4]);
+                wire::udp::Packet::new_unchecked(&mut t[l4..]).set_dst_port(def.udp_port);
+                // VXLAN: I flag, VNI (RFC 7348 §5).
+                let mut vx = wire::vxlan::Vxlan::new_unchecked(&mut t[l4 + 8..]);
+                vx.set_fixed();
+                vx.set_vni(def.key.unwrap_or(0) & 0x00ff_ffff);
                 l4 + 16
             }
         };
@@ -264,7 +243,7 @@ pub fn flow_hash(d: &[u8], l3: usize) -> u32 {
     let (addrs, proto, l4) = match first >> 4 {
         4 if d.len() >= l3 + 20 => {
             let ihl = usize::from(first & 0x0f) * 4;
-            let frag = u16::from_be_bytes([d[l3 + 6], d[l3 + 7]]) & 0x3fff != 0;
+            let frag = wire::ipv4::Packet::new_unchecked(&d[l3..]).is_fragment();
             let l4 = if frag { usize::MAX } else { l3 + ihl };
             (&d[l3 + 12..l3 + 20], d[l3 + 9], l4)
         }

@@ -58,7 +58,7 @@ impl Node for EthernetInput {
             }
             let mut dst = [0u8; 6];
             dst.copy_from_slice(&d[0..6]);
-            let et = u16::from_be_bytes([d[12], d[13]]);
+            let et = wire::ethernet::Frame::new_unchecked(d).outer_ethertype();
             if p.meta.trace {
                 let mut src = [0u8; 6];
                 src.copy_from_slice(&d[6..12]);

@@ -15,12 +15,9 @@
 //! one worker, where the check is exact.
 
 use super::tunnel_util::{deliver, outer_addrs, Inner};
-use super::{be16, pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use super::{pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::graph::{Ctx, Next, Node, NodeId};
-use crate::tunnel::{
-    DecapKey, KeyClass, TunnelKind, ETHERTYPE_TEB, GRE_C, GRE_K, GRE_MUST_BE_ZERO, GRE_S,
-    GRE_VERSION,
-};
+use crate::tunnel::{DecapKey, KeyClass, TunnelKind, ETHERTYPE_TEB};
 use packet::buffer::Packet;
 
 #[derive(Default)]
@@ -118,32 +115,26 @@ impl GreInput {
         if d.len() < off + 4 {
             return Err(E::TooShort);
         }
-        let flags = be16(d, off);
-        if flags & GRE_VERSION != 0 {
+        let gre = wire::gre::Gre::new_unchecked(&d[off..]);
+        if gre.version() != 0 {
             return Err(E::BadVersion);
         }
-        if flags & GRE_MUST_BE_ZERO != 0 {
+        // Every reserved bit, also those RFC 2784 lets a receiver ignore.
+        if !gre.reserved0_clear() {
             return Err(E::BadFlags);
         }
-        let (c, k, s) = (flags & GRE_C != 0, flags & GRE_K != 0, flags & GRE_S != 0);
-        let hlen = 4 + 4 * (usize::from(c) + usize::from(k) + usize::from(s));
+        let (c, s) = (gre.checksum_present(), gre.seq_present());
+        let hlen = gre.header_len();
         if d.len() < off + hlen {
             return Err(E::TooShort);
         }
-        let mut at = off + 4;
-        if c {
-            // RFC 2784 §2.5: over the GRE header and the payload.
-            if !wire::checksum::verify(&d[off..]) {
-                return Err(E::BadChecksum);
-            }
-            at += 4;
+        // RFC 2784 §2.5: over the GRE header and the payload.
+        if !gre.verify_checksum() {
+            return Err(E::BadChecksum);
         }
-        let key = k.then(|| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]));
-        if k {
-            at += 4;
-        }
-        let seq = s.then(|| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]));
-        let proto = be16(d, off + 2);
+        let key = gre.key();
+        let seq = gre.sequence_number();
+        let proto = gre.protocol_type();
         let vrf = p.meta.vrf;
         let mut dk = DecapKey {
             vrf,

@@ -11,11 +11,10 @@
 //! TTL-1 flood spends its own budget, never another tenant's "fragmentation
 //! needed" / "packet too big" that its PMTU discovery depends on.
 
-use super::put16;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use packet::buffer::Packet;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use wire::{checksum, ipv4, ipv6};
+use wire::{icmpv4, icmpv6, ipv4, ipv6};
 
 /// What icmp-error sends, in the upper 16 bits of `meta.aux` (the lower
 /// 16 carry an MTU).
@@ -230,32 +229,32 @@ fn error4(cx: &mut Ctx, p: Packet) -> R {
     }
     let d = p.data_mut();
     write_ip4(d, our, src, 28 + quoted);
-    let icmp = &mut d[20..];
-    icmp[0] = ty;
-    icmp[1] = code;
-    icmp[2..8].fill(0);
-    if kind == kind::TOO_BIG {
-        // RFC 1191 §4: next-hop MTU in the low 16 bits.
-        put16(icmp, 6, mtu);
-    }
-    let c = checksum::checksum(icmp);
-    put16(icmp, 2, c);
+    let mut icmp = icmpv4::Packet::new_unchecked(&mut d[20..]);
+    icmp.set_msg_type(ty);
+    icmp.set_code(code);
+    // RFC 1191 §4: next-hop MTU in the low 16 bits, the rest unused.
+    icmp.set_rest_of_header(if kind == kind::TOO_BIG {
+        u32::from(mtu)
+    } else {
+        0
+    });
+    icmp.fill_checksum();
     finish(&mut p);
     Ok(p)
 }
 
 fn write_ip4(d: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, total: usize) {
-    d[0] = 0x45;
-    d[1] = 0;
-    put16(d, 2, total as u16);
-    d[4..8].fill(0);
-    d[8] = 64;
-    d[9] = 1;
-    put16(d, 10, 0);
-    d[12..16].copy_from_slice(&src.octets());
-    d[16..20].copy_from_slice(&dst.octets());
-    let c = checksum::checksum(&d[..20]);
-    put16(d, 10, c);
+    let mut ip = ipv4::Packet::new_unchecked(&mut d[..20]);
+    ip.set_version_and_header_len(20);
+    ip.set_tos(0);
+    ip.set_total_len(total as u16);
+    ip.set_ident(0);
+    ip.set_frag(false, false, 0);
+    ip.set_ttl(64);
+    ip.set_protocol(ipv4::protocol::ICMP);
+    ip.set_src_addr(src);
+    ip.set_dst_addr(dst);
+    ip.fill_checksum();
 }
 
 fn error6(cx: &mut Ctx, p: Packet) -> R {
@@ -303,21 +302,19 @@ fn error6(cx: &mut Ctx, p: Packet) -> R {
     }
     let plen = 8 + quoted;
     let d = p.data_mut();
-    d[0] = 0x60;
-    d[1..4].fill(0);
-    put16(d, 4, plen as u16);
-    d[6] = 58;
-    d[7] = 64;
-    d[8..24].copy_from_slice(&our.octets());
-    d[24..40].copy_from_slice(&src.octets());
-    let icmp = &mut d[40..];
-    icmp[0] = ty;
-    icmp[1] = code;
-    put16(icmp, 2, 0);
-    icmp[4..8].copy_from_slice(&word.to_be_bytes());
-    let ph = checksum::pseudo_header_v6(&our, &src, 58, plen as u32);
-    let c = !checksum::combine(&[ph, checksum::data(icmp)]);
-    put16(icmp, 2, c);
+    let mut ip = ipv6::Packet::new_unchecked(&mut d[..]);
+    ip.set_version_tc_flow(0, 0);
+    ip.set_payload_len(plen as u16);
+    ip.set_next_header(ipv4::protocol::ICMPV6);
+    ip.set_hop_limit(64);
+    ip.set_src_addr(our);
+    ip.set_dst_addr(src);
+    // plen = 8 + quoted: the ICMPv6 message is the rest of the packet.
+    let mut icmp = icmpv6::Packet::new_unchecked(&mut d[40..]);
+    icmp.set_msg_type(ty);
+    icmp.set_code(code);
+    icmp.set_rest_of_header(word);
+    icmp.fill_checksum(&our, &src);
     finish(&mut p);
     Ok(p)
 }

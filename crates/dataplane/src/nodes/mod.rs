@@ -112,9 +112,10 @@ pub(crate) fn push_eth(p: &mut Packet, dst: [u8; 6], src: [u8; 6], ethertype: u1
     let Some(h) = p.push_front(ETH_LEN) else {
         return false;
     };
-    h[0..6].copy_from_slice(&dst);
-    h[6..12].copy_from_slice(&src);
-    h[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    let mut f = wire::ethernet::Frame::new_unchecked(h);
+    f.set_dst_addr(wire::ethernet::MacAddr(dst));
+    f.set_src_addr(wire::ethernet::MacAddr(src));
+    f.set_outer_ethertype(ethertype);
     if has_offload_offsets(p) {
         let o = &mut p.meta.offload;
         o.csum_start = o.csum_start.saturating_add(ETH_LEN as u16);
@@ -125,15 +126,11 @@ pub(crate) fn push_eth(p: &mut Packet, dst: [u8; 6], src: [u8; 6], ethertype: u1
 }
 
 /// Big-endian field access, the offloads' own (one copy in the crate).
-// Raw big-endian helpers for the nodes not yet on wire's views.
+// The ports of ip-local's host punt (ip_local/host_punt.rs), the last
+// raw big-endian read of the nodes.
 #[inline]
 pub(crate) fn be16(d: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([d[at], d[at + 1]])
-}
-
-#[inline]
-pub(crate) fn put16(d: &mut [u8], at: usize, v: u16) {
-    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
 /// Ethertype for the IP packet at the start of `p` (by version nibble).

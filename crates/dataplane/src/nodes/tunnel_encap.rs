@@ -32,7 +32,7 @@
 //! order (RFC 2890 §2.2 then drops); use one worker for such tunnels.
 
 use super::tunnel_util::{clamp_mss, inner_ip};
-use super::{pull, put16, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use super::{pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso, tso, uso, OffloadError, OuterL4, OuterSpec, SegmentSpec};
 use crate::tunnel::{flow_hash, Tunnel, TunnelKind, VXLAN_SPORT_BASE};
@@ -297,58 +297,58 @@ impl TunnelEncap {
         }
         let l4 = tun.l4_off;
         let d = p.data_mut();
+        // The template's outer IP header (20 or 40 bytes) is in place.
         if tun.v6 {
-            put16(d, 4, (total - 40).min(0xffff) as u16);
+            wire::ipv6::Packet::new_unchecked(&mut d[..])
+                .set_payload_len((total - 40).min(0xffff) as u16);
         } else {
-            put16(d, 2, total.min(0xffff) as u16);
-            put16(d, 4, self.ip_id);
+            let mut ip = wire::ipv4::Packet::new_unchecked(&mut d[..]);
+            ip.set_total_len(total.min(0xffff) as u16);
+            ip.set_ident(self.ip_id);
             self.ip_id = self.ip_id.wrapping_add(1);
-            put16(d, 10, 0);
-            let c = wire::checksum::checksum(&d[..20]);
-            put16(d, 10, c);
+            ip.fill_checksum();
         }
         match tun.def.kind {
             TunnelKind::Gre => {
+                // The template's GRE header: its flags say which of
+                // checksum, key and sequence number follow (RFC 2784, 2890).
+                let mut gre = wire::gre::Gre::new_unchecked(&mut d[l4..]);
                 if !tun.def.ethernet {
                     let et = if inner_v6 {
                         ETHERTYPE_IPV6
                     } else {
                         ETHERTYPE_IPV4
                     };
-                    put16(d, l4 + 2, et);
+                    gre.set_protocol_type(et);
                 }
-                if let Some(o) = tun.gre_seq_off() {
+                if tun.gre_seq_off().is_some() {
                     let port = usize::from(tun.port);
                     if self.seq.len() <= port {
                         self.seq.resize(port + 1, 0);
                     }
-                    d[o..o + 4].copy_from_slice(&self.seq[port].to_be_bytes());
+                    gre.set_sequence_number(self.seq[port]);
                     self.seq[port] = self.seq[port].wrapping_add(1);
                 }
-                if let (Some(o), true) = (tun.gre_csum_off(), full) {
-                    put16(d, o, 0);
-                    let c = wire::checksum::checksum(&d[l4..]);
-                    put16(d, o, c);
+                if tun.gre_csum_off().is_some() && full {
+                    gre.fill_checksum();
                 }
             }
             TunnelKind::Nvgre => crate::nvgre::set_flow_id(d, l4, hash),
             TunnelKind::Vxlan => {
                 let sport = VXLAN_SPORT_BASE | (hash as u16 & 0x3fff);
-                put16(d, l4, sport);
-                put16(d, l4 + 4, (total - l4).min(0xffff) as u16);
-                put16(d, l4 + 6, 0);
-                if tun.v6 && full {
-                    // Mandatory over IPv6 (RFC 8200 §8.1); zero over IPv4
-                    // (RFC 7348 §5).
+                // The checksum is mandatory over IPv6 (RFC 8200 §8.1), zero
+                // over IPv4 (RFC 7348 §5); a super-packet's is per segment.
+                let v6_addrs = (tun.v6 && full).then(|| {
                     let ip = wire::ipv6::Packet::new_unchecked(&d[..]);
-                    let ph = wire::checksum::pseudo_header_v6(
-                        &ip.src_addr(),
-                        &ip.dst_addr(),
-                        17,
-                        (total - l4) as u32,
-                    );
-                    let c = !wire::checksum::combine(&[ph, wire::checksum::data(&d[l4..])]);
-                    put16(d, l4 + 6, if c == 0 { 0xffff } else { c });
+                    (ip.src_addr(), ip.dst_addr())
+                });
+                let mut udp = wire::udp::Packet::new_unchecked(&mut d[l4..]);
+                udp.set_src_port(sport);
+                udp.set_len((total - l4).min(0xffff) as u16);
+                udp.set_checksum(0);
+                if let Some((src, dst)) = v6_addrs {
+                    // Full: total - l4 fits the length field it sums.
+                    udp.fill_checksum_v6(&src, &dst);
                 }
             }
         }

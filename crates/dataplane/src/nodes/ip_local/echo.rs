@@ -3,10 +3,9 @@
 
 use super::{reply_meta, E, R};
 use crate::graph::{Ctx, Next, NodeId};
-use crate::nodes::{be16, put16};
 use packet::buffer::Packet;
 use std::net::Ipv6Addr;
-use wire::{checksum, ipv4};
+use wire::{checksum, icmpv4, icmpv6, ipv4, ipv6};
 
 /// Answers the ICMP message at `ihl` of an IPv4 packet if it is an echo
 /// request: swap addresses, type 0, fresh TTL.
@@ -28,10 +27,8 @@ pub(super) fn reply4(cx: &mut Ctx, mut p: Packet, next: &mut Next<'_>, ihl: usiz
     ip.set_dst_addr(src);
     ip.set_ttl(64);
     ip.fill_checksum();
-    let d = p.data_mut();
-    d[ihl] = 0;
-    let ic = be16(d, ihl + 2);
-    put16(d, ihl + 2, checksum::update_u16(ic, 0x0800, 0x0000));
+    // Type 8 code 0 (checked): type 0, checksum updated (RFC 1624).
+    icmpv4::Packet::new_unchecked(&mut p.data_mut()[ihl..]).echo_request_to_reply();
     reply_meta(&mut p);
     if p.meta.trace {
         cx.trace
@@ -69,15 +66,13 @@ pub(super) fn reply6(
         dst
     };
     let d = p.data_mut();
-    d[7] = 64;
-    d[8..24].copy_from_slice(&our_src.octets());
-    d[24..40].copy_from_slice(&src.octets());
-    let icmp = &mut d[off..];
-    icmp[0] = 129;
-    put16(icmp, 2, 0);
-    let ph = checksum::pseudo_header_v6(&our_src, &src, 58, icmp.len() as u32);
-    let c = !checksum::combine(&[ph, checksum::data(icmp)]);
-    put16(icmp, 2, c);
+    let mut ip = ipv6::Packet::new_unchecked(&mut d[..]);
+    ip.set_hop_limit(64);
+    ip.set_src_addr(our_src);
+    ip.set_dst_addr(src);
+    let mut icmp = icmpv6::Packet::new_unchecked(&mut d[off..]);
+    icmp.set_msg_type(icmpv6::msg_type::ECHO_REPLY);
+    icmp.fill_checksum(&our_src, &src);
     reply_meta(&mut p);
     if p.meta.trace {
         cx.trace
