@@ -156,7 +156,7 @@ driver = "{driver}"
 addresses = ["10.2.0.1/24"]
 offloads = {str(offloads).lower()}
 """)
-            self.gw = self.r.popen([VECGATE, "run", "--config", cfg],
+            self.gw = self.r.popen([GATEWAY, "run", "--config", cfg],
                                    stdout=subprocess.DEVNULL, stderr=open(cfg + ".log", "w"))
             deadline = time.time() + 20
             while True:
