@@ -14,11 +14,12 @@
 //!   drains the queue once per loop and routes the packets in their VRF
 //!   through ip4/ip6-lookup, as if the gateway had originated them.
 //!
-//! Fixed slots, bounded queues: a full queue drops and counts (TCP and BFD
+//! Fixed slots, bounded queues ([`crate::slot_queue`]), each direction
+//! with its own slots: a full queue drops and counts (TCP and BFD
 //! recover); no allocation, no lock, no blocking in a worker.
 
 use crate::graph::flags;
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crate::slot_queue::{PushError, Slot, SlotQueue};
 use packet::buffer::{Packet, Pool};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,23 +33,18 @@ pub const BGP_PORT: u16 = 179;
 pub const BFD_PORTS: [u16; 3] = [3784, 3785, 4784];
 /// Largest packet carried: a receive-offloaded TCP super-packet fits.
 pub const SLOT_SIZE: usize = 65536;
-/// Slots by default (4 MiB).
+/// Slots by default, half to each direction (4 MiB in all).
 pub const DEFAULT_SLOTS: usize = 64;
 
-/// One whole IP packet and the VRF index it belongs to.
-pub struct Frame {
-    buf: Box<[u8]>,
-    len: usize,
+/// The VRF a packet belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameMeta {
     /// Index of the VRF in the tables (`Meta::vrf`).
     pub vrf: u16,
 }
 
-impl Frame {
-    /// The IP packet.
-    pub fn data(&self) -> &[u8] {
-        self.buf.get(..self.len).unwrap_or_default()
-    }
-}
+/// One whole IP packet (`data()`) and its VRF index (`vrf`).
+pub type Frame = Slot<FrameMeta>;
 
 /// Counters of the host punt path (`/metrics`).
 #[derive(Debug, Default)]
@@ -64,12 +60,10 @@ pub struct HostPuntCounters {
 /// The punt / inject queues shared by the workers and the binary's host
 /// thread.
 pub struct HostPunt {
-    free_tx: Sender<Box<[u8]>>,
-    free_rx: Receiver<Box<[u8]>>,
-    up_tx: Sender<Frame>,
-    up_rx: Receiver<Frame>,
-    down_tx: Sender<Frame>,
-    down_rx: Receiver<Frame>,
+    /// Towards the host.
+    up: SlotQueue<FrameMeta>,
+    /// From the host (a punt flood never takes its slots).
+    down: SlotQueue<FrameMeta>,
     pub counters: HostPuntCounters,
 }
 
@@ -82,22 +76,13 @@ impl std::fmt::Debug for HostPunt {
 }
 
 impl HostPunt {
-    /// Preallocates `slots` slots (the only allocation of this path).
+    /// Preallocates `slots` slots, half for each direction (the only
+    /// allocation of this path).
     pub fn new(slots: usize) -> Arc<HostPunt> {
-        let slots = slots.max(1);
-        let (free_tx, free_rx) = bounded(slots);
-        for _ in 0..slots {
-            let _ = free_tx.try_send(vec![0u8; SLOT_SIZE].into_boxed_slice());
-        }
-        let (up_tx, up_rx) = bounded(slots);
-        let (down_tx, down_rx) = bounded(slots);
+        let half = slots.div_ceil(2);
         Arc::new(HostPunt {
-            free_tx,
-            free_rx,
-            up_tx,
-            up_rx,
-            down_tx,
-            down_rx,
+            up: SlotQueue::new(half, SLOT_SIZE),
+            down: SlotQueue::new(half, SLOT_SIZE),
             counters: HostPuntCounters::default(),
         })
     }
@@ -117,37 +102,19 @@ impl HostPunt {
     /// protocol `proto`) for the host (worker side); `complete_csum`: the
     /// L4 checksum is still partial (a local sender's offload) and is
     /// computed here, as the host's TUN takes no offload metadata.
-    /// `false` when dropped (counted).
+    /// `false` when dropped (counted when the queue was full).
     pub fn punt(&self, ip: &[u8], l4: usize, proto: u8, complete_csum: bool, vrf: u16) -> bool {
-        if ip.len() > SLOT_SIZE {
-            self.counters.full.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        let Ok(mut buf) = self.free_rx.try_recv() else {
-            self.counters.full.fetch_add(1, Ordering::Relaxed);
-            return false;
-        };
-        let Some(slot) = buf.get_mut(..ip.len()) else {
-            self.release_buf(buf);
-            return false;
-        };
-        slot.copy_from_slice(ip);
-        if complete_csum && !complete_l4_checksum(slot, l4, proto) {
-            self.release_buf(buf);
-            return false;
-        }
-        let f = Frame {
-            buf,
-            len: ip.len(),
-            vrf,
-        };
-        match self.up_tx.try_send(f) {
+        let r = self.up.push_with(ip.len(), FrameMeta { vrf }, |slot| {
+            slot.copy_from_slice(ip);
+            !complete_csum || complete_l4_checksum(slot, l4, proto)
+        });
+        match r {
             Ok(()) => {
                 self.counters.punted.fetch_add(1, Ordering::Relaxed);
                 true
             }
-            Err(e) => {
-                self.release(e.into_inner());
+            Err(PushError::Refused) => false,
+            Err(PushError::TooLarge | PushError::Full) => {
                 self.counters.full.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -157,37 +124,31 @@ impl HostPunt {
     /// Waits up to `timeout` for a punted packet (host side); give it back
     /// with [`HostPunt::release`].
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Frame> {
-        self.up_rx.recv_timeout(timeout).ok()
+        self.up.pop_timeout(timeout)
     }
 
     pub fn release(&self, f: Frame) {
-        self.release_buf(f.buf);
-    }
-
-    fn release_buf(&self, b: Box<[u8]>) {
-        let _ = self.free_tx.try_send(b);
+        self.up.release(f);
     }
 
     /// Returns an unused slot from [`HostPunt::slot`].
     pub fn give_back(&self, b: Box<[u8]>) {
-        self.release_buf(b);
+        self.down.give_back(b);
     }
 
     /// A free slot for the host side to read a packet into (then
     /// [`HostPunt::inject`] it); `None` when every slot is in use.
     pub fn slot(&self) -> Option<Box<[u8]>> {
-        self.free_rx.try_recv().ok()
+        self.down.slot()
     }
 
     /// Queues the first `len` bytes of `buf` (a slot from
     /// [`HostPunt::slot`]), an IP packet from the host, to be routed in VRF
     /// index `vrf`. `false` when the queue is full (the slot is returned).
     pub fn inject(&self, buf: Box<[u8]>, len: usize, vrf: u16) -> bool {
-        let len = len.min(buf.len());
-        match self.down_tx.try_send(Frame { buf, len, vrf }) {
+        match self.down.push(buf, len, FrameMeta { vrf }) {
             Ok(()) => true,
-            Err(e) => {
-                self.release(e.into_inner());
+            Err(_) => {
                 self.counters.full.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -204,7 +165,7 @@ impl HostPunt {
         max: usize,
     ) {
         for _ in 0..max {
-            let Ok(f) = self.down_rx.try_recv() else {
+            let Some(f) = self.down.try_pop() else {
                 return;
             };
             let d = f.data();
@@ -239,7 +200,7 @@ impl HostPunt {
                         .fetch_add(1, Ordering::Relaxed);
                 }
             }
-            self.release(f);
+            self.down.release(f);
         }
     }
 }

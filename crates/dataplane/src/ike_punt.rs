@@ -19,16 +19,23 @@
 //!   given VRF through ip4/ip6-lookup, exactly as an encapsulated packet
 //!   leaves (so ARP/ND, the FIB and the output ports are the dataplane's).
 //!
-//! Each direction recycles its own fixed set of slots of [`SLOT_SIZE`]
-//! bytes (a free list in a bounded channel): a flood that fills every
-//! punt slot leaves the control plane its transmit slots, so its
-//! retransmissions, liveness checks and rekeys still leave. The caller of `inject` passes
-//! the UDP payload as the IKE library produced it (non-ESP marker included
-//! on port 4500); `punt` delivers it the same way, marker included, as
-//! the library expects.
+//! Each direction has its own fixed slots ([`crate::slot_queue`]): a
+//! flood that fills every punt slot leaves the control plane its transmit
+//! slots, so its retransmissions, liveness checks and rekeys still leave.
+//! Inbound, datagrams that carry an SPI of one of our live IKE SAs (the
+//! control plane publishes them, [`Punt::set_known_spis`]) go to a queue
+//! of their own ([`Class::Known`]), which the control plane serves first:
+//! a spoofed flood — IKE_SA_INITs, or anything else without an SPI only
+//! the peer knows — fills the other queue only, and never starves DPD,
+//! rekeys and the answers to our requests (RFC 7296 §2.6: the SPIs, not
+//! the addresses, identify an IKE SA). The caller of `inject` passes the
+//! UDP payload as the IKE library produced it (non-ESP marker included on
+//! port 4500); `punt` delivers it the same way, marker included, as the
+//! library expects.
 
 use crate::graph::flags;
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crate::slot_queue::{PushError, Slot, SlotQueue};
+use arc_swap::ArcSwap;
 use packet::buffer::{Packet, Pool};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,42 +50,41 @@ pub const NAT_T_PORT: u16 = 4500;
 /// Largest UDP payload carried: IKE messages are fragmented (RFC 7383)
 /// well below this; anything larger is dropped and counted.
 pub const SLOT_SIZE: usize = 8192;
-/// Slots per [`Punt`] by default.
+/// Slots per [`Punt`] direction by default.
 pub const DEFAULT_SLOTS: usize = 256;
+/// Slots of the inbound queue of datagrams for our live IKE SAs
+/// ([`Class::Known`]): a few exchanges' worth per SA, fragments included.
+pub const KNOWN_SLOTS: usize = 64;
 
 const IP4_HDR: usize = 20;
 const IP6_HDR: usize = 40;
 const UDP_HDR: usize = 8;
 
-/// One datagram in a slot.
-pub struct Datagram {
-    buf: Box<[u8]>,
-    len: usize,
+/// Which inbound queue a datagram took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// It carries an SPI of a live IKE SA of ours ([`Punt::set_known_spis`]).
+    Known,
+    /// Anything else: new IKE_SA_INITs, strangers, floods (and transmit).
+    Other,
+}
+
+/// A datagram's addresses and underlay VRF.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
     /// Our address and port.
     pub local: SocketAddr,
     /// The peer's address and port.
     pub remote: SocketAddr,
     /// Index of the underlay VRF in the tables (`Meta::vrf`).
     pub vrf: u16,
+    /// The queue it came through.
+    pub class: Class,
 }
 
-impl Datagram {
-    /// The UDP payload.
-    pub fn data(&self) -> &[u8] {
-        self.buf.get(..self.len).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Debug for Datagram {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Datagram")
-            .field("len", &self.len)
-            .field("local", &self.local)
-            .field("remote", &self.remote)
-            .field("vrf", &self.vrf)
-            .finish()
-    }
-}
+/// One datagram in a slot: `data()` is the UDP payload; `local`, `remote`,
+/// `vrf` and `class` its [`Endpoints`].
+pub type Datagram = Slot<Endpoints>;
 
 /// Why [`Punt::inject`] refused a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,29 +110,32 @@ impl std::fmt::Display for InjectError {
 /// Counters of the punt path (`show` commands, tests).
 #[derive(Debug, Default)]
 pub struct PuntCounters {
-    /// Datagrams queued to the control plane.
+    /// Datagrams queued to the control plane (both classes).
     pub punted: AtomicU64,
-    /// Dropped: no free slot or queue full.
+    /// Dropped: no free slot or queue full (both classes).
     pub punt_full: AtomicU64,
     /// Dropped: larger than a slot.
     pub punt_too_large: AtomicU64,
+    /// Of `punted`: for a live IKE SA of ours ([`Class::Known`]).
+    pub punted_known: AtomicU64,
+    /// Of `punt_full`: for a live IKE SA of ours.
+    pub punt_full_known: AtomicU64,
     /// Datagrams built and routed by a worker.
     pub injected: AtomicU64,
     /// Dropped by a worker: no packet buffer.
     pub inject_no_buffer: AtomicU64,
 }
 
-/// The punt / inject channels shared by the workers and the control thread.
+/// The punt / inject queues shared by the workers and the control thread.
 pub struct Punt {
-    free_tx: Sender<Box<[u8]>>,
-    free_rx: Receiver<Box<[u8]>>,
-    /// Transmit's own slots (never shared with the punt direction).
-    tx_free_tx: Sender<Box<[u8]>>,
-    tx_free_rx: Receiver<Box<[u8]>>,
-    up_tx: Sender<Datagram>,
-    up_rx: Receiver<Datagram>,
-    down_tx: Sender<Datagram>,
-    down_rx: Receiver<Datagram>,
+    /// Inbound, for our live IKE SAs: served first.
+    known: SlotQueue<Endpoints>,
+    /// Inbound, everything else.
+    other: SlotQueue<Endpoints>,
+    /// Outbound (never shares a slot with the inbound queues).
+    tx: SlotQueue<Endpoints>,
+    /// Our SPIs of live IKE SAs, sorted.
+    spis: ArcSwap<Vec<u64>>,
     ip_id: AtomicU64,
     pub counters: PuntCounters,
 }
@@ -134,34 +143,23 @@ pub struct Punt {
 impl std::fmt::Debug for Punt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Punt")
-            .field("free", &self.free_rx.len())
+            .field("known", &self.known)
+            .field("other", &self.other)
             .field("counters", &self.counters)
             .finish_non_exhaustive()
     }
 }
 
 impl Punt {
-    /// Preallocates `slots` slots for each direction (the only
-    /// allocation of this path).
+    /// Preallocates `slots` slots for the inbound queue of other
+    /// datagrams and for transmit, [`KNOWN_SLOTS`] for the known queue
+    /// (the only allocation of this path).
     pub fn new(slots: usize) -> Arc<Punt> {
-        let slots = slots.max(1);
-        let (free_tx, free_rx) = bounded(slots);
-        let (tx_free_tx, tx_free_rx) = bounded(slots);
-        for _ in 0..slots {
-            let _ = free_tx.try_send(vec![0u8; SLOT_SIZE].into_boxed_slice());
-            let _ = tx_free_tx.try_send(vec![0u8; SLOT_SIZE].into_boxed_slice());
-        }
-        let (up_tx, up_rx) = bounded(slots);
-        let (down_tx, down_rx) = bounded(slots);
         Arc::new(Punt {
-            free_tx,
-            free_rx,
-            tx_free_tx,
-            tx_free_rx,
-            up_tx,
-            up_rx,
-            down_tx,
-            down_rx,
+            known: SlotQueue::new(KNOWN_SLOTS, SLOT_SIZE),
+            other: SlotQueue::new(slots, SLOT_SIZE),
+            tx: SlotQueue::new(slots, SLOT_SIZE),
+            spis: ArcSwap::from_pointee(Vec::new()),
             ip_id: AtomicU64::new(1),
             counters: PuntCounters::default(),
         })
@@ -176,47 +174,116 @@ impl Punt {
             || (dport == NAT_T_PORT && payload.len() > 4 && payload[..4] == [0, 0, 0, 0])
     }
 
-    /// Queues a copy of `payload` for the control plane (worker side).
-    /// `false` when dropped (counted).
-    pub fn punt(&self, payload: &[u8], local: SocketAddr, remote: SocketAddr, vrf: u16) -> bool {
-        if payload.len() > SLOT_SIZE {
-            self.counters.punt_too_large.fetch_add(1, Ordering::Relaxed);
-            return false;
+    /// Publishes the SPIs of our live IKE SAs (control side): datagrams
+    /// carrying one go to the known queue.
+    pub fn set_known_spis(&self, mut spis: Vec<u64>) {
+        spis.retain(|s| *s != 0);
+        spis.sort_unstable();
+        spis.dedup();
+        if **self.spis.load() != spis {
+            self.spis.store(Arc::new(spis));
         }
-        let Ok(mut buf) = self.free_rx.try_recv() else {
-            self.counters.punt_full.fetch_add(1, Ordering::Relaxed);
-            return false;
+    }
+
+    /// The class of an IKE message (`payload`, marker included on the
+    /// NAT-T port): known when its initiator's or responder's SPI (RFC
+    /// 7296 §3.1) is one of ours.
+    fn class_of(&self, payload: &[u8], local: SocketAddr) -> Class {
+        let msg = if local.port() == NAT_T_PORT {
+            payload.get(4..).unwrap_or_default()
+        } else {
+            payload
         };
-        buf[..payload.len()].copy_from_slice(payload);
-        let d = Datagram {
-            buf,
-            len: payload.len(),
+        let spi = |r: std::ops::Range<usize>| {
+            msg.get(r)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_be_bytes)
+        };
+        let known = self.spis.load();
+        let ours = |s: u64| s != 0 && known.binary_search(&s).is_ok();
+        if !known.is_empty() && (ours(spi(0..8)) || ours(spi(8..16))) {
+            Class::Known
+        } else {
+            Class::Other
+        }
+    }
+
+    /// Queues a copy of `payload` for the control plane (worker side):
+    /// Ok with the queue it took, Err with the queue that was full (or
+    /// `Other` when larger than a slot); counted either way.
+    pub fn punt_class(
+        &self,
+        payload: &[u8],
+        local: SocketAddr,
+        remote: SocketAddr,
+        vrf: u16,
+    ) -> Result<Class, Class> {
+        let class = self.class_of(payload, local);
+        let q = match class {
+            Class::Known => &self.known,
+            Class::Other => &self.other,
+        };
+        let c = &self.counters;
+        let meta = Endpoints {
             local,
             remote,
             vrf,
+            class,
         };
-        match self.up_tx.try_send(d) {
+        match q.push_copy(payload, meta) {
             Ok(()) => {
-                self.counters.punted.fetch_add(1, Ordering::Relaxed);
-                true
+                c.punted.fetch_add(1, Ordering::Relaxed);
+                if class == Class::Known {
+                    c.punted_known.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(class)
             }
-            Err(e) => {
-                self.release(e.into_inner());
-                self.counters.punt_full.fetch_add(1, Ordering::Relaxed);
-                false
+            Err(PushError::TooLarge) => {
+                c.punt_too_large.fetch_add(1, Ordering::Relaxed);
+                Err(Class::Other)
+            }
+            Err(_) => {
+                c.punt_full.fetch_add(1, Ordering::Relaxed);
+                if class == Class::Known {
+                    c.punt_full_known.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(class)
             }
         }
     }
 
-    /// Waits up to `timeout` for a punted datagram (control side); give it
-    /// back with [`Punt::release`] when done.
-    pub fn recv_timeout(&self, timeout: Duration) -> Option<Datagram> {
-        self.up_rx.recv_timeout(timeout).ok()
+    /// [`Punt::punt_class`], `false` when dropped.
+    pub fn punt(&self, payload: &[u8], local: SocketAddr, remote: SocketAddr, vrf: u16) -> bool {
+        self.punt_class(payload, local, remote, vrf).is_ok()
     }
 
-    /// Returns a datagram's slot to the free list.
+    /// Waits up to `timeout` for a punted datagram of either class, known
+    /// first (control side); give it back with [`Punt::release`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Datagram> {
+        if let Some(d) = self.known.try_pop().or_else(|| self.other.try_pop()) {
+            return Some(d);
+        }
+        crossbeam_channel::select! {
+            recv(self.known.receiver()) -> d => d.ok(),
+            recv(self.other.receiver()) -> d => d.ok(),
+            default(timeout) => None,
+        }
+    }
+
+    /// A queued datagram of `class`, without waiting.
+    pub fn try_recv(&self, class: Class) -> Option<Datagram> {
+        match class {
+            Class::Known => self.known.try_pop(),
+            Class::Other => self.other.try_pop(),
+        }
+    }
+
+    /// Returns a datagram's slot to its queue's free list.
     pub fn release(&self, d: Datagram) {
-        let _ = self.free_tx.try_send(d.buf);
+        match d.class {
+            Class::Known => self.known.release(d),
+            Class::Other => self.other.release(d),
+        }
     }
 
     /// Queues `payload` to be sent from `local` to `remote`, routed in
@@ -228,30 +295,19 @@ impl Punt {
         remote: SocketAddr,
         vrf: u16,
     ) -> Result<(), InjectError> {
-        if payload.len() > SLOT_SIZE {
-            return Err(InjectError::TooLarge);
-        }
         if local.is_ipv4() != remote.is_ipv4() {
             return Err(InjectError::MixedFamilies);
         }
-        let mut buf = self.tx_free_rx.try_recv().map_err(|_| InjectError::Full)?;
-        buf[..payload.len()].copy_from_slice(payload);
-        let d = Datagram {
-            buf,
-            len: payload.len(),
+        let meta = Endpoints {
             local,
             remote,
             vrf,
+            class: Class::Other,
         };
-        self.down_tx.try_send(d).map_err(|e| {
-            self.release_tx(e.into_inner());
-            InjectError::Full
+        self.tx.push_copy(payload, meta).map_err(|e| match e {
+            PushError::TooLarge => InjectError::TooLarge,
+            _ => InjectError::Full,
         })
-    }
-
-    /// Returns an injected datagram's slot to the transmit free list.
-    fn release_tx(&self, d: Datagram) {
-        let _ = self.tx_free_tx.try_send(d.buf);
     }
 
     /// Builds up to `max` queued injections into packets from `pool`,
@@ -264,7 +320,7 @@ impl Punt {
         max: usize,
     ) {
         for _ in 0..max {
-            let Ok(d) = self.down_rx.try_recv() else {
+            let Some(d) = self.tx.try_pop() else {
                 return;
             };
             match pool.alloc() {
@@ -290,7 +346,7 @@ impl Punt {
                         .fetch_add(1, Ordering::Relaxed);
                 }
             }
-            self.release_tx(d);
+            self.tx.release(d);
         }
     }
 }
@@ -458,6 +514,54 @@ mod tests {
         // Injected slots go back to transmit, not to the punt flood.
         assert!(!p.punt(b"d", l, r, 0));
         p.inject(b"again", l, r, 0).unwrap();
+    }
+
+    /// An IKE header with these SPIs (RFC 7296 §3.1), then `rest`.
+    fn ike(spi_i: u64, spi_r: u64) -> Vec<u8> {
+        let mut m = spi_i.to_be_bytes().to_vec();
+        m.extend_from_slice(&spi_r.to_be_bytes());
+        m.extend_from_slice(&[33, 0x20, 37, 0x08, 0, 0, 0, 1, 0, 0, 0, 28]);
+        m
+    }
+
+    #[test]
+    fn a_flood_fills_its_own_queue_not_the_known_sas_one() {
+        let p = Punt::new(4);
+        let (l, r) = (sa("192.0.2.1:500"), sa("192.0.2.2:500"));
+        p.set_known_spis(vec![0x1111, 0, 0x2222]);
+        // A flood (new INITs, other SPIs) from the peer's own address
+        // fills the other queue.
+        for i in 0..10u64 {
+            let _ = p.punt(&ike(0x9000 + i, 0), l, r, 0);
+        }
+        assert_eq!(p.counters.punt_full.load(Ordering::Relaxed), 6);
+        assert_eq!(p.punt_class(&ike(0x77, 0), l, r, 0), Err(Class::Other));
+        // Our SAs' datagrams (either SPI ours) still get through, on
+        // 500 and behind the non-ESP marker on 4500.
+        assert_eq!(p.punt_class(&ike(0x1111, 0x5), l, r, 0), Ok(Class::Known));
+        assert_eq!(p.punt_class(&ike(0x6, 0x2222), l, r, 0), Ok(Class::Known));
+        let mut natt = vec![0u8; 4];
+        natt.extend_from_slice(&ike(0x6, 0x2222));
+        let (l4, r4) = (sa("192.0.2.1:4500"), sa("192.0.2.2:4500"));
+        assert_eq!(p.punt_class(&natt, l4, r4, 0), Ok(Class::Known));
+        // A zero SPI is nobody's.
+        assert_eq!(p.punt_class(&ike(0, 0), l, r, 0), Err(Class::Other));
+        assert_eq!(p.counters.punted_known.load(Ordering::Relaxed), 3);
+        assert_eq!(p.counters.punt_full_known.load(Ordering::Relaxed), 0);
+        // The control plane is handed the known ones first.
+        for _ in 0..3 {
+            let d = p.recv_timeout(Duration::ZERO).unwrap();
+            assert_eq!(d.class, Class::Known);
+            p.release(d);
+        }
+        let d = p.recv_timeout(Duration::ZERO).unwrap();
+        assert_eq!(d.class, Class::Other);
+        p.release(d);
+        assert!(p.try_recv(Class::Known).is_none());
+        // Slots went back to their own queue.
+        assert!(p.punt(&ike(0x1111, 0), l, r, 0));
+        assert!(p.punt(&ike(0x99, 0), l, r, 0));
+        assert!(!p.punt(&ike(0x98, 0), l, r, 0));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod neighbour_packets;
 pub mod nodes;
 pub mod nvgre;
 pub mod offload;
+pub mod slot_queue;
 pub mod tables;
 pub mod trace;
 pub mod tunnel;

@@ -6,9 +6,11 @@
 //!   h1 10.1.0.2 ── a-lan [gwA: vecgate] a-wan 192.0.2.1 ══ 192.0.2.2 b-wan [gwB: charon + scapy] b-lan ── h2 10.2.0.2
 //!
 //! Referees in the same run: the transfer's SHA-256 at both ends, charon's
-//! log and SAs, vecgate's counters (`show ike`, `/metrics` names), a
-//! capture of what vecgate sends (COOKIE notifies to the peer's address,
-//! nothing at all to the spoofed strangers), vecgate's VmRSS and its log.
+//! log and SAs, vecgate's counters (`show ike`, `/metrics` names, ip-local's
+//! punt counters: the flood overflows the punt queue while the datagrams
+//! of the live IKE SAs take their own and are never dropped), a capture of
+//! what vecgate sends (COOKIE notifies to the peer's address, nothing at
+//! all to the spoofed strangers), vecgate's VmRSS and its log.
 //! Needs root, strongSwan and scapy; fails (never skips) without them.
 
 #[path = "common/charon.rs"]
@@ -23,8 +25,10 @@ use std::time::{Duration, Instant};
 const PSK: &str = "ike-flood-psk-0123456789abcdef";
 /// Flood length and packet cap (bounded in count and time).
 const FLOOD_SECS: u32 = 30;
-const FLOOD_MAX_PACKETS: u32 = 300_000;
-const FLOOD_PPS: u32 = 5000;
+const FLOOD_MAX_PACKETS: u32 = 750_000;
+/// Five times the rate first measured: above what the IKE thread serves
+/// here, so the punt queue of unknown datagrams overflows.
+const FLOOD_PPS: u32 = 25_000;
 
 /// The flood: prebuilt frames (varied SPIs and sources), sent in a loop
 /// through a raw socket on `iface` at about `pps` for `secs` or `max`
@@ -118,6 +122,29 @@ fn script(files: &mut Files, tag: &str, text: &str) -> String {
     std::fs::write(&p, text).unwrap();
     files.0.push(p.clone());
     p.display().to_string()
+}
+
+/// CPU time (user + system, clock ticks of 10 ms) of `pid`'s thread
+/// named `name` (the IKE thread is "vg-ike").
+fn thread_ticks(pid: u32, name: &str) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    for t in dir.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesized name: state is field 3, utime 14.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        return f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    }
+    0
 }
 
 fn vm_rss_kib(pid: u32) -> u64 {
@@ -233,6 +260,8 @@ dpd_interval = 2
     // `ip netns exec` execs vecgate: the child's pid is vecgate's.
     let pid = gw.pid();
     let rss_before = vm_rss_kib(pid);
+    let ike_ticks_before = thread_ticks(pid, "vg-ike");
+    let inits_before = first["inits_received"].as_u64().unwrap_or(0);
     let log_before = gw.log.lock().unwrap().len();
     let ike_rekeys_before = first["ike_rekeys"].as_u64().unwrap_or(0);
     let child_rekeys_before = first["child_rekeys"].as_u64().unwrap_or(0);
@@ -241,6 +270,12 @@ dpd_interval = 2
     // which the transfer prevents.
     let dpd = |log: &str| log.matches("parsed INFORMATIONAL request").count();
     let dpd_before = dpd(&ch.log());
+    // charon resending a request, or seeing ours resent: a datagram of the
+    // live SAs lost on the way (vecgate's punt queue, under the flood).
+    let retransmits = |log: &str| log.matches("retransmit").count();
+    let retransmits_before = retransmits(&ch.log());
+    let punt = |reason: &str| common::counter(&api, "ip-local", reason);
+    let (full_before, known_before) = (punt("punt-queue-full"), punt("ike-punted-known"));
     // What vecgate sends on IKE's port, and anything to a stranger.
     let mut cap = common::Capture::start_filtered(
         &gb,
@@ -302,11 +337,16 @@ dpd_interval = 2
     );
     assert_eq!(g, s, "receiver saw different bytes");
     let rss_after = vm_rss_kib(pid);
+    let ike_ms = (thread_ticks(pid, "vg-ike") - ike_ticks_before) * 10;
     let log_after = gw.log.lock().unwrap().len();
     let pcap = cap.stop().to_owned();
     let st = ike_state(&api);
     let chlog = ch.log();
     let dpd_during = dpd(&chlog) - dpd_before;
+    let retransmits_during = retransmits(&chlog) - retransmits_before;
+    let punt_full = punt("punt-queue-full") - full_before;
+    let punted_known = punt("ike-punted-known") - known_before;
+    let known_full = punt("ike-punt-full-known");
     let cookies_seen = common::tshark(
         &pcap,
         "ip.src == 192.0.2.1 && isakmp.notify.msgtype == 16390",
@@ -320,14 +360,23 @@ dpd_interval = 2
     let m = metrics(&sock);
     eprintln!(
         "flood: {sent} frames in {secs} s ({:.0}/s); RSS {rss_before} -> {rss_after} KiB; \
+         IKE thread CPU {ike_ms} ms for {} INITs received ({:.1} µs each, every other datagram included); \
          log +{} lines; COOKIEs on the wire {}, counted {}; DPD requests from vecgate answered by charon {dpd_during}; \
-         show ike: {st:#}",
+         punt: {punt_full} dropped queue full, {punted_known} of the live SAs punted, {known_full} of theirs dropped; \
+         charon retransmissions {retransmits_during}; show ike: {st:#}",
         sent as f64 / secs,
+        st["inits_received"].as_u64().unwrap_or(0) - inits_before,
+        ike_ms as f64 * 1000.0
+            / (st["inits_received"].as_u64().unwrap_or(0) - inits_before).max(1) as f64,
         log_after - log_before,
         cookies_seen.len(),
         st["cookies_sent"],
     );
     assert!(sent >= 10_000, "the flood hardly ran: {flood_out}");
+    // The live SAs' datagrams (DPD, rekeys, their answers) took their own
+    // queue, and none was dropped, however full the other one was.
+    assert!(punted_known > 0, "nothing punted for the live IKE SAs");
+    assert_eq!(known_full, 0, "datagrams of the live IKE SAs dropped");
     // Rekeys during the flood.
     assert!(
         rekeyed_child.contains("rekey completed successfully"),

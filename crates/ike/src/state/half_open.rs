@@ -34,6 +34,10 @@ impl HalfOpenTable {
         self.sas.len()
     }
 
+    pub(super) fn iter(&self) -> impl Iterator<Item = &IkeSa> {
+        self.sas.iter()
+    }
+
     /// Half-open SAs whose peer is `ip` (all with None).
     pub(super) fn count_from(&self, ip: Option<IpAddr>) -> usize {
         self.sas

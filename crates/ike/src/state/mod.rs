@@ -150,6 +150,19 @@ impl Ike {
                     .any(|s| !s.dead && (s.spi_i == spi || s.spi_r == spi)))
     }
 
+    /// Our SPI of every live IKE SA, half-open ones included (the
+    /// initiator's SPI of an SA we initiated, the responder's otherwise):
+    /// a datagram that carries one belongs to an SA of ours, as only the
+    /// peer (and the path) learnt it; a spoofed flood cannot name one.
+    pub fn local_spis(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sas
+            .iter()
+            .filter(|s| !s.dead)
+            .chain(self.half.iter())
+            .map(|s| if s.initiator { s.spi_i } else { s.spi_r })
+            .filter(|s| *s != 0)
+    }
+
     /// Whether any IKE SA exists (half-open, established or rekeyed).
     pub fn has_sa(&self) -> bool {
         self.half.len() > 0 || self.sas.iter().any(|s| !s.dead)

@@ -54,11 +54,17 @@ pub(super) fn punt_ike(
             return Some(E::BadChecksum);
         }
     }
-    let ok = punt.punt(
+    let r = punt.punt_class(
         payload,
         std::net::SocketAddr::new(dst, dport),
         std::net::SocketAddr::new(src, sport),
         p.meta.vrf,
     );
-    Some(if ok { E::IkePunted } else { E::PuntFull })
+    use crate::ike_punt::Class;
+    Some(match r {
+        Ok(Class::Known) => E::IkePuntedKnown,
+        Ok(Class::Other) => E::IkePunted,
+        Err(Class::Known) => E::IkePuntFullKnown,
+        Err(Class::Other) => E::PuntFull,
+    })
 }

@@ -65,6 +65,8 @@ enum E {
     VrrpBadTtl,
     IkeWrongUnderlay,
     HostPunted,
+    IkePuntedKnown,
+    IkePuntFullKnown,
 }
 
 const ERRORS: &[&str] = &[
@@ -89,6 +91,10 @@ const ERRORS: &[&str] = &[
     "vrrp-bad-ttl",
     "ike-wrong-underlay",
     "host-punted",
+    // Of ike-punted: for a live IKE SA of ours (`ike_punt::Class::Known`).
+    "ike-punted-known",
+    // Dropped: the known-SA queue was full (a flood never fills it).
+    "ike-punt-full-known",
 ];
 
 const NEXT: &[NodeId] = &[
@@ -235,8 +241,11 @@ impl IpLocal {
             None => {}
         }
         match ike_punt::punt_ike(cx, &p, proto, l4, src, dst) {
-            Some(E::IkePunted) => {
+            Some(e @ (E::IkePunted | E::IkePuntedKnown)) => {
                 next.count(E::IkePunted as u16, 1);
+                if matches!(e, E::IkePuntedKnown) {
+                    next.count(E::IkePuntedKnown as u16, 1);
+                }
                 cx.pool.free(p);
                 return Ok(());
             }
