@@ -45,6 +45,12 @@
 //! child_lifetime_packets = 4278190080   # packets until it stops (rekey at 85 %)
 //! child_lifetime_bytes = 0              # bytes likewise; default: no byte limit
 //! local_traffic = ["10.1.0.0/24"]       # our selectors; default: any
+//! # Who may cost us an IKE_SA_INIT (RFC 7296 §2.6, RFC 8019 §4):
+//! cookie_threshold = 16                 # half-open SAs before COOKIEs
+//! cookie_threshold_per_source = 3       # the same, from one address
+//! cookie_rate = 20                      # INITs a second before COOKIEs
+//! half_open_per_source = 5              # half-open SAs one address may hold
+//! max_half_open = 64                    # half-open SAs held at most
 //! ```
 //!
 //! `traffic` then becomes the remote traffic selectors proposed to the peer.
@@ -145,6 +151,63 @@ pub struct IkeSettings {
     #[serde(default, deserialize_with = "null_is_default")]
     #[cfg_attr(feature = "schema", schema(value_type = Vec<String>, nullable))]
     pub local_traffic: Vec<Prefix>,
+    /// Half-open IKE SAs above which an IKE_SA_INIT must carry a COOKIE
+    /// (RFC 7296 §2.6); default [`ADMISSION_DEFAULTS`] (16). 0: always.
+    #[serde(default)]
+    pub cookie_threshold: Option<u32>,
+    /// The same for the half-open SAs of one source address (RFC 8019
+    /// §4.1); default 3.
+    #[serde(default)]
+    pub cookie_threshold_per_source: Option<u32>,
+    /// IKE_SA_INIT requests a second above which every INIT must carry a
+    /// COOKIE (RFC 8019 §4.1); default 20. 0: always.
+    #[serde(default)]
+    pub cookie_rate: Option<u32>,
+    /// Half-open IKE SAs one source address may hold, cookie or not
+    /// (RFC 8019 §4.3); default 5.
+    #[serde(default)]
+    pub half_open_per_source: Option<u32>,
+    /// Half-open IKE SAs held at most, apart from the established ones;
+    /// default 64.
+    #[serde(default)]
+    pub max_half_open: Option<u32>,
+}
+
+/// The `[tunnel.ike]` keys that bound what an unauthenticated IKE_SA_INIT
+/// may cost (RFC 7296 §2.6, RFC 8019 §4), with their defaults (those of
+/// the IKE library's `IkeConfig::new`) and largest values.
+pub const ADMISSION_DEFAULTS: [(&str, u32, u32); 5] = [
+    ("cookie_threshold", 16, MAX_HALF_OPEN_LIMIT),
+    ("cookie_threshold_per_source", 3, MAX_HALF_OPEN_LIMIT),
+    ("cookie_rate", 20, 1_000_000),
+    ("half_open_per_source", 5, MAX_HALF_OPEN_LIMIT),
+    ("max_half_open", 64, MAX_HALF_OPEN_LIMIT),
+];
+
+/// Largest `max_half_open` (each half-open SA holds keys and two messages,
+/// a few KiB).
+pub const MAX_HALF_OPEN_LIMIT: u32 = 4096;
+
+impl IkeSettings {
+    /// The admission keys ([`ADMISSION_DEFAULTS`]) as set, in that order.
+    pub fn admission_keys(&self) -> [(&'static str, Option<u32>); 5] {
+        [
+            ("cookie_threshold", self.cookie_threshold),
+            (
+                "cookie_threshold_per_source",
+                self.cookie_threshold_per_source,
+            ),
+            ("cookie_rate", self.cookie_rate),
+            ("half_open_per_source", self.half_open_per_source),
+            ("max_half_open", self.max_half_open),
+        ]
+    }
+
+    /// The admission keys' values in force: as set, else the default.
+    pub fn admission(&self) -> [(&'static str, u32); 5] {
+        let set = self.admission_keys();
+        std::array::from_fn(|i| (set[i].0, set[i].1.unwrap_or(ADMISSION_DEFAULTS[i].1)))
+    }
 }
 
 /// An optional list given as `null` in JSON is an empty one.
@@ -413,6 +476,11 @@ pub(crate) fn emit(x: &Ipsec, s: &mut String, quote: impl Fn(&str) -> String) {
                 .map(|p| quote(&p.to_string()))
                 .collect();
             let _ = writeln!(s, "local_traffic = [{}]", t.join(", "));
+        }
+        for (key, v) in k.admission_keys() {
+            if let Some(v) = v {
+                let _ = writeln!(s, "{key} = {v}");
+            }
         }
     }
     for sa in &x.sas {

@@ -37,6 +37,11 @@ pub const IKE_KEYS: &[&str] = &[
     "child_lifetime_packets",
     "child_lifetime_bytes",
     "local_traffic",
+    "cookie_threshold",
+    "cookie_threshold_per_source",
+    "cookie_rate",
+    "half_open_per_source",
+    "max_half_open",
 ];
 
 /// Reads the IPsec keys; `Some` when any of them is present (validation
@@ -154,6 +159,20 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
     let child_lifetime_packets = volume(&mut s, "child_lifetime_packets");
     let child_lifetime_bytes = volume(&mut s, "child_lifetime_bytes");
     let local_traffic = read_prefixes(&mut s, "local_traffic");
+    let mut adm = crate::ipsec::ADMISSION_DEFAULTS
+        .map(|(k, _, max)| {
+            let min = if k == "half_open_per_source" || k == "max_half_open" {
+                1
+            } else {
+                0
+            };
+            s.int(k, min..i128::from(max) + 1, &format!("{min}..={max}"))
+                .and_then(|n| u32::try_from(n).ok())
+        })
+        .into_iter();
+    let mut next = || adm.next().flatten();
+    let (cookie_threshold, cookie_threshold_per_source, cookie_rate) = (next(), next(), next());
+    let (half_open_per_source, max_half_open) = (next(), next());
     let (pos, broken) = (s.pos, s.broken);
     match (psk_file, broken) {
         (Some(psk_file), false) => {
@@ -171,6 +190,11 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
                 child_lifetime_packets,
                 child_lifetime_bytes,
                 local_traffic,
+                cookie_threshold,
+                cookie_threshold_per_source,
+                cookie_rate,
+                half_open_per_source,
+                max_half_open,
             })
         }
         _ => {

@@ -177,6 +177,26 @@ fn check_ike(v: &mut V<'_>, p: &ObjPos, label: &str, ike: &IkeSettings) {
             );
         }
     }
+    // A cookie threshold above the limit it precedes never starts cookies
+    // (RFC 8019 §4.1: cookies first, then the limit).
+    let a = ike.admission();
+    let set = ike.admission_keys();
+    for (t, lim) in [(0, 4), (1, 3), (3, 4)] {
+        let ((tk, tv), (lk, lv)) = (a[t], a[lim]);
+        if tv > lv {
+            let at = if set[t].1.is_some() { tk } else { lk };
+            let what = if t == 3 {
+                "one source could hold more half-open SAs than the gateway"
+            } else {
+                "cookies would never be demanded by that count"
+            };
+            v.err(
+                p.key(at),
+                label,
+                format!("{tk} = {tv} is above {lk} = {lv}: {what}"),
+            );
+        }
+    }
     for pre in &ike.local_traffic {
         if pre.len > if pre.addr.is_ipv4() { 32 } else { 128 } || pre.masked() != *pre {
             v.err(

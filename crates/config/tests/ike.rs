@@ -106,3 +106,78 @@ fn ike_and_static_sas_are_exclusive_and_ike_needs_ipsec() {
         "{e:?}"
     );
 }
+
+#[test]
+fn admission_keys_parse_round_trip_and_are_checked_with_lines() {
+    let text = format!(
+        "{HEAD}\n[tunnel.ike]\npsk_file = \"/k/psk\"\ncookie_threshold = 8\ncookie_threshold_per_source = 2\ncookie_rate = 50\nhalf_open_per_source = 4\nmax_half_open = 128\n"
+    );
+    let cfg = parse(&text).unwrap_or_else(|d| panic!("{d:?}"));
+    let ike = cfg.tunnels[0].ipsec.as_ref().unwrap().ike.clone().unwrap();
+    assert_eq!(
+        ike.admission(),
+        [
+            ("cookie_threshold", 8),
+            ("cookie_threshold_per_source", 2),
+            ("cookie_rate", 50),
+            ("half_open_per_source", 4),
+            ("max_half_open", 128),
+        ]
+    );
+    assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
+    // Left out: the defaults, not written back.
+    let cfg = parse(&format!("{HEAD}\n[tunnel.ike]\npsk_file = \"/k/psk\"\n")).unwrap();
+    let ike = cfg.tunnels[0].ipsec.as_ref().unwrap().ike.clone().unwrap();
+    assert_eq!(
+        ike.admission().map(|(_, v)| v),
+        [16, 3, 20, 5, 64],
+        "RFC 8019 defaults"
+    );
+    assert!(!cfg.to_toml().contains("cookie"));
+    // Out of range, wrong type, and thresholds above the limits they
+    // precede: each names its key and line (the table header is line 17).
+    let e = errors(&format!(
+        "{HEAD}\n[tunnel.ike]\npsk_file = \"/k\"\nmax_half_open = 0\nhalf_open_per_source = 100000\ncookie_rate = \"fast\"\n"
+    ));
+    for (line, what) in [
+        (19, "max_half_open = 0 is out of range (expected 1..=4096)"),
+        (
+            20,
+            "half_open_per_source = 100000 is out of range (expected 1..=4096)",
+        ),
+        (21, "cookie_rate"),
+    ] {
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with(&format!("line {line}")) && m.contains(what)),
+            "{what}: {e:?}"
+        );
+    }
+    let e = errors(&format!(
+        "{HEAD}\n[tunnel.ike]\npsk_file = \"/k\"\ncookie_threshold = 100\nhalf_open_per_source = 2\nmax_half_open = 32\n"
+    ));
+    for (line, what) in [
+        (
+            19,
+            "cookie_threshold = 100 is above max_half_open = 32: cookies would never be demanded",
+        ),
+        (
+            20,
+            "cookie_threshold_per_source = 3 is above half_open_per_source = 2",
+        ),
+    ] {
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with(&format!("line {line}")) && m.contains(what)),
+            "{what}: {e:?}"
+        );
+    }
+    let e = errors(&format!(
+        "{HEAD}\n[tunnel.ike]\npsk_file = \"/k\"\nhalf_open_per_source = 65\n"
+    ));
+    assert!(
+        e.iter().any(|m| m.starts_with("line 19")
+            && m.contains("half_open_per_source = 65 is above max_half_open = 64")),
+        "{e:?}"
+    );
+}

@@ -525,6 +525,25 @@ pub struct IkeTunnelInfo {
     /// "source-limit", "half-open-full", "invalid-ke", "malformed").
     #[serde(default)]
     pub inits_dropped: Vec<IkeDropCount>,
+    /// The admission limits in force (`[tunnel.ike]` keys or defaults).
+    #[serde(default)]
+    pub admission: IkeAdmission,
+}
+
+/// What an unauthenticated IKE_SA_INIT may cost a tunnel (RFC 7296 §2.6,
+/// RFC 8019 §4): the `[tunnel.ike]` keys of the same names, as in force.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeAdmission {
+    /// Half-open SAs from which INITs must carry a COOKIE.
+    pub cookie_threshold: u64,
+    /// The same, counted per source address.
+    pub cookie_threshold_per_source: u64,
+    /// INITs a second above which every INIT must carry a COOKIE.
+    pub cookie_rate: u64,
+    /// Half-open SAs one source address may hold.
+    pub half_open_per_source: u64,
+    /// Half-open SAs held at most.
+    pub max_half_open: u64,
 }
 
 /// IKE_SA_INIT requests dropped for one reason.

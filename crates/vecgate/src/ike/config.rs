@@ -151,6 +151,13 @@ pub fn ike_config_keyed(
     c.ike_life_time = Some(Duration::from_secs(hard_after(ike_secs)));
     c.child_life_time = Some(Duration::from_secs(hard_after(child_secs)));
     c.reconnect_delay = s.initiate.then_some(RECONNECT_DELAY);
+    // What an unauthenticated IKE_SA_INIT may cost (RFC 8019 §4).
+    let [ct, cts, rate, per_source, max] = s.admission().map(|(_, v)| v);
+    c.cookie_threshold = ct as usize;
+    c.cookie_threshold_ip = cts as usize;
+    c.cookie_rate = rate;
+    c.half_open_per_source = per_source as usize;
+    c.max_half_open = max as usize;
     Ok(c)
 }
 
@@ -327,6 +334,43 @@ mod tests {
         let c = ike_config_keyed(&cfg, t, &s2, b"psk").unwrap();
         assert_eq!(c.child_rekey_time, Some(Duration::from_secs(7)));
         assert_eq!(c.child_life_time, Some(Duration::from_secs(37)));
+    }
+
+    #[test]
+    fn admission_keys_default_to_the_librarys_and_are_applied() {
+        let text = "[gateway]\nname = \"g\"\n\n[[interface]]\nname = \"wan\"\nhost = \"w0\"\ndriver = \"af_packet\"\naddresses = [\"192.0.2.1/24\"]\n\n[[tunnel]]\nname = \"t\"\nkind = \"ipsec\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\n\n[tunnel.ike]\npsk_file = \"/nonexistent\"\n";
+        let cfg = vecgate_config::parse(text).unwrap();
+        let (t, s) = ike_tunnels(&cfg).next().unwrap();
+        let c = ike_config_keyed(&cfg, t, s, b"psk").unwrap();
+        let lib = IkeConfig::new(c.local_addr, c.remote_addr, b"psk");
+        let got = (
+            c.cookie_threshold,
+            c.cookie_threshold_ip,
+            c.cookie_rate,
+            c.half_open_per_source,
+            c.max_half_open,
+        );
+        let want = (
+            lib.cookie_threshold,
+            lib.cookie_threshold_ip,
+            lib.cookie_rate,
+            lib.half_open_per_source,
+            lib.max_half_open,
+        );
+        assert_eq!(got, want);
+        assert_eq!(got, (16, 3, 20, 5, 64));
+        let text = text.replace(
+            "/nonexistent\"\n",
+            "/nonexistent\"\ncookie_threshold = 8\ncookie_threshold_per_source = 1\ncookie_rate = 100\nhalf_open_per_source = 2\nmax_half_open = 256\n",
+        );
+        let cfg = vecgate_config::parse(&text).unwrap();
+        let (t, s) = ike_tunnels(&cfg).next().unwrap();
+        let c = ike_config_keyed(&cfg, t, s, b"psk").unwrap();
+        assert_eq!(c.cookie_threshold, 8);
+        assert_eq!(c.cookie_threshold_ip, 1);
+        assert_eq!(c.cookie_rate, 100);
+        assert_eq!(c.half_open_per_source, 2);
+        assert_eq!(c.max_half_open, 256);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 /// At most one summary of unauthenticated input per tunnel this often.
 const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 use tracing::{info, warn};
-use vecgate_control::model::IkeDropCount;
+use vecgate_control::model::{IkeAdmission, IkeDropCount};
 use vecgate_ike::{Event, InitDrop};
 
 impl ControlPlane {
@@ -222,6 +222,13 @@ impl ControlPlane {
                             count: init.dropped_for(*r),
                         })
                         .collect(),
+                    admission: IkeAdmission {
+                        cookie_threshold: c.cookie_threshold as u64,
+                        cookie_threshold_per_source: c.cookie_threshold_ip as u64,
+                        cookie_rate: u64::from(c.cookie_rate),
+                        half_open_per_source: c.half_open_per_source as u64,
+                        max_half_open: c.max_half_open as u64,
+                    },
                 }
             })
             .collect();
@@ -283,6 +290,15 @@ pub fn show_table(v: &[IkeTunnelInfo]) -> String {
                 .unwrap_or_default(),
             t.ike_rekeys,
             t.child_rekeys
+        ));
+        let a = &t.admission;
+        s.push_str(&format!(
+            "  admission cookies at {} half-open ({} per source) or {} inits/s, half-open max {} ({} per source)\n",
+            a.cookie_threshold,
+            a.cookie_threshold_per_source,
+            a.cookie_rate,
+            a.max_half_open,
+            a.half_open_per_source
         ));
         if t.inits_received > 0 {
             let dropped: Vec<String> = t
