@@ -689,7 +689,15 @@ impl Worker {
             tracing::warn!(worker = self.id, port = %self.ports[i].name, "port failed, marked down");
         }
         self.cx.port_up[i] = false;
+        // Packets that waited for a neighbour on it are lost: counted.
         self.cx.neigh.flush_port(i as u16, &mut self.failed);
+        if !self.failed.is_empty() {
+            self.graph.count_drops(
+                NodeId::IpRewrite,
+                NEIGHBOUR_UNRESOLVED,
+                self.failed.len() as u64,
+            );
+        }
         self.cx.pool.free_all(&mut self.failed);
         self.cx.pool.free_all(&mut self.cx.tx[i]);
     }
@@ -846,7 +854,7 @@ mod drop_tests {
         let mac5 = [2, 0, 0, 0, 0, 5];
         b.add_interface(5, "lan5", mac5, 1500, 0, &["10.5.0.1/24".parse().unwrap()]);
         let shared = SharedTables::new(b.build().unwrap());
-        let (port, _h0) = MockPort::new("lan0", GW, 1500);
+        let (port, h0) = MockPort::new("lan0", GW, 1500);
         let mut w = Worker::new(0, vec![Box::new(port)], shared, WorkerConfig::default());
         let reopened = Arc::new(AtomicU64::new(0));
         let r = reopened.clone();
@@ -886,6 +894,32 @@ mod drop_tests {
         w.step(1);
         assert_eq!(h5.take_tx().len(), 1, "no ARP reply on the new port");
         assert_eq!(w.counters().snapshot().ports[5].rx_packets, 1);
+        // A packet routed to an unresolved neighbour on it waits (an ARP
+        // request goes out) until the port is detached: then it is
+        // counted as lost, not leaked.
+        let ping = crate::testing::icmp4_echo(1, 1, b"x");
+        let ip = crate::testing::ipv4(
+            Ipv4Addr::new(10, 1, 0, 9),
+            Ipv4Addr::new(10, 5, 0, 77),
+            1,
+            64,
+            false,
+            &ping,
+        );
+        h0.inject(eth(GW, [2, 0, 0, 0, 1, 9], 0x0800, &ip));
+        w.step(2);
+        assert_eq!(h5.take_tx().len(), 1, "no ARP request for 10.5.0.77");
+        let unresolved = |w: &Worker| {
+            w.counters()
+                .snapshot()
+                .nodes
+                .iter()
+                .find(|n| n.name == "ip-rewrite")
+                .and_then(|n| n.errors.iter().find(|(r, _)| r == "neighbour-unresolved"))
+                .map_or(0, |(_, c)| *c)
+        };
+        assert_eq!(unresolved(&w), 0);
+        let free0 = w.ctx().pool.available();
 
         let (done, acked) = crossbeam_channel::bounded(1);
         w.mailbox()
@@ -894,6 +928,8 @@ mod drop_tests {
         w.handle_commands();
         assert!(acked.try_recv().is_ok());
         assert!(!w.port_is_up(5));
+        assert_eq!(unresolved(&w), 1, "the waiting packet was not counted");
+        assert_eq!(w.ctx().pool.available(), free0 + 1, "its buffer leaked");
         h5.inject(who(2));
         w.step(RETRY_MS + 1);
         w.step(2 * RETRY_MS + 2);
