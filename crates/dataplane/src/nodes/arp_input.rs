@@ -16,25 +16,16 @@ pub struct ArpInput {
     released: Vec<Packet>,
 }
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    Malformed,
-    NotForUs,
-    ReplyReceived,
-    AddressConflict,
-    NoHeadroom,
-    UnknownInterface,
+node_errors! {
+    enum E {
+        Malformed => "malformed",
+        NotForUs => "not-for-us",
+        ReplyReceived => "reply-received",
+        AddressConflict => "address-conflict",
+        NoHeadroom => "no-headroom",
+        UnknownInterface => "unknown-interface",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "malformed",
-    "not-for-us",
-    "reply-received",
-    "address-conflict",
-    "no-headroom",
-    "unknown-interface",
-];
 
 const NEXT: &[NodeId] = &[NodeId::InterfaceOutput];
 

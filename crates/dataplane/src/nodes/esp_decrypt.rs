@@ -41,28 +41,18 @@ use wire::{ipv4, ipv6};
 /// (NAT-T), not of the ESP header.
 pub const AUX_UDP: u32 = 1 << 31;
 
-/// Reasons after the crypto's.
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    NoSad = EspError::COUNT as u16,
-    BadOffset,
-    IkeToControlPlane,
-    NatKeepalive,
-    BadUdpEncap,
-    NoTunnel,
-    Decrypted,
+node_errors! {
+    /// Reasons after the crypto's.
+    enum E after EspError {
+        NoSad => "no-sad",
+        BadOffset => "bad-offset",
+        IkeToControlPlane => "ike-to-control-plane",
+        NatKeepalive => "nat-keepalive",
+        BadUdpEncap => "bad-udp-encap",
+        NoTunnel => "no-tunnel",
+        Decrypted => "decrypted",
+    }
 }
-
-const ERRORS: [&str; EspError::COUNT + 7] = EspError::names_then([
-    "no-sad",
-    "bad-offset",
-    "ike-to-control-plane",
-    "nat-keepalive",
-    "bad-udp-encap",
-    "no-tunnel",
-    "decrypted",
-]);
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Input, NodeId::Ip6Input];
 

@@ -32,30 +32,19 @@ use crate::offload::{csum, gso, uso, SegmentSpec};
 use packet::buffer::{Gso, Offload, Packet, Pool};
 use vecgate_ipsec::EspError;
 
-/// Reasons after the crypto's.
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    NoTunnel = EspError::COUNT as u16,
-    NotIp,
-    SegmentationFailed,
-    ChecksumFailed,
-    SegmentedSuperPackets,
-    Segments,
-    Encrypted,
-    UdpGsoDatagrams,
+node_errors! {
+    /// Reasons after the crypto's.
+    enum E after EspError {
+        NoTunnel => "no-tunnel",
+        NotIp => "not-ip",
+        SegmentationFailed => "segmentation-failed",
+        ChecksumFailed => "checksum-failed",
+        SegmentedSuperPackets => "segmented-super-packets",
+        Segments => "segments",
+        Encrypted => "encrypted",
+        UdpGsoDatagrams => "udp-gso-datagrams",
+    }
 }
-
-const ERRORS: [&str; EspError::COUNT + 8] = EspError::names_then([
-    "no-tunnel",
-    "not-ip",
-    "segmentation-failed",
-    "checksum-failed",
-    "segmented-super-packets",
-    "segments",
-    "encrypted",
-    "udp-gso-datagrams",
-]);
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
 

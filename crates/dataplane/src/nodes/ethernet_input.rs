@@ -8,25 +8,16 @@ use packet::buffer::Packet;
 
 pub struct EthernetInput;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    TooShort,
-    VlanTagged,
-    NotForUs,
-    MulticastNotWanted,
-    UnknownEthertype,
-    UnknownInterface,
+node_errors! {
+    enum E {
+        TooShort => "too-short",
+        VlanTagged => "vlan-tagged",
+        NotForUs => "not-for-us",
+        MulticastNotWanted => "multicast-not-wanted",
+        UnknownEthertype => "unknown-ethertype",
+        UnknownInterface => "unknown-interface",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "too-short",
-    "vlan-tagged",
-    "not-for-us",
-    "multicast-not-wanted",
-    "unknown-ethertype",
-    "unknown-interface",
-];
 
 const NEXT: &[NodeId] = &[NodeId::ArpInput, NodeId::Ip4Input, NodeId::Ip6Input];
 

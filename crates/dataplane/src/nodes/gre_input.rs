@@ -26,33 +26,20 @@ pub struct GreInput {
     last_seq: Vec<Option<u32>>,
 }
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    TooShort,
-    BadVersion,
-    BadFlags,
-    BadChecksum,
-    UnknownPeer,
-    UnknownKey,
-    NvgreBadFlags,
-    BadProtocol,
-    MissingSequence,
-    OutOfOrder,
+node_errors! {
+    enum E {
+        TooShort => "too-short",
+        BadVersion => "bad-version",
+        BadFlags => "bad-flags",
+        BadChecksum => "bad-checksum",
+        UnknownPeer => "unknown-peer",
+        UnknownKey => "unknown-key",
+        NvgreBadFlags => "nvgre-checksum-or-sequence",
+        BadProtocol => "bad-protocol",
+        MissingSequence => "missing-sequence",
+        OutOfOrder => "out-of-order",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "too-short",
-    "bad-version",
-    "bad-flags",
-    "bad-checksum",
-    "unknown-peer",
-    "unknown-key",
-    "nvgre-checksum-or-sequence",
-    "bad-protocol",
-    "missing-sequence",
-    "out-of-order",
-];
 
 const NEXT: &[NodeId] = &[NodeId::EthernetInput, NodeId::Ip4Input, NodeId::Ip6Input];
 

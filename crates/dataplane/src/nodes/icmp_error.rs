@@ -95,31 +95,19 @@ impl IcmpBudgets {
 
 pub struct IcmpError;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    RateLimited,
-    AboutAnError,
-    AboutMulticast,
-    NonFirstFragment,
-    BadSource,
-    NoSourceAddress,
-    NoHeadroom,
-    AboutLocal,
-    Truncated,
+node_errors! {
+    enum E {
+        RateLimited => "rate-limited",
+        AboutAnError => "about-an-error",
+        AboutMulticast => "about-multicast",
+        NonFirstFragment => "non-first-fragment",
+        BadSource => "bad-source",
+        NoSourceAddress => "no-source-address",
+        NoHeadroom => "no-headroom",
+        AboutLocal => "about-local",
+        Truncated => "truncated",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "rate-limited",
-    "about-an-error",
-    "about-multicast",
-    "non-first-fragment",
-    "bad-source",
-    "no-source-address",
-    "no-headroom",
-    "about-local",
-    "truncated",
-];
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
 

@@ -13,15 +13,14 @@ pub struct InterfaceOutput {
     segs: Vec<Packet>,
 }
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    InterfaceDown,
-    SegmentationFailed,
-    ChecksumFailed,
+node_errors! {
+    enum E {
+        InterfaceDown => "interface-down",
+        SegmentationFailed => "segmentation-failed",
+        ChecksumFailed => "checksum-failed",
+    }
 }
 
-const ERRORS: &[&str] = &["interface-down", "segmentation-failed", "checksum-failed"];
 const NEXT: &[NodeId] = &[NodeId::TunnelEncap, NodeId::RscOutput, NodeId::EspEncrypt];
 
 impl Node for InterfaceOutput {

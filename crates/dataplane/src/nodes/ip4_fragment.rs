@@ -14,15 +14,14 @@ pub struct Ip4Fragment {
     out: Vec<Packet>,
 }
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    NoBuffers,
-    Failed,
-    NoInterface,
+node_errors! {
+    enum E {
+        NoBuffers => "no-buffers",
+        Failed => "fragmentation-failed",
+        NoInterface => "no-interface",
+    }
 }
 
-const ERRORS: &[&str] = &["no-buffers", "fragmentation-failed", "no-interface"];
 const NEXT: &[NodeId] = &[NodeId::IpRewrite, NodeId::IcmpError];
 
 impl Node for Ip4Fragment {

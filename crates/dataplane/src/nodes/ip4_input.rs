@@ -9,25 +9,17 @@ use wire::ipv4;
 
 pub struct Ip4Input;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    TooShort,
-    BadVersion,
-    BadIhl,
-    BadLength,
-    BadChecksum,
-    BadSource,
+node_errors! {
+    enum E {
+        TooShort => "too-short",
+        BadVersion => "bad-version",
+        BadIhl => "bad-ihl",
+        BadLength => "bad-length",
+        BadChecksum => "bad-checksum",
+        BadSource => "bad-source",
+    }
 }
 
-const ERRORS: &[&str] = &[
-    "too-short",
-    "bad-version",
-    "bad-ihl",
-    "bad-length",
-    "bad-checksum",
-    "bad-source",
-];
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup];
 
 /// Validates an IPv4 header at the start of `d`; returns the total length.

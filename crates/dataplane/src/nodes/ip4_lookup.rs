@@ -11,23 +11,16 @@ use wire::ipv4;
 
 pub struct Ip4Lookup;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    Blackhole,
-    MulticastNotRouted,
-    Broadcast,
-    TunnelNotReady,
-    LocalLoop,
+node_errors! {
+    enum E {
+        Blackhole => "blackhole",
+        MulticastNotRouted => "multicast-not-routed",
+        Broadcast => "broadcast",
+        TunnelNotReady => "tunnel-not-ready",
+        LocalLoop => "local-loop",
+    }
 }
 
-const ERRORS: &[&str] = &[
-    "blackhole",
-    "multicast-not-routed",
-    "broadcast",
-    "tunnel-not-ready",
-    "local-loop",
-];
 const NEXT: &[NodeId] = &[NodeId::IpLocal, NodeId::IpRewrite, NodeId::IcmpError];
 
 impl Node for Ip4Lookup {

@@ -9,16 +9,15 @@ use wire::ipv6;
 
 pub struct Ip6Input;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    TooShort,
-    BadVersion,
-    BadLength,
-    BadSource,
+node_errors! {
+    enum E {
+        TooShort => "too-short",
+        BadVersion => "bad-version",
+        BadLength => "bad-length",
+        BadSource => "bad-source",
+    }
 }
 
-const ERRORS: &[&str] = &["too-short", "bad-version", "bad-length", "bad-source"];
 const NEXT: &[NodeId] = &[NodeId::Ip6Lookup];
 
 #[inline]

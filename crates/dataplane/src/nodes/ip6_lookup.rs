@@ -15,23 +15,16 @@ use wire::ipv6;
 
 pub struct Ip6Lookup;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    Blackhole,
-    MulticastNotRouted,
-    LinkLocalNotForwarded,
-    TunnelNotReady,
-    LocalLoop,
+node_errors! {
+    enum E {
+        Blackhole => "blackhole",
+        MulticastNotRouted => "multicast-not-routed",
+        LinkLocalNotForwarded => "link-local-not-forwarded",
+        TunnelNotReady => "tunnel-not-ready",
+        LocalLoop => "local-loop",
+    }
 }
 
-const ERRORS: &[&str] = &[
-    "blackhole",
-    "multicast-not-routed",
-    "link-local-not-forwarded",
-    "tunnel-not-ready",
-    "local-loop",
-];
 const NEXT: &[NodeId] = &[NodeId::IpLocal, NodeId::IpRewrite, NodeId::IcmpError];
 
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);

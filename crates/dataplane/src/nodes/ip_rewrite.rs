@@ -20,29 +20,18 @@ use wire::{ipv4, ipv6};
 
 pub struct IpRewrite;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-pub(crate) enum E {
-    NoInterface,
-    InterfaceDown,
-    NeighbourQueueFull,
-    NeighbourUnresolved,
-    NoHeadroom,
-    GsoTooBig,
-    BadAdjacency,
-    MarkedSuperPackets,
+node_errors! {
+    pub(crate) enum E {
+        NoInterface => "no-interface",
+        InterfaceDown => "interface-down",
+        NeighbourQueueFull => "neighbour-queue-full",
+        NeighbourUnresolved => "neighbour-unresolved",
+        NoHeadroom => "no-headroom",
+        GsoTooBig => "gso-segment-too-big",
+        BadAdjacency => "bad-adjacency",
+        MarkedSuperPackets => "marked-super-packets",
+    }
 }
-
-pub(crate) const ERRORS: &[&str] = &[
-    "no-interface",
-    "interface-down",
-    "neighbour-queue-full",
-    "neighbour-unresolved",
-    "no-headroom",
-    "gso-segment-too-big",
-    "bad-adjacency",
-    "marked-super-packets",
-];
 
 /// The drop reason the worker counts when a resolution times out.
 pub const NEIGHBOUR_UNRESOLVED: u16 = E::NeighbourUnresolved as u16;

@@ -6,6 +6,42 @@
 //! virtio-net offload offsets follow the data start (see [`pull`] and
 //! [`push_eth`]).
 
+/// A node's drop reasons, each written once with its counter's name: the
+/// enum `E`, whose discriminant indexes the node's error counters, and
+/// `ERRORS`, the names in the same order (metric labels: a public
+/// contract, extended, never renamed).
+macro_rules! node_errors {
+    ($(#[$em:meta])* $vis:vis enum E { $($(#[$vm:meta])* $v:ident => $name:literal,)+ }) => {
+        $(#[$em])*
+        #[derive(Clone, Copy)]
+        #[repr(u16)]
+        $vis enum E {
+            $($(#[$vm])* $v,)+
+        }
+
+        /// The counters' names of [`E`]'s reasons, in its order.
+        $vis const ERRORS: &[&str] = &[$($name,)+];
+    };
+    // After the ESP crypto's reasons ([`vecgate_ipsec::EspError`], defined
+    // there once), the node's own.
+    ($(#[$em:meta])* $vis:vis enum E after EspError {
+        $(#[$fm:meta])* $first:ident => $fname:literal,
+        $($(#[$vm:meta])* $v:ident => $name:literal,)*
+    }) => {
+        $(#[$em])*
+        #[derive(Clone, Copy)]
+        #[repr(u16)]
+        $vis enum E {
+            $(#[$fm])* $first = EspError::COUNT as u16,
+            $($(#[$vm])* $v,)*
+        }
+
+        /// The counters' names: the crypto's, then [`E`]'s in its order.
+        $vis const ERRORS: [&str; EspError::COUNT + 1 + [$($name),*].len()] =
+            EspError::names_then([$fname, $($name,)*]);
+    };
+}
+
 pub mod arp_input;
 pub mod esp_decrypt;
 pub mod esp_encrypt;

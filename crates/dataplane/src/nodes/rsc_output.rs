@@ -33,15 +33,14 @@ impl Default for RscOutput {
     }
 }
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    InterfaceDown,
-    CoalescedSegments,
-    SuperPackets,
+node_errors! {
+    enum E {
+        InterfaceDown => "interface-down",
+        CoalescedSegments => "coalesced-segments",
+        SuperPackets => "super-packets-out",
+    }
 }
 
-const ERRORS: &[&str] = &["interface-down", "coalesced-segments", "super-packets-out"];
 const NEXT: &[NodeId] = &[];
 
 impl Node for RscOutput {

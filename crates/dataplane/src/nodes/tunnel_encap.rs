@@ -46,33 +46,20 @@ pub struct TunnelEncap {
     seq: Vec<u32>,
 }
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    NoTunnel,
-    NotIp,
-    NoHeadroom,
-    SegmentationFailed,
-    ChecksumFailed,
-    TooBig,
-    SegmentedSuperPackets,
-    Segments,
-    WholeSuperPackets,
-    UdpGsoDatagrams,
+node_errors! {
+    enum E {
+        NoTunnel => "no-tunnel",
+        NotIp => "not-ip",
+        NoHeadroom => "no-headroom",
+        SegmentationFailed => "segmentation-failed",
+        ChecksumFailed => "checksum-failed",
+        TooBig => "too-big",
+        SegmentedSuperPackets => "segmented-super-packets",
+        Segments => "segments",
+        WholeSuperPackets => "whole-super-packets",
+        UdpGsoDatagrams => "udp-gso-datagrams",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "no-tunnel",
-    "not-ip",
-    "no-headroom",
-    "segmentation-failed",
-    "checksum-failed",
-    "too-big",
-    "segmented-super-packets",
-    "segments",
-    "whole-super-packets",
-    "udp-gso-datagrams",
-];
 
 const NEXT: &[NodeId] = &[NodeId::Ip4Lookup, NodeId::Ip6Lookup];
 

@@ -17,23 +17,15 @@ use wire::{udp, vxlan};
 
 pub struct VxlanInput;
 
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    TooShort,
-    BadChecksum,
-    IFlagClear,
-    UnknownPeer,
-    UnknownVni,
+node_errors! {
+    enum E {
+        TooShort => "too-short",
+        BadChecksum => "bad-udp-checksum",
+        IFlagClear => "i-flag-clear",
+        UnknownPeer => "unknown-peer",
+        UnknownVni => "unknown-vni",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "too-short",
-    "bad-udp-checksum",
-    "i-flag-clear",
-    "unknown-peer",
-    "unknown-vni",
-];
 
 const NEXT: &[NodeId] = &[NodeId::EthernetInput];
 

@@ -40,62 +40,36 @@ pub struct IpLocal {
     datagrams: Vec<Packet>,
 }
 
-/// ip-local's counters and drop reasons (one table for all its parts).
-#[derive(Clone, Copy)]
-#[repr(u16)]
-enum E {
-    LocalUnhandled,
-    BadChecksum,
-    Fragment,
-    TooShort,
-    BadExtHeader,
-    NdInvalid,
-    NsNotForUs,
-    NdConsumed,
-    NoLinkLayerAddress,
-    NoHeadroom,
-    RouterDiscoveryIgnored,
-    EchoToMulticast,
-    IkePunted,
-    PuntFull,
-    UdpGsoSplit,
-    UdpGsoSplitFailed,
-    UdpGsoUnpacked,
-    VrrpPunted,
-    VrrpBadTtl,
-    IkeWrongUnderlay,
-    HostPunted,
-    IkePuntedKnown,
-    IkePuntFullKnown,
+node_errors! {
+    /// ip-local's counters and drop reasons (one table for all its parts).
+    enum E {
+        LocalUnhandled => "local-unhandled",
+        BadChecksum => "bad-checksum",
+        Fragment => "fragment",
+        TooShort => "too-short",
+        BadExtHeader => "bad-ext-header",
+        NdInvalid => "nd-invalid",
+        NsNotForUs => "ns-not-for-us",
+        NdConsumed => "nd-consumed",
+        NoLinkLayerAddress => "no-link-layer-address",
+        NoHeadroom => "no-headroom",
+        RouterDiscoveryIgnored => "router-discovery-ignored",
+        EchoToMulticast => "echo-to-multicast",
+        IkePunted => "ike-punted",
+        PuntFull => "punt-queue-full",
+        UdpGsoSplit => "udp-gso-split",
+        UdpGsoSplitFailed => "udp-gso-split-failed",
+        UdpGsoUnpacked => "udp-gso-unpacked",
+        VrrpPunted => "vrrp-punted",
+        VrrpBadTtl => "vrrp-bad-ttl",
+        IkeWrongUnderlay => "ike-wrong-underlay",
+        HostPunted => "host-punted",
+        /// Of ike-punted: for a live IKE SA of ours (`ike_punt::Class::Known`).
+        IkePuntedKnown => "ike-punted-known",
+        /// Dropped: the known-SA queue was full (a flood never fills it).
+        IkePuntFullKnown => "ike-punt-full-known",
+    }
 }
-
-const ERRORS: &[&str] = &[
-    "local-unhandled",
-    "bad-checksum",
-    "fragment",
-    "too-short",
-    "bad-ext-header",
-    "nd-invalid",
-    "ns-not-for-us",
-    "nd-consumed",
-    "no-link-layer-address",
-    "no-headroom",
-    "router-discovery-ignored",
-    "echo-to-multicast",
-    "ike-punted",
-    "punt-queue-full",
-    "udp-gso-split",
-    "udp-gso-split-failed",
-    "udp-gso-unpacked",
-    "vrrp-punted",
-    "vrrp-bad-ttl",
-    "ike-wrong-underlay",
-    "host-punted",
-    // Of ike-punted: for a live IKE SA of ours (`ike_punt::Class::Known`).
-    "ike-punted-known",
-    // Dropped: the known-SA queue was full (a flood never fills it).
-    "ike-punt-full-known",
-];
 
 const NEXT: &[NodeId] = &[
     NodeId::Ip4Lookup,
