@@ -15,7 +15,8 @@ mod charon;
 mod common;
 
 use charon::{cli_json, ike_state, wait_established, Charon, CharonCfg};
-use common::{tcp_transfer, unique, veth, wait_until, Gateway, Netns};
+use common::sites::Sites;
+use common::{tcp_transfer, unique, wait_until, Gateway, Netns, TempFiles};
 use serde_json::Value;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,16 +26,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const PSK: &str = "ike-failures-psk-0123456789";
 
-struct Files(Vec<std::path::PathBuf>);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for f in &self.0 {
-            let _ = std::fs::remove_file(f);
-        }
-    }
-}
-
 struct Topo {
     h1: Netns,
     h2: Netns,
@@ -42,50 +33,34 @@ struct Topo {
     gb: Netns,
     /// The masquerading namespace between the gateways, if any.
     nat: Option<Netns>,
-    files: Files,
+    files: TempFiles,
 }
 
 impl Topo {
     /// gwA ── gwB directly, or (`nat`) gwA 10.99.0.2 ── [nat 10.99.0.1 |
     /// 192.0.2.254, masquerade] ── gwB.
     fn new(nat: bool) -> Topo {
-        let h1 = Netns::new("h1");
-        let h2 = Netns::new("h2");
-        let ga = Netns::new("ga");
-        let gb = Netns::new("gb");
-        veth(&h1, "eth0", &ga, "a-lan");
-        let nat = if nat {
-            let n = Netns::new("nat");
-            veth(&ga, "a-wan", &n, "n-in");
-            veth(&n, "n-out", &gb, "b-wan");
-            n.sh("ip addr add 10.99.0.1/24 dev n-in && ip addr add 192.0.2.254/24 dev n-out");
-            n.sh("sysctl -qw net.ipv4.ip_forward=1");
-            n.sh("nft add table ip nat && nft \"add chain ip nat post { type nat hook postrouting priority 100 ; }\" && nft add rule ip nat post oifname n-out masquerade");
-            Some(n)
+        let Sites {
+            h1,
+            h2,
+            ga,
+            gb,
+            nat,
+        } = if nat {
+            Sites::behind_nat()
         } else {
-            veth(&ga, "a-wan", &gb, "b-wan");
-            None
+            Sites::new()
         };
-        veth(&h2, "eth0", &gb, "b-lan");
-        h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
-        h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
-        // gwB: a kernel router in front of charon; libipsec's TUN path
-        // wants MTU-sized segments.
-        gb.sh("ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && sysctl -qw net.ipv4.ip_forward=1");
-        for (ns, dev) in [(&gb, "b-lan"), (&h2, "eth0"), (&gb, "b-wan")] {
-            let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
-        }
+        charon::router(&gb, &h2, "", &[]);
         let mut t = Topo {
             h1,
             h2,
             ga,
             gb,
             nat,
-            files: Files(Vec::new()),
+            files: TempFiles::default(),
         };
-        let p = std::env::temp_dir().join(format!("{}.psk", unique("psk")));
-        common::write_secret(&p, format!("{PSK}\n"));
-        t.files.0.push(p);
+        t.files.secret("psk", format!("{PSK}\n"));
         t
     }
 

@@ -18,7 +18,8 @@ mod charon;
 mod common;
 
 use charon::{ike_state, wait_established, Charon, CharonCfg};
-use common::{unique, veth, wait_until, Gateway, Netns};
+use common::sites::Sites;
+use common::{unique, wait_until, Gateway, Netns, TempFiles};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -107,23 +108,6 @@ s.close()
 print(h.hexdigest(), n)
 "#;
 
-struct Files(Vec<std::path::PathBuf>);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for f in &self.0 {
-            let _ = std::fs::remove_file(f);
-        }
-    }
-}
-
-fn script(files: &mut Files, tag: &str, text: &str) -> String {
-    let p = std::env::temp_dir().join(format!("{}.py", unique(tag)));
-    std::fs::write(&p, text).unwrap();
-    files.0.push(p.clone());
-    p.display().to_string()
-}
-
 /// CPU time (user + system, clock ticks of 10 ms) of `pid`'s thread
 /// named `name` (the IKE thread is "vg-ike").
 fn thread_ticks(pid: u32, name: &str) -> u64 {
@@ -173,23 +157,10 @@ fn dropped(st: &Value, reason: &str) -> u64 {
 
 #[test]
 fn a_spoofed_ike_flood_costs_counters_not_the_tunnel() {
-    let h1 = Netns::new("h1");
-    let h2 = Netns::new("h2");
-    let ga = Netns::new("ga");
-    let gb = Netns::new("gb");
-    veth(&h1, "eth0", &ga, "a-lan");
-    veth(&ga, "a-wan", &gb, "b-wan");
-    veth(&h2, "eth0", &gb, "b-lan");
-    h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
-    h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
-    gb.sh("ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && sysctl -qw net.ipv4.ip_forward=1");
-    for (ns, dev) in [(&gb, "b-lan"), (&h2, "eth0"), (&gb, "b-wan")] {
-        let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
-    }
-    let mut files = Files(Vec::new());
-    let psk = std::env::temp_dir().join(format!("{}.psk", unique("psk")));
-    common::write_secret(&psk, format!("{PSK}\n"));
-    files.0.push(psk.clone());
+    let Sites { h1, h2, ga, gb, .. } = Sites::new();
+    charon::router(&gb, &h2, "", &[]);
+    let mut files = TempFiles::default();
+    let psk = files.secret("psk", format!("{PSK}\n"));
     // charon: DPD every 2 s; it rekeys on our command during the flood.
     let ch = Charon::start_ext(
         &gb,
@@ -249,7 +220,6 @@ esp_proposals = ["aes128gcm16"]
 dpd_interval = 2
 "#,
         sock = sock.display(),
-        psk = psk.display(),
     );
     let gw = Gateway::start(&ga, &cfg);
     let first = wait_established(&api, &gw, 40);
@@ -285,19 +255,19 @@ dpd_interval = 2
     // The transfer, then the flood beside it.
     let rx = h2.spawn(&format!(
         "python3 {} 0.0.0.0 7300",
-        script(&mut files, "frx", common::TCP_RX)
+        files.write("frx", common::TCP_RX)
     ));
     std::thread::sleep(Duration::from_millis(300));
     let tx = h1.spawn(&format!(
         "python3 {} 10.2.0.2 7300 {}",
-        script(&mut files, "ftx", SLOW_TX),
+        files.write("ftx", SLOW_TX),
         FLOOD_SECS + 6
     ));
     let mac = ga.sh("cat /sys/class/net/a-wan/address").trim().to_string();
     let flood_t0 = Instant::now();
     let flood = gb.spawn(&format!(
         "/usr/bin/python3 {} b-wan {mac} 192.0.2.1 192.0.2.2 {FLOOD_SECS} {FLOOD_PPS} {FLOOD_MAX_PACKETS}",
-        script(&mut files, "flood", FLOOD)
+        files.write("flood", FLOOD)
     ));
     // During the flood: the tunnel never leaves "established", and charon
     // rekeys the child SA and the IKE SA.

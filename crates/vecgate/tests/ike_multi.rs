@@ -72,19 +72,12 @@ impl Topo {
                 "ip addr add {addr} dev eth0 && ip route add default via {gw}"
             ));
         }
-        t.gb.sh(
-            "ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && ip addr add 10.22.0.1/24 dev b-lan2 && sysctl -qw net.ipv4.ip_forward=1",
+        charon::router(
+            &t.gb,
+            &t.h2,
+            "ip addr add 10.22.0.1/24 dev b-lan2",
+            &[(&t.gb, "b-lan2"), (&t.h22, "eth0")],
         );
-        // libipsec's TUN path: segments must fit the tunnel.
-        for (ns, dev) in [
-            (&t.gb, "b-lan"),
-            (&t.gb, "b-lan2"),
-            (&t.gb, "b-wan"),
-            (&t.h2, "eth0"),
-            (&t.h22, "eth0"),
-        ] {
-            let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
-        }
         t
     }
 

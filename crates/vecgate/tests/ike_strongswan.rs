@@ -14,7 +14,8 @@ mod charon;
 mod common;
 
 use charon::{cli_json, ike_state, wait_established, Charon, CharonCfg};
-use common::{tcp_transfer, unique, veth, wait_until, Capture, Gateway, Netns};
+use common::sites::Sites;
+use common::{tcp_transfer, unique, wait_until, Capture, Gateway, Netns, TempFiles};
 use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
@@ -25,61 +26,33 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const PSK: &str = "ike-interop-psk-0123456789";
 
-struct Files(Vec<std::path::PathBuf>);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for f in &self.0 {
-            let _ = std::fs::remove_file(f);
-        }
-    }
-}
-
 struct Topo {
     h1: Netns,
     h2: Netns,
     ga: Netns,
     gb: Netns,
-    files: Files,
+    files: TempFiles,
 }
 
 impl Topo {
     fn new() -> Topo {
-        let h1 = Netns::new("h1");
-        let h2 = Netns::new("h2");
-        let ga = Netns::new("ga");
-        let gb = Netns::new("gb");
-        veth(&h1, "eth0", &ga, "a-lan");
-        veth(&ga, "a-wan", &gb, "b-wan");
-        veth(&h2, "eth0", &gb, "b-lan");
-        h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
-        h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
+        let Sites { h1, h2, ga, gb, .. } = Sites::new();
         Topo {
             h1,
             h2,
             ga,
             gb,
-            files: Files(Vec::new()),
+            files: TempFiles::default(),
         }
     }
 
     /// gwB as a kernel router in front of charon.
     fn charon_side(&self) {
-        self.gb.sh(
-            "ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && sysctl -qw net.ipv4.ip_forward=1",
-        );
-        // libipsec's TUN path: no offloads on the hosts' side (segments
-        // must fit the tunnel), as in the ike crate's interop tests.
-        for (ns, dev) in [(&self.gb, "b-lan"), (&self.h2, "eth0"), (&self.gb, "b-wan")] {
-            let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
-        }
+        charon::router(&self.gb, &self.h2, "", &[]);
     }
 
     fn psk_file(&mut self, psk: &str) -> String {
-        let p = std::env::temp_dir().join(format!("{}.psk", unique("psk")));
-        common::write_secret(&p, format!("{psk}\n"));
-        self.files.0.push(p.clone());
-        p.display().to_string()
+        self.files.secret("psk", format!("{psk}\n"))
     }
 }
 
@@ -192,7 +165,7 @@ print(h.hexdigest(), n)
 struct SlowTransfer {
     rx: std::process::Child,
     tx: std::process::Child,
-    files: Files,
+    files: TempFiles,
 }
 
 fn slow_transfer(from: &Netns, to: &Netns, to_addr: &str, port: u16, secs: u32) -> SlowTransfer {
@@ -210,7 +183,7 @@ fn slow_transfer(from: &Netns, to: &Netns, to_addr: &str, port: u16, secs: u32) 
     SlowTransfer {
         rx,
         tx,
-        files: Files(vec![rxs, txs]),
+        files: TempFiles(vec![rxs, txs]),
     }
 }
 

@@ -16,7 +16,7 @@ mod charon;
 mod common;
 
 use charon::{ike_state, wait_established, Charon, CharonCfg};
-use common::{tcp_transfer, tshark, unique, veth, wait_until, Capture, Gateway, Netns};
+use common::{tcp_transfer, tshark, unique, veth, wait_until, Capture, Gateway, Netns, TempFiles};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -29,26 +29,6 @@ const KEY_AB: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2c3d4";
 const KEY_BA: &str = "112233445566778899aabbccddeeff0001020304";
 const SPI_AB: u32 = 0x1001;
 const SPI_BA: u32 = 0x2001;
-
-/// Files removed on drop.
-struct Files(Vec<std::path::PathBuf>);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for f in &self.0 {
-            let _ = std::fs::remove_file(f);
-        }
-    }
-}
-
-impl Files {
-    fn write(&mut self, tag: &str, text: &str) -> String {
-        let p = std::env::temp_dir().join(unique(tag));
-        common::write_secret(&p, text);
-        self.0.push(p.clone());
-        p.display().to_string()
-    }
-}
 
 struct Topo {
     h1: Netns,
@@ -74,7 +54,7 @@ fn topo() -> Topo {
 
 /// A gateway with no tunnel: its LAN's two subnets, the WAN, and a plain
 /// route to the far side's second subnet.
-fn gw_cfg(files: &mut Files, side: usize) -> (String, String) {
+fn gw_cfg(files: &mut TempFiles, side: usize) -> (String, String) {
     let sock = std::env::temp_dir().join(format!("{}.sock", unique("live")));
     files.0.push(sock.clone());
     let (lan, lan4, lan4b, wan, me, peer, far) = if side == 0 {
@@ -272,7 +252,7 @@ fn ping_ok(ns: &Netns, to: &str) -> bool {
 fn static_ipsec_tunnel_added_and_deleted_live_through_api_and_cli() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
-    let mut files = Files(Vec::new());
+    let mut files = TempFiles::default();
     let (ca, sa) = gw_cfg(&mut files, 0);
     let (cb, sb) = gw_cfg(&mut files, 1);
     let ga = Gateway::start(&t.ga, &ca);
@@ -292,8 +272,8 @@ fn static_ipsec_tunnel_added_and_deleted_live_through_api_and_cli() {
     let plain = Background::ping(&t.h1, "-I 10.11.0.2 -i 0.05 -W 1 10.22.0.2");
 
     // gwA through the CLI with key files (recorded as paths)...
-    let kab = files.write("kab", &format!("{KEY_AB}\n"));
-    let kba = files.write("kba", &format!("{KEY_BA}\n"));
+    let kab = files.secret("kab", format!("{KEY_AB}\n"));
+    let kba = files.secret("kba", format!("{KEY_BA}\n"));
     let add_esp0_on_a = || {
         cli(
             &sa,
@@ -422,14 +402,16 @@ fn static_ipsec_tunnel_added_and_deleted_live_through_api_and_cli() {
 fn ike_tunnel_added_live_against_charon_and_deleted_with_ike_delete() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t = topo();
-    let mut files = Files(Vec::new());
+    let mut files = TempFiles::default();
     // gwB is a kernel router in front of charon.
-    t.gb.sh("ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && ip addr add 10.22.0.1/24 dev b-lan && sysctl -qw net.ipv4.ip_forward=1 && ip route add 10.11.0.0/24 via 192.0.2.1");
-    for (ns, dev) in [(&t.gb, "b-lan"), (&t.h2, "eth0"), (&t.gb, "b-wan")] {
-        let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
-    }
+    charon::router(
+        &t.gb,
+        &t.h2,
+        "ip addr add 10.22.0.1/24 dev b-lan && ip route add 10.11.0.0/24 via 192.0.2.1",
+        &[],
+    );
     let psk = "live-ike-psk-0123456789";
-    let psk_file = files.write("psk", &format!("{psk}\n"));
+    let psk_file = files.secret("psk", format!("{psk}\n"));
     let ch = Charon::start(
         &t.gb,
         &CharonCfg {

@@ -8,7 +8,8 @@
 
 mod common;
 
-use common::{sh, tcp_transfer, unique, veth, Gateway, Netns};
+use common::sites::Sites;
+use common::{sh, tcp_transfer, unique, Gateway};
 use std::path::PathBuf;
 
 fn hex(b: &[u8]) -> String {
@@ -101,22 +102,14 @@ key_file = "{in_key}"
 fn esp_in_udp_crosses_source_nat_both_ways() {
     let dir = Dir(std::env::temp_dir().join(unique("natt")));
     std::fs::create_dir_all(&dir.0).unwrap();
-    let h1 = Netns::new("h1");
-    let h2 = Netns::new("h2");
-    let ga = Netns::new("ga");
-    let nat = Netns::new("nat");
-    let gb = Netns::new("gb");
-    veth(&h1, "eth0", &ga, "a-lan");
-    veth(&ga, "a-wan", &nat, "n-in");
-    veth(&nat, "n-out", &gb, "b-wan");
-    veth(&h2, "eth0", &gb, "b-lan");
-    h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
-    h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
-    nat.sh("ip addr add 10.99.0.1/24 dev n-in && ip addr add 192.0.2.254/24 dev n-out");
-    nat.sh("sysctl -qw net.ipv4.ip_forward=1");
-    nat.sh(
-        "nft add table ip nat && nft 'add chain ip nat post { type nat hook postrouting priority 100 ; }' && nft add rule ip nat post oifname n-out masquerade",
-    );
+    let Sites {
+        h1,
+        h2,
+        ga,
+        gb,
+        nat,
+    } = Sites::behind_nat();
+    let nat = nat.expect("a NAT between the sites");
     // gwA: behind the NAT, its underlay default route via the NAT.
     let a_cfg = config(
         &dir,

@@ -8,7 +8,8 @@
 
 mod common;
 
-use common::{unique, veth, Capture, Gateway, Netns};
+use common::sites::Sites;
+use common::{unique, Capture, Gateway, Netns};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -43,36 +44,18 @@ fn key(spi: u32) -> Vec<u8> {
 fn topo() -> Topo {
     let dir = std::env::temp_dir().join(unique("rst"));
     std::fs::create_dir_all(&dir).unwrap();
+    let Sites { h1, h2, ga, gb, .. } = Sites::new();
     let t = Topo {
-        h1: Netns::new("h1"),
-        h2: Netns::new("h2"),
-        ga: Netns::new("ga"),
-        gb: Netns::new("gb"),
+        h1,
+        h2,
+        ga,
+        gb,
         dir,
     };
-    veth(&t.h1, "eth0", &t.ga, "a-lan");
-    veth(&t.ga, "a-wan", &t.gb, "b-wan");
-    veth(&t.h2, "eth0", &t.gb, "b-lan");
-    t.h1.sh("ip addr add 10.1.0.2/24 dev eth0 && ip route add default via 10.1.0.1");
-    t.h2.sh("ip addr add 10.2.0.2/24 dev eth0 && ip route add default via 10.2.0.1");
     for spi in [SPI_AB, SPI_BA] {
-        write_secret(&t.dir.join(format!("{spi:x}.hex")), &hex(&key(spi)));
+        common::write_secret(&t.dir.join(format!("{spi:x}.hex")), hex(&key(spi)));
     }
     t
-}
-
-/// A key file as vecgate wants one: mode 0600.
-fn write_secret(path: &Path, text: &str) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .unwrap();
 }
 
 /// Gateway `side`'s configuration; its state directory is fixed per side
@@ -470,7 +453,7 @@ fn corrupt_state_refuses_the_sa_until_reset() {
 
     // One key for two SAs: refused by check, compared by key hash.
     let dup = t.dir.join("dup.hex");
-    write_secret(&dup, &hex(&key(SPI_AB)));
+    common::write_secret(&dup, hex(&key(SPI_AB)));
     let text = cfg_a.replace(
         &format!("{}/{SPI_BA:x}.hex", t.dir.display()),
         &dup.display().to_string(),

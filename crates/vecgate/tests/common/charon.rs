@@ -210,6 +210,26 @@ impl Drop for Charon {
     }
 }
 
+/// gwB (`gb`) as a kernel router in front of charon: 192.0.2.2/24 on
+/// b-wan, 10.2.0.1/24 on b-lan, IPv4 forwarding, then `extra` (more
+/// addresses, routes); no segmentation offloads on b-lan, b-wan and the
+/// host `h2`'s eth0, nor on the further `no_offload` devices: libipsec's
+/// TUN path wants MTU-sized segments (segments must fit the tunnel).
+pub fn router(gb: &Netns, h2: &Netns, extra: &str, no_offload: &[(&Netns, &str)]) {
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(" && {extra}")
+    };
+    gb.sh(&format!(
+        "ip addr add 192.0.2.2/24 dev b-wan && ip addr add 10.2.0.1/24 dev b-lan && sysctl -qw net.ipv4.ip_forward=1{extra}"
+    ));
+    let std = [(gb, "b-lan"), (h2, "eth0"), (gb, "b-wan")];
+    for (ns, dev) in std.iter().chain(no_offload) {
+        let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
+    }
+}
+
 // vecgate's side of an IKE test: its `show ike` through the CLI.
 
 pub fn cli_json(api: &str, what: &str) -> serde_json::Value {

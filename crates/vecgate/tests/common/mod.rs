@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod sites;
+
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A unique short tag for names (netns names are free-length, but ifnames are
@@ -27,6 +29,38 @@ pub fn write_secret(path: &std::path::Path, text: impl AsRef<[u8]>) {
     std::fs::write(path, text).expect("write secret file");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .expect("chmod 600 secret file");
+}
+
+/// Files a test wrote (secret files: keys, PSKs), removed when it ends.
+#[derive(Default)]
+pub struct TempFiles(pub Vec<PathBuf>);
+
+impl TempFiles {
+    /// Writes `text` to a new file in the temporary directory, named
+    /// after `tag`; its path.
+    pub fn write(&mut self, tag: &str, text: impl AsRef<[u8]>) -> String {
+        let p = std::env::temp_dir().join(unique(tag));
+        std::fs::write(&p, text).expect("write temporary file");
+        self.0.push(p.clone());
+        p.display().to_string()
+    }
+
+    /// Writes `text` to a new secret file (see [`write_secret`]) in the
+    /// temporary directory, named after `tag`; its path.
+    pub fn secret(&mut self, tag: &str, text: impl AsRef<[u8]>) -> String {
+        let p = std::env::temp_dir().join(unique(tag));
+        write_secret(&p, text);
+        self.0.push(p.clone());
+        p.display().to_string()
+    }
+}
+
+impl Drop for TempFiles {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
 }
 
 /// A self-signed TLS certificate for the API (EC P-256, names 127.0.0.1,
