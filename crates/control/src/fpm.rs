@@ -43,7 +43,8 @@ use rib::Rib;
 use session::{apply_frames, read_frames, Session, BUF};
 use stats::Limited;
 pub use stats::{Failure, FpmStats};
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
@@ -245,8 +246,21 @@ fn serve(ctl: &Control, sources: Vec<Source>) {
             let learned = Arc::new(learned);
             let patched = changes.and_then(|changes| {
                 let own = crate::learned::config_prefixes(&ctl.config());
-                let defer =
-                    |vrf: &str, a: IpAddr| feeds.iter().any(|f| f.rib.under_learned(vrf, a, &own));
+                // Asked once per route with a gateway: most share a few
+                // gateways, so the answer is kept for the publish.
+                let known: RefCell<HashMap<String, HashMap<IpAddr, bool>>> = Default::default();
+                let defer = |vrf: &str, a: IpAddr| {
+                    if let Some(&d) = known.borrow().get(vrf).and_then(|m| m.get(&a)) {
+                        return d;
+                    }
+                    let d = feeds.iter().any(|f| f.rib.under_learned(vrf, a, &own));
+                    known
+                        .borrow_mut()
+                        .entry(vrf.to_owned())
+                        .or_default()
+                        .insert(a, d);
+                    d
+                };
                 ctl.patch_learned(learned.clone(), &changes, &defer)
             });
             let result = match patched {

@@ -471,12 +471,20 @@ impl Control {
                 _ => None,
             })
             .collect();
+        // Per VRF, so a change is looked up without copying its VRF's name.
+        let mut fixed_in: std::collections::HashMap<
+            &str,
+            std::collections::HashSet<dataplane::fib::Prefix>,
+        > = std::collections::HashMap::new();
+        for (v, p) in &fixed {
+            fixed_in.entry(v.as_str()).or_default().insert(*p);
+        }
         let cur = self.dp.tables.load();
         let index = |name: &str| cur.vrfs.iter().position(|v| v.name == name);
         let mut patches = Vec::with_capacity(changes.len());
         for (vrf, prefix, hops) in changes {
             let p = prefix.network();
-            if fixed.contains(&(vrf.clone(), p))
+            if fixed_in.get(vrf.as_str()).is_some_and(|s| s.contains(&p))
                 || statics
                     .iter()
                     .any(|(v, a)| *v == vrf.as_str() && p.contains(*a))

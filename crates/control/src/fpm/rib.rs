@@ -6,7 +6,13 @@ use super::stats::{Failure, FpmStats, Limited};
 use super::{FpmSettings, MAX_PATCH_GATEWAYS};
 use crate::learned::{Hop, Learned, LearnedRoute};
 use dataplane::fib::Prefix;
+use dataplane::fib::{FxHasher, FxMap};
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+
+/// Per-route maps hash with Fx, as the FIB's own do (SipHash was a tenth
+/// of a bulk load's time); their keys are the prefixes the FIB holds.
+pub(super) type FxSet<T> = HashSet<T, BuildHasherDefault<FxHasher>>;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -42,7 +48,7 @@ pub(super) struct Rib {
     pub(super) table_vrf: HashMap<u32, usize>,
     /// The slot of every table not mapped (a tenant's own zebra).
     pub(super) any_table: Option<usize>,
-    pub(super) vrfs: Vec<(String, HashMap<Prefix, Entry>)>,
+    pub(super) vrfs: Vec<(String, FxMap<Prefix, Entry>)>,
     pub(super) nexthops: HashMap<u32, NhObj>,
     /// Shared next-hop lists (most routes of one peer use the same).
     pub(super) interned: HashMap<Vec<Hop>, Arc<[Hop]>>,
@@ -51,7 +57,7 @@ pub(super) struct Rib {
     pub(super) dirty: bool,
     /// Per VRF slot, the prefixes changed since the last publish (the
     /// patch a publish applies to the FIB).
-    pub(super) changed: Vec<HashSet<Prefix>>,
+    pub(super) changed: Vec<FxSet<Prefix>>,
     /// A change a patch cannot express (a next-hop object changed): the
     /// next publish rebuilds.
     pub(super) full: bool,
@@ -59,13 +65,13 @@ pub(super) struct Rib {
 
 impl Rib {
     pub(super) fn new(settings: FpmSettings) -> Self {
-        let mut vrfs: Vec<(String, HashMap<Prefix, Entry>)> = Vec::new();
+        let mut vrfs: Vec<(String, FxMap<Prefix, Entry>)> = Vec::new();
         let mut table_vrf = HashMap::new();
         for (id, vrf) in &settings.tables {
             let slot = match vrfs.iter().position(|(v, _)| v == vrf) {
                 Some(i) => i,
                 None => {
-                    vrfs.push((vrf.clone(), HashMap::new()));
+                    vrfs.push((vrf.clone(), FxMap::default()));
                     vrfs.len() - 1
                 }
             };
@@ -75,7 +81,7 @@ impl Rib {
             settings,
             table_vrf,
             any_table: None,
-            changed: vec![HashSet::new(); vrfs.len()],
+            changed: vec![FxSet::default(); vrfs.len()],
             vrfs,
             nexthops: HashMap::new(),
             interned: HashMap::new(),
@@ -89,8 +95,8 @@ impl Rib {
     pub(super) fn for_vrf(mut settings: FpmSettings, vrf: String) -> Self {
         settings.tables = Vec::new();
         let mut r = Rib::new(settings);
-        r.vrfs = vec![(vrf, HashMap::new())];
-        r.changed = vec![HashSet::new()];
+        r.vrfs = vec![(vrf, FxMap::default())];
+        r.changed = vec![FxSet::default()];
         r.any_table = Some(0);
         r
     }
@@ -108,7 +114,7 @@ impl Rib {
     /// more than [`MAX_PATCH_GATEWAYS`] gateways are in use (then that
     /// check costs more than it saves). Clears the record either way.
     pub(super) fn take_changes(&mut self) -> Option<Vec<crate::learned::Change>> {
-        let changed = std::mem::replace(&mut self.changed, vec![HashSet::new(); self.vrfs.len()]);
+        let changed = std::mem::replace(&mut self.changed, vec![FxSet::default(); self.vrfs.len()]);
         if std::mem::take(&mut self.full) {
             return None;
         }
