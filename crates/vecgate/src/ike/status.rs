@@ -371,4 +371,26 @@ mod tests {
         t.end_port = 80;
         assert_eq!(ts_text(&t), "10.1.0.0..10.1.0.9 proto 6 ports 80-80");
     }
+
+    #[test]
+    fn show_ike_prints_the_admission_limits_in_force() {
+        let t = IkeTunnelInfo {
+            tunnel: "t".into(),
+            admission: IkeAdmission {
+                cookie_threshold: 16,
+                cookie_threshold_per_source: 3,
+                cookie_rate: 20,
+                half_open_per_source: 5,
+                max_half_open: 64,
+            },
+            ..Default::default()
+        };
+        let out = show_table(&[t]);
+        assert!(
+            out.contains(
+                "admission cookies at 16 half-open (3 per source) or 20 inits/s, half-open max 64 (5 per source)"
+            ),
+            "{out}"
+        );
+    }
 }
