@@ -392,21 +392,29 @@ impl Control {
         let cfg = self.config();
         let learned = self.learned();
         let tables = self.dp.tables.load();
+        // One pass over the routes for every VRF (scraped often, 10^5
+        // routes and more).
+        let mut won: std::collections::HashMap<&str, usize> = Default::default();
+        for (v, _) in learned.installable(&cfg) {
+            *won.entry(v).or_default() += 1;
+        }
+        let mut unresolved_in: std::collections::HashMap<u16, usize> = Default::default();
+        for (i, _) in &tables.unresolved {
+            *unresolved_in.entry(*i).or_default() += 1;
+        }
         learned
             .vrfs
             .iter()
             .map(|(v, routes)| {
-                let won = learned.installable(&cfg).filter(|(x, _)| x == v).count();
+                let won = won.get(v.as_str()).copied().unwrap_or(0);
                 let unresolved = tables
-                    .unresolved
+                    .vrfs
                     .iter()
-                    .filter(|(i, _)| {
-                        tables
-                            .vrfs
-                            .get(usize::from(*i))
-                            .is_some_and(|x| &x.name == v)
-                    })
-                    .count();
+                    .enumerate()
+                    .filter(|(_, x)| &x.name == v)
+                    .filter_map(|(i, _)| u16::try_from(i).ok())
+                    .map(|i| unresolved_in.get(&i).copied().unwrap_or(0))
+                    .sum::<usize>();
                 let installed = won.saturating_sub(unresolved);
                 (v.clone(), installed, routes.len() - installed)
             })

@@ -264,6 +264,16 @@ fn tenant_bgp_over_gre_and_ipsec_and_one_prefix_isolated_in_two_vrfs() {
         frrs[0].vtysh(&["show bgp summary"]),
         frrs[1].vtysh(&["show bgp summary"])
     );
+    // /metrics counts them per VRF, installed.
+    for a in &api {
+        let m = common::sh(&format!(
+            "curl -sS --max-time 10 --unix-socket {a} http://x/metrics"
+        ));
+        for vrf in ["red", "blue"] {
+            let line = format!("vecgate_learned_routes{{vrf=\"{vrf}\",state=\"installed\"}} 1");
+            assert!(m.lines().any(|l| l == line), "{line} not in:\n{m}");
+        }
+    }
     // The sessions' own segments crossed the tunnels: BGP inside GRE, and
     // the ESP SAs carried packets before any tenant traffic.
     let mut esp_before = 0;
