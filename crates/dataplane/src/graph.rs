@@ -16,6 +16,7 @@
 use crate::counters::{Counter, NodeCounters, PortCounters, WorkerCounters};
 use crate::fib::FxMap;
 use crate::neighbour::{Binding, NeighConfig, NeighbourShared, NeighbourTable};
+use crate::neighbour_solicited::Solicited;
 use crate::nodes::icmp_error::IcmpBudgets;
 use crate::tables::Tables;
 use crate::trace::Trace;
@@ -107,6 +108,10 @@ pub struct Ctx {
     /// Cross-worker neighbour hints and this vector's snapshot of them.
     pub neigh_shared: Option<Arc<NeighbourShared>>,
     pub neigh_hints: Arc<FxMap<(u16, IpAddr), Binding>>,
+    /// The ARP requests / NSs sent recently, by every worker sharing
+    /// [`NeighbourShared`] (this worker's own until it joins): only an
+    /// answer to one of them creates an entry.
+    pub solicited: Arc<Solicited>,
     /// Monotonic time in milliseconds.
     pub now: u64,
     pub trace: Trace,
@@ -160,6 +165,7 @@ impl Ctx {
             neigh: NeighbourTable::new(neigh),
             neigh_shared: None,
             neigh_hints: Arc::new(FxMap::default()),
+            solicited: Arc::default(),
             now: 0,
             trace: Trace::default(),
             icmp_limit: IcmpBudgets::new(100, 100),

@@ -14,6 +14,7 @@ pub mod host_punt;
 pub mod ike_punt;
 pub mod neighbour;
 pub mod neighbour_packets;
+pub mod neighbour_solicited;
 pub mod nodes;
 pub mod nvgre;
 pub mod offload;

@@ -465,6 +465,8 @@ pub struct NeighbourShared {
     rx: Receiver<Binding>,
     /// Bindings older than this are dropped at publication.
     max_age_ms: u64,
+    /// The solicitations every worker sent (see [`crate::neighbour_solicited`]).
+    solicited: Arc<crate::neighbour_solicited::Solicited>,
 }
 
 impl NeighbourShared {
@@ -475,7 +477,13 @@ impl NeighbourShared {
             tx,
             rx,
             max_age_ms,
+            solicited: Arc::default(),
         })
+    }
+
+    /// The workers' shared record of their solicitations.
+    pub fn solicited(&self) -> Arc<crate::neighbour_solicited::Solicited> {
+        self.solicited.clone()
     }
 
     /// Offers a learned binding; never blocks (a full channel drops it).

@@ -1070,6 +1070,33 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
     }
     r.step();
     let _ = r.tx(0);
+    // Last, what only an answer to our own request could teach: 2000
+    // replies nobody asked for and 2000 gratuitous ARPs from on-link
+    // addresses that sent nothing else (with the old rule they were
+    // learned and pushed the request senders out of A's quota).
+    let spoofed = |i: u32| Ipv4Addr::from(0x0a01_8000 + i);
+    for i in 0..2000u32 {
+        let ip = spoofed(i);
+        let mac = [2, 0xbb, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+        r.h[0].inject(eth(
+            GW0,
+            mac,
+            0x0806,
+            &arp(Operation::Reply, mac, ip, GW0, v4("10.1.0.1")),
+        ));
+        r.h[0].inject(eth(
+            BCAST,
+            mac,
+            0x0806,
+            &arp(Operation::Request, mac, ip, [0; 6], ip),
+        ));
+        if i % 100 == 99 {
+            r.step();
+            let _ = r.tx(0);
+        }
+    }
+    r.step();
+    let _ = r.tx(0);
     // Tenant B: a packet to a new next hop is held, its ARP request goes
     // out, the answer releases it.
     r.learn4(1, H2, v4("10.2.0.7"), v4("10.2.0.1"));
@@ -1118,8 +1145,23 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
     assert_eq!((e.dst_addr, ip.dst_addr), (MacAddr(H2), v4("10.2.0.7")));
     let on_a = r.w.ctx().neigh.entries().filter(|e| e.0 == 0).count();
     assert_eq!(on_a, quota, "tenant A's port holds its quota");
-    // The NAs took part (learned, then churned within the same quota).
-    assert!(r.w.ctx().neigh.entries().any(|e| e.0 == 0 && e.1.is_ipv6()));
+    // Nothing that only answered a question nobody asked was learned:
+    // no NA target (every NA was unsolicited), no reply-only or
+    // gratuitous sender.
+    assert!(
+        !r.w.ctx().neigh.entries().any(|e| e.0 == 0 && e.1.is_ipv6()),
+        "an unsolicited NA created an entry"
+    );
+    let learned_spoof =
+        r.w.ctx()
+            .neigh
+            .entries()
+            .filter(|e| (0..2000).any(|i| e.1 == std::net::IpAddr::from(spoofed(i))))
+            .count();
+    assert_eq!(
+        learned_spoof, 0,
+        "unsolicited replies / gratuitous ARP created entries"
+    );
     assert!(
         !r.w.ctx()
             .neigh
@@ -1128,6 +1170,102 @@ fn one_tenants_arp_flood_leaves_another_tenant_resolving() {
         "an off-link sender was learned"
     );
     assert!(r.w.ctx().neigh.evicted() > 0);
+}
+
+/// The request goes out from one worker, the reply is hashed to another:
+/// the shared solicited set lets the second worker learn it (and the
+/// first complete through the hints); the same reply for an address
+/// nobody asked about creates nothing anywhere.
+#[test]
+fn a_reply_creates_an_entry_only_for_a_solicitation_of_any_worker() {
+    let shared = crate::neighbour::NeighbourShared::new(64, 60_000);
+    let mut a = Rig::new(1500, WorkerConfig::default());
+    let mut b = Rig::new(1500, WorkerConfig::default());
+    a.w.set_neighbour_shared(shared.clone());
+    b.w.set_neighbour_shared(shared.clone());
+    let reply = |ip: &str| {
+        eth(
+            GW1,
+            H2,
+            0x0806,
+            &arp(Operation::Reply, H2, v4(ip), GW1, v4("10.2.0.1")),
+        )
+    };
+    // Unsolicited: nobody learns 10.2.0.8.
+    b.h[1].inject(reply("10.2.0.8"));
+    b.step();
+    assert!(b.w.ctx().neigh.get(1, v4("10.2.0.8").into()).is_none());
+    // A forwards to 10.2.0.7: its ARP request goes out ...
+    a.h[0].inject(eth(
+        GW0,
+        H1,
+        0x0800,
+        &echo4("10.1.0.5", "10.2.0.7", 64, false, 1),
+    ));
+    a.step();
+    assert!(matches!(&a.tx(1)[..], [Seen::Arp(..)]));
+    // ... and the reply reaches B, which learns it as an answer.
+    b.h[1].inject(reply("10.2.0.7"));
+    b.step();
+    assert_eq!(
+        b.w.ctx().neigh.get(1, v4("10.2.0.7").into()),
+        Some((crate::neighbour::State::Reachable, H2))
+    );
+    // A's held packet leaves through the hint.
+    b.advance(100);
+    a.advance(200);
+    let out = a.tx(1);
+    let [Seen::Icmp4(e, _, 8, 0, _)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(e.dst_addr, MacAddr(H2));
+    // Still nothing for the unsolicited address, on either worker.
+    b.h[1].inject(reply("10.2.0.8"));
+    b.step();
+    a.step();
+    assert!(a.w.ctx().neigh.get(1, v4("10.2.0.8").into()).is_none());
+    assert!(b.w.ctx().neigh.get(1, v4("10.2.0.8").into()).is_none());
+}
+
+/// RFC 4861 §7.2.5: an NA with the S flag creates an entry only as the
+/// answer to our NS; an unsolicited one only updates an existing entry.
+#[test]
+fn a_solicited_na_creates_an_entry_only_after_our_ns() {
+    let mut r = Rig::new(1500, WorkerConfig::default());
+    let gw = v6("2001:db8:2::1");
+    let na = |t: Ipv6Addr, mac: [u8; 6]| {
+        let m = icmp6(
+            t,
+            gw,
+            &Icmpv6Repr::NeighborAdvert {
+                flags: wire::icmpv6::na_flags::SOLICITED | wire::icmpv6::na_flags::OVERRIDE,
+                target: t,
+                lladdr: Some(MacAddr(mac)),
+            },
+        );
+        eth(GW1, mac, 0x86dd, &ipv6(t, gw, 58, 255, &m))
+    };
+    let (h, other) = (v6("2001:db8:2::7"), v6("2001:db8:2::8"));
+    r.h[1].inject(na(other, H2));
+    r.step();
+    assert!(r.w.ctx().neigh.get(1, other.into()).is_none());
+    // Forwarding to h sends an NS; the NA answering it is learned.
+    r.h[0].inject(eth(
+        GW0,
+        H1,
+        0x86dd,
+        &ipv6(v6("2001:db8:1::5"), h, 17, 64, &[0u8; 16]),
+    ));
+    r.step();
+    assert!(r.tx(1).iter().any(|s| matches!(s, Seen::Icmp6(..))));
+    r.h[1].inject(na(h, H2));
+    r.step();
+    assert_eq!(r.w.ctx().neigh.get(1, h.into()).map(|e| e.1), Some(H2));
+    // A later NA with override updates the entry that now exists.
+    r.h[1].inject(na(h, H1));
+    r.step();
+    assert_eq!(r.w.ctx().neigh.get(1, h.into()).map(|e| e.1), Some(H1));
+    assert!(r.w.ctx().neigh.get(1, other.into()).is_none());
 }
 
 #[test]

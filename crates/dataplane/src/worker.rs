@@ -421,6 +421,7 @@ impl Worker {
 
     /// Joins the cross-worker neighbour hint exchange.
     pub fn set_neighbour_shared(&mut self, s: Arc<NeighbourShared>) {
+        self.cx.solicited = s.solicited();
         self.cx.neigh_shared = Some(s);
     }
 
@@ -556,6 +557,7 @@ impl Worker {
         let t = self.cx.tables.clone();
         for s in self.solicit.drain(..) {
             let Some(ifc) = t.iface(s.port) else { continue };
+            self.cx.solicited.record(s.port, s.ip);
             let p = match s.ip {
                 IpAddr::V4(a) => {
                     neighbour_packets::arp_request(&mut self.cx.pool, ifc, a, s.unicast)

@@ -1,7 +1,10 @@
 //! arp-input: answers ARP requests for our own addresses and learns
 //! bindings (RFC 826 "packet reception" with its merge rule: update an
 //! existing entry from any ARP packet, create one only when we are the
-//! target).
+//! target), hardened: a reply creates an entry only if it answers a
+//! request vecgate sent ([`crate::neighbour_solicited`]), and only an
+//! on-link sender creates one at all. Unsolicited replies and gratuitous
+//! ARP refresh existing entries and nothing else.
 
 use super::{push_eth, send_released, ETHERTYPE_ARP};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
@@ -75,9 +78,12 @@ impl Node for ArpInput {
             }
             let sip = IpAddr::V4(a.source_protocol_addr);
             // Only an on-link sender may create an entry (RFC 1812
-            // §3.3.2: an off-link "neighbour" is a spoof or a mistake).
+            // §3.3.2: an off-link "neighbour" is a spoof or a mistake), and
+            // a reply only if we asked.
             let how = match (a.operation, for_us, ifc.on_link(sip)) {
-                (Operation::Reply, true, true) => Learn::Confirmed,
+                (Operation::Reply, true, true) if cx.solicited.contains(port, sip) => {
+                    Learn::Confirmed
+                }
                 (Operation::Request, true, true) => Learn::Unconfirmed,
                 _ => Learn::UpdateOnly,
             };

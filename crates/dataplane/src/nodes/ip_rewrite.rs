@@ -155,6 +155,7 @@ impl Node for IpRewrite {
                             }
                             match cx.neigh.enqueue(port, ip, p, cx.now) {
                                 Ok(true) => {
+                                    cx.solicited.record(port, ip);
                                     let s = match ip {
                                         IpAddr::V4(a) => arp_request(&mut cx.pool, ifc, a, None),
                                         IpAddr::V6(a) => {

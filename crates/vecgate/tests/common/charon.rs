@@ -40,6 +40,60 @@ impl Charon {
     /// As [`Charon::start`], with extra settings in the connection block
     /// (`conn_extra`, e.g. `dpd_delay = 2s`) and in the child block.
     pub fn start_ext(ns: &Netns, c: &CharonCfg<'_>, conn_extra: &str, child_extra: &str) -> Charon {
+        Charon::start_with(ns, c, conn_extra, child_extra, 2)
+    }
+
+    /// As [`Charon::start`], with the child SAs' keys in charon's log
+    /// (`chd = 4`; [`Charon::child_key`]): a test may craft ESP as the
+    /// peer would. Test keys only.
+    pub fn start_keys_logged(ns: &Netns, c: &CharonCfg<'_>) -> Charon {
+        Charon::start_with(ns, c, "", "", 4)
+    }
+
+    /// The last child SA key charon logged as `what` ("encryption
+    /// initiator key": initiator to responder; an AEAD key with its
+    /// salt), from the hex dump of [`Charon::start_keys_logged`]'s log.
+    pub fn child_key(&self, what: &str) -> Option<Vec<u8>> {
+        let log = self.log();
+        let mut lines = log.lines();
+        let mut found = None;
+        while let Some(l) = lines.next() {
+            let Some(rest) = l.split(&format!("{what} => ")).nth(1) else {
+                continue;
+            };
+            let n: usize = rest.split_whitespace().next()?.parse().ok()?;
+            let mut key = Vec::with_capacity(n);
+            for l in lines.by_ref() {
+                // "14[CHD]   16: 3B 75 04 A7      ;u.."
+                let Some((_, dump)) = l.split_once("]").and_then(|(_, r)| r.split_once(": "))
+                else {
+                    break;
+                };
+                for b in dump.split_whitespace().take(16) {
+                    if key.len() < n {
+                        if let Ok(x) = u8::from_str_radix(b, 16) {
+                            key.push(x);
+                        }
+                    }
+                }
+                if key.len() >= n {
+                    break;
+                }
+            }
+            if key.len() == n {
+                found = Some(key);
+            }
+        }
+        found
+    }
+
+    fn start_with(
+        ns: &Netns,
+        c: &CharonCfg<'_>,
+        conn_extra: &str,
+        child_extra: &str,
+        chd_level: u8,
+    ) -> Charon {
         assert!(
             std::path::Path::new("/usr/lib/ipsec/charon").exists(),
             "strongSwan charon is not installed (strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins)"
@@ -64,7 +118,7 @@ impl Charon {
       path = {d}/charon.log
       default = 1
       ike = 2
-      chd = 2
+      chd = {chd_level}
       cfg = 2
       esp = 1
       net = 1

@@ -119,7 +119,13 @@ impl IpLocal {
             .iface(port)
             .is_some_and(|i| i.on_link(IpAddr::V6(target)));
         if let Some(mac) = tlla {
-            let how = if fl & NA_SOLICITED != 0 && on_link {
+            // §7.2.5: an NA creates nothing; only the answer to an NS we
+            // sent completes (or creates, on the worker it was hashed to)
+            // an entry.
+            let how = if fl & NA_SOLICITED != 0
+                && on_link
+                && cx.solicited.contains(port, IpAddr::V6(target))
+            {
                 Learn::Confirmed
             } else if fl & NA_OVERRIDE != 0 {
                 Learn::UpdateOnly
