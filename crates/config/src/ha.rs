@@ -14,7 +14,14 @@
 //! interface = "lan0"      # a [[interface]] with an address of that family
 //! addresses = ["10.1.0.254"]   # one family per group
 //! priority = 200          # optional, overrides [ha] priority
+//! track = ["wan1"]        # optional, tracked by this group too
+//! track_penalty = 60      # optional, overrides [ha] track_penalty
 //! ```
+//!
+//! A group's effective priority is its priority less its penalty for each
+//! interface in `[ha] track` or its own `track` whose link is down
+//! (keepalived's `track_interface` with a `weight`), never below 1; an
+//! address owner (255) is never lowered.
 //!
 //! The sync link, peer and key file of the state sync will join `[ha]` as
 //! optional keys.
@@ -67,12 +74,34 @@ pub struct HaGroup {
     pub addresses: Vec<IpAddr>,
     #[serde(default)]
     pub priority: Option<u8>,
+    /// Interfaces tracked by this group in addition to `[ha] track`.
+    #[serde(default)]
+    pub track: Vec<String>,
+    #[serde(default)]
+    pub track_penalty: Option<u8>,
 }
 
 impl Ha {
     /// The priority a group starts with.
     pub fn group_priority(&self, g: &HaGroup) -> u8 {
         g.priority.unwrap_or(self.priority)
+    }
+
+    /// The interfaces a group tracks (`[ha] track`, then its own), once
+    /// each.
+    pub fn group_track(&self, g: &HaGroup) -> Vec<String> {
+        let mut v = self.track.clone();
+        for t in &g.track {
+            if !v.contains(t) {
+                v.push(t.clone());
+            }
+        }
+        v
+    }
+
+    /// The priority a group loses per tracked interface that is down.
+    pub fn group_track_penalty(&self, g: &HaGroup) -> u8 {
+        g.track_penalty.unwrap_or(self.track_penalty)
     }
 }
 
@@ -101,6 +130,13 @@ pub(crate) fn emit(cfg: &Config, s: &mut String, quote: fn(&str) -> String) {
         let _ = writeln!(s, "addresses = [{}]", a.join(", "));
         if let Some(p) = g.priority {
             let _ = writeln!(s, "priority = {p}");
+        }
+        if !g.track.is_empty() {
+            let t: Vec<String> = g.track.iter().map(|n| quote(n)).collect();
+            let _ = writeln!(s, "track = [{}]", t.join(", "));
+        }
+        if let Some(p) = g.track_penalty {
+            let _ = writeln!(s, "track_penalty = {p}");
         }
     }
 }

@@ -17,7 +17,14 @@ const HA_KEYS: &[&str] = &[
     "track_penalty",
     "group",
 ];
-const GROUP_KEYS: &[&str] = &["vrid", "interface", "addresses", "priority"];
+const GROUP_KEYS: &[&str] = &[
+    "vrid",
+    "interface",
+    "addresses",
+    "priority",
+    "track",
+    "track_penalty",
+];
 
 /// Reads `[ha]` when present; `ObjPos::subs` holds the groups' positions.
 pub(super) fn read(
@@ -102,6 +109,10 @@ pub(super) fn read(
             let priority = g
                 .int("priority", 1..256, "1..=255")
                 .and_then(|n| u8::try_from(n).ok());
+            let track = read_strings(&mut g, "track");
+            let track_penalty = g
+                .int("track_penalty", 0..256, "0..=255")
+                .and_then(|n| u8::try_from(n).ok());
             let (pos, broken) = (g.pos, g.broken);
             if let (Some(vrid), Some(interface), false) = (vrid, interface, broken) {
                 r.pos.subs.push(pos);
@@ -110,6 +121,8 @@ pub(super) fn read(
                     interface,
                     addresses,
                     priority,
+                    track,
+                    track_penalty,
                 });
             }
         }

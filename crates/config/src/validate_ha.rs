@@ -29,6 +29,15 @@ pub(super) fn check(v: &mut V<'_>) {
         if g.vrid == 0 {
             v.err(gp.key("vrid"), &label, "vrid must be 1..=255".to_owned());
         }
+        for t in &g.track {
+            if !v.cfg.interfaces.iter().any(|i| &i.name == t) {
+                v.err(
+                    gp.key("track"),
+                    &label,
+                    format!("track: no [[interface]] named \"{t}\""),
+                );
+            }
+        }
         if g.priority == Some(0) {
             v.err(
                 gp.key("priority"),

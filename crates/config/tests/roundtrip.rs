@@ -348,6 +348,13 @@ fn ha(ifs: Vec<Interface>) -> impl Strategy<Value = Ha> {
                                 interface: i.name.clone(),
                                 addresses,
                                 priority: *prio,
+                                // Odd groups track the [ha] list themselves.
+                                track: if n % 2 == 1 {
+                                    track.clone()
+                                } else {
+                                    Vec::new()
+                                },
+                                track_penalty: prio.filter(|_| n % 2 == 1),
                             }
                         })
                         .collect()

@@ -379,6 +379,51 @@ async fn ike(State(s): State<AppState>) -> Json<Vec<IkeTunnelInfo>> {
     Json(s.ctl.ike())
 }
 
+#[utoipa::path(get, path = "/ha", tag = "ha",
+    responses((status = 200, description = "VRRP virtual routers (RFC 5798): state, priorities, master, last transition, tracked links, advert counters", body = [HaGroupInfo]),
+              (status = 401, body = ErrorBody)))]
+async fn ha(State(s): State<AppState>) -> ApiResult<Json<Vec<HaGroupInfo>>> {
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.ha()).await.map(Json)
+}
+
+/// Longest preemption hold a switchover may ask for.
+const MAX_HOLD_SECS: u64 = 86_400;
+/// Preemption hold when the request names none.
+const DEFAULT_HOLD_SECS: u64 = 60;
+
+#[utoipa::path(post, path = "/ha/switchover", tag = "ha", request_body = HaSwitchover,
+    responses((status = 200, description = "The virtual routers that resigned (sent priority 0, now backup); the peer takes over after its Skew_Time", body = [HaGroupInfo]),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, description = "this gateway is master of none of them", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn ha_switchover(
+    State(s): State<AppState>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Vec<HaGroupInfo>>> {
+    // No body: every group this gateway is master of.
+    let mut spec: HaSwitchover = if body.iter().all(u8::is_ascii_whitespace) {
+        HaSwitchover::default()
+    } else {
+        let v: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad("body", format!("body: {e}")))?;
+        object(Ok(Json(v)))?
+    };
+    if spec.vrid == Some(0) {
+        return Err(ApiError::bad("vrid", "vrid must be 1..=255"));
+    }
+    let hold = spec.hold_secs.unwrap_or(DEFAULT_HOLD_SECS);
+    if hold > MAX_HOLD_SECS {
+        return Err(ApiError::bad(
+            "hold_secs",
+            format!("hold_secs = {hold} is out of range (expected 0..={MAX_HOLD_SECS})"),
+        ));
+    }
+    spec.hold_secs = Some(hold);
+    let ctl = s.ctl.clone();
+    blocking(move || ctl.ha_switchover(&spec)).await?.map(Json)
+}
+
 #[utoipa::path(get, path = "/counters", tag = "observability",
     responses((status = 200, body = CountersInfo), (status = 401, body = ErrorBody)))]
 async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
@@ -590,10 +635,10 @@ impl Modify for BearerAddon {
 /// The OpenAPI 3 document.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
+    info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, VRRP (HA), counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
     paths(status, interfaces, add_interface, del_interface, interface, patch_interface, vrfs, routes, add_route,
           del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, switch_sa, sas, add_sa,
-          del_sa, ike, counters, metrics,
+          del_sa, ike, ha, ha_switchover, counters, metrics,
           config, reload, trace_get, trace_arm, trace_clear, capture),
     modifiers(&BearerAddon),
     security(("bearer" = []))
@@ -674,6 +719,8 @@ pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
         .route("/sas", get(sas).post(add_sa))
         .route("/sas/{spi}", axum::routing::delete(del_sa))
         .route("/tunnels/{name}/switch", axum::routing::post(switch_sa))
+        .route("/ha", get(ha))
+        .route("/ha/switchover", axum::routing::post(ha_switchover))
         .route("/ike", get(ike))
         .route("/counters", get(counters))
         .route("/metrics", get(metrics))

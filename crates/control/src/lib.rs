@@ -36,6 +36,6 @@ pub mod state;
 pub use auth::{Auth, Token};
 pub use server::{check_endpoint, serve, ServerHandle, Tls};
 pub use state::{
-    Capabilities, Control, Dataplane, IkeSource, KeySource, NetdevFacts, PortOps, SaOps, SaSource,
-    TableBuilder,
+    Capabilities, Control, Dataplane, HaOps, IkeSource, KeySource, NetdevFacts, PortOps, SaOps,
+    SaSource, TableBuilder,
 };

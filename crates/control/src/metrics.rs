@@ -309,11 +309,85 @@ pub fn render(ctl: &Control) -> String {
         reg.register(name, help, c);
     }
     fpm(ctl, &mut reg);
+    vrrp(ctl, &mut reg);
 
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &reg);
     text_004(&out)
+}
+
+/// VRRP virtual routers (RFC 5798), labelled by interface, VRID and
+/// address family: state as a 0/1 gauge per state name, priorities, and
+/// counters since start.
+fn vrrp(ctl: &Control, reg: &mut Registry) {
+    let state = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_vrrp_state",
+        "VRRP virtual router state: 1 for the current state (init, backup, master), 0 for the others",
+        state.clone(),
+    );
+    let eff = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_vrrp_effective_priority",
+        "VRRP priority advertised now: configured less the tracking penalty",
+        eff.clone(),
+    );
+    let conf = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_vrrp_configured_priority",
+        "VRRP priority as configured",
+        conf.clone(),
+    );
+    let transitions = counter_family(
+        reg,
+        "vecgate_vrrp_transitions",
+        "VRRP state changes into master or backup (label to)",
+    );
+    let sent = counter_family(
+        reg,
+        "vecgate_vrrp_adverts_sent",
+        "VRRP advertisements sent (priority 0 included)",
+    );
+    let received = counter_family(
+        reg,
+        "vecgate_vrrp_adverts_received",
+        "VRRP advertisements received from other routers of the group",
+    );
+    let zero = counter_family(
+        reg,
+        "vecgate_vrrp_priority_zero_adverts",
+        "VRRP priority-0 (master resigns) advertisements, by direction (sent, received)",
+    );
+    for g in ctl.ha() {
+        let l = vec![
+            ("interface".to_owned(), g.interface.clone()),
+            ("vrid".to_owned(), g.vrid.to_string()),
+            ("family".to_owned(), g.family.clone()),
+        ];
+        for st in ["init", "backup", "master"] {
+            let mut l = l.clone();
+            l.push(("state".to_owned(), st.to_owned()));
+            state.get_or_create(&l).set(i64::from(g.state == st));
+        }
+        eff.get_or_create(&l).set(i64::from(g.effective_priority));
+        conf.get_or_create(&l).set(i64::from(g.priority));
+        for (to, n) in [("master", g.became_master), ("backup", g.became_backup)] {
+            let mut l = l.clone();
+            l.push(("to".to_owned(), to.to_owned()));
+            transitions.get_or_create(&l).inc_by(n);
+        }
+        sent.get_or_create(&l).inc_by(g.adverts_sent);
+        received.get_or_create(&l).inc_by(g.adverts_received);
+        for (dir, n) in [
+            ("sent", g.priority_zero_sent),
+            ("received", g.priority_zero_received),
+        ] {
+            let mut l = l.clone();
+            l.push(("direction".to_owned(), dir.to_owned()));
+            zero.get_or_create(&l).inc_by(n);
+        }
+    }
 }
 
 /// The encoder writes OpenMetrics, where a counter family `x` has samples

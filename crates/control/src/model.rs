@@ -678,3 +678,67 @@ pub struct ReloadPlan {
 pub struct ReloadQuery {
     pub dry_run: Option<bool>,
 }
+
+/// One VRRP virtual router (`GET /ha`, `vecgate show ha`; RFC 5798).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HaGroupInfo {
+    pub interface: String,
+    pub vrid: u8,
+    /// "ipv4" or "ipv6".
+    pub family: String,
+    /// The virtual addresses.
+    pub addresses: Vec<String>,
+    /// "init", "backup" or "master" (RFC 5798 §6.4).
+    pub state: String,
+    /// Priority as configured.
+    pub priority: u8,
+    /// Priority advertised now: configured less the tracking penalty.
+    pub effective_priority: u8,
+    pub preempt: bool,
+    /// After `POST /ha/switchover`: seconds left during which this router
+    /// does not preempt (0: not held).
+    pub preempt_held_secs: u64,
+    /// Advertisement_Interval, centiseconds.
+    pub advert_interval_cs: u16,
+    /// The master's address (ours when master), if known.
+    pub master: Option<String>,
+    pub last_transition: Option<HaTransitionInfo>,
+    pub tracked: Vec<HaTrackedInfo>,
+    pub adverts_sent: u64,
+    pub adverts_received: u64,
+    pub priority_zero_sent: u64,
+    pub priority_zero_received: u64,
+    pub became_master: u64,
+    pub became_backup: u64,
+}
+
+/// The last state change of a virtual router.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HaTransitionInfo {
+    /// Unix time, seconds.
+    pub at_unix: f64,
+    pub to: String,
+    /// "owner", "startup", "master-down", "master-stopped", "preempted",
+    /// "shutdown", "interface-down" or "switchover".
+    pub reason: String,
+}
+
+/// A tracked interface and its link.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HaTrackedInfo {
+    pub interface: String,
+    pub up: bool,
+}
+
+/// `POST /ha/switchover`: which virtual routers resign (all this gateway
+/// is master of when neither is given), and for how long they then hold
+/// preemption back.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HaSwitchover {
+    pub interface: Option<String>,
+    pub vrid: Option<u8>,
+    /// Seconds without preemption after resigning (default 60, at most
+    /// 86400).
+    pub hold_secs: Option<u64>,
+}

@@ -153,6 +153,18 @@ pub trait SaOps: Send + Sync {
 /// Lists the IKEv2 tunnels with their IKE and child SAs (`GET /ike`).
 pub type IkeSource = Box<dyn Fn() -> Vec<crate::model::IkeTunnelInfo> + Send + Sync>;
 
+/// The VRRP speaker as the API sees it (`GET /ha`, `POST /ha/switchover`).
+/// State sync will hang off the same speaker, not off this interface.
+pub trait HaOps: Send + Sync {
+    fn groups(&self) -> Vec<crate::model::HaGroupInfo>;
+    /// Resigns mastership (priority 0, RFC 5798 §6.4.3); returns the groups
+    /// that resigned. Blocks (call from a blocking context).
+    fn switchover(
+        &self,
+        spec: &crate::model::HaSwitchover,
+    ) -> Result<Vec<crate::model::HaGroupInfo>, ApiError>;
+}
+
 /// A refused request: HTTP status, message and the offending field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
@@ -193,6 +205,7 @@ pub struct Control {
     trace: Mutex<VecDeque<String>>,
     started: Instant,
     ike: Mutex<Option<IkeSource>>,
+    ha: Mutex<Option<Arc<dyn HaOps>>>,
     /// Per tunnel: its port's counters when it was created live (virtual
     /// ports are reused after a full round of the allocator; reports are
     /// since creation).
@@ -292,6 +305,7 @@ impl Control {
             trace: Mutex::new(VecDeque::new()),
             started: Instant::now(),
             ike: Mutex::new(None),
+            ha: Mutex::new(None),
             tunnel_base: Mutex::new(Default::default()),
             tunnel_ops: Mutex::new(()),
             inline_keyed: Mutex::new(Default::default()),
@@ -548,6 +562,33 @@ impl Control {
     /// The IKEv2 tunnels (empty without IKE).
     pub fn ike(&self) -> Vec<crate::model::IkeTunnelInfo> {
         lock(&self.ike).as_ref().map(|f| f()).unwrap_or_default()
+    }
+
+    /// Connects `/ha` to the VRRP speaker (which starts after the API).
+    pub fn set_ha(&self, ops: Arc<dyn HaOps>) {
+        *lock(&self.ha) = Some(ops);
+    }
+
+    /// The VRRP virtual routers (empty without `[ha]`).
+    pub fn ha(&self) -> Vec<crate::model::HaGroupInfo> {
+        let ops = lock(&self.ha).clone();
+        ops.map(|o| o.groups()).unwrap_or_default()
+    }
+
+    /// Planned switchover; 409 when this gateway masters none of them.
+    pub fn ha_switchover(
+        &self,
+        spec: &crate::model::HaSwitchover,
+    ) -> Result<Vec<crate::model::HaGroupInfo>, ApiError> {
+        let ops = lock(&self.ha).clone();
+        match ops {
+            Some(o) => o.switchover(spec),
+            None => Err(ApiError::new(
+                409,
+                "no VRRP group ([ha]) runs on this gateway: it is master of nothing",
+                None,
+            )),
+        }
     }
 
     /// The running configuration.

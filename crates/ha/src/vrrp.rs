@@ -89,8 +89,14 @@ pub enum Event {
     InterfaceDown,
     /// The configured priority changed (tracking, API).
     SetPriority(u8),
-    /// Planned handover: a master gives up at once.
-    Switchover,
+    /// Planned handover (RFC 5798 §6.4.3 "Shutdown" semantics without
+    /// leaving the protocol): a master sends priority 0 so a backup takes
+    /// over after its Skew_Time (§6.4.2), and does not preempt for `hold`,
+    /// so it does not take the addresses straight back. Should no backup
+    /// take over, Master_Down_Interval makes it master again.
+    Switchover {
+        hold: Duration,
+    },
 }
 
 /// What the caller must do, in order.
@@ -145,9 +151,9 @@ pub struct Machine {
     master_adver_cs: u16,
     adver_timer: Option<Instant>,
     master_down_timer: Option<Instant>,
-    /// After a switchover, preemption is off until we are master again, so
-    /// the peer keeps what we handed it.
-    yielded: bool,
+    /// After a switchover, preemption is held until then (or until we
+    /// are master again), so the peer keeps what we handed it.
+    hold_until: Option<Instant>,
     /// The master said it stops (priority 0): the next takeover's reason.
     stop_heard: bool,
     master_addr: Option<IpAddr>,
@@ -177,7 +183,7 @@ impl Machine {
             state: State::Initialize,
             adver_timer: None,
             master_down_timer: None,
-            yielded: false,
+            hold_until: None,
             stop_heard: false,
             master_addr: None,
             last: None,
@@ -215,6 +221,15 @@ impl Machine {
         self.last
     }
 
+    /// Preemption is held (after a switchover) until this instant.
+    pub fn preempt_held_until(&self, now: Instant) -> Option<Instant> {
+        self.hold_until.filter(|t| *t > now)
+    }
+
+    fn preempt_held(&self, now: Instant) -> bool {
+        self.preempt_held_until(now).is_some()
+    }
+
     /// Master_Down_Interval with the interval learnt from the master.
     pub fn master_down_interval(&self) -> Duration {
         cs(master_down_cs(self.cfg.priority, self.master_adver_cs))
@@ -248,7 +263,7 @@ impl Machine {
         match to {
             State::Master => {
                 self.stats.became_master += 1;
-                self.yielded = false;
+                self.hold_until = None;
             }
             State::Backup => self.stats.became_backup += 1,
             State::Initialize => {}
@@ -326,12 +341,12 @@ impl Machine {
                     self.adver_timer = Some(now + self.adver_interval());
                 }
             }
-            Event::Switchover => {
+            Event::Switchover { hold } => {
                 if self.state == State::Master {
                     self.send(PRIORITY_STOP, &mut out);
                     self.master_addr = None;
                     self.become_backup(now, Reason::Switchover, &mut out);
-                    self.yielded = true;
+                    self.hold_until = Some(now + hold);
                 }
             }
             Event::Advert {
@@ -364,7 +379,10 @@ impl Machine {
                 if priority == PRIORITY_STOP {
                     self.stop_heard = true;
                     self.master_down_timer = Some(now + self.skew());
-                } else if !self.cfg.preempt || self.yielded || priority >= self.cfg.priority {
+                } else if !self.cfg.preempt
+                    || self.preempt_held(now)
+                    || priority >= self.cfg.priority
+                {
                     self.stop_heard = false;
                     self.master_adver_cs = max_advert_int.max(1);
                     self.master_addr = Some(src);

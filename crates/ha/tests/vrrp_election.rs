@@ -236,12 +236,20 @@ fn switchover_hands_over_and_stays_backup_with_preemption() {
     n.event(1, Event::Startup);
     n.run_until(n.at(10_000));
     assert_eq!(n.masters(), vec![0]);
-    n.event(0, Event::Switchover);
+    n.event(
+        0,
+        Event::Switchover {
+            hold: Duration::from_secs(60),
+        },
+    );
     n.run_until(n.at(11_000));
     assert_eq!(n.masters(), vec![1], "{:?}", n.log);
     n.run_until(n.at(30_000));
-    assert_eq!(n.masters(), vec![1], "the higher priority yielded for good");
+    assert_eq!(n.masters(), vec![1], "the higher priority held preemption");
     assert_eq!(n.worst_overlap, Duration::ZERO);
+    // The hold over, preemption works again: the higher priority returns.
+    n.run_until(n.at(80_000));
+    assert_eq!(n.masters(), vec![0], "{:?}", n.log);
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! removes them, so a backup neither answers ARP/ND for nor accepts
 //! traffic to them. Every transition is logged and kept for `show`.
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use dataplane::ike_punt::Punt;
 use dataplane::worker::Command;
 use std::collections::HashMap;
@@ -32,12 +32,22 @@ pub type Held = Arc<Mutex<HashMap<u16, Vec<IpAddr>>>>;
 pub struct GroupStatus {
     pub vrid: u8,
     pub interface: String,
+    pub family: Family,
     pub addresses: Vec<IpAddr>,
     pub state: State,
+    /// Configured priority.
+    pub base_priority: u8,
+    /// Advertised priority (configured less the tracking penalty).
     pub priority: u8,
+    pub preempt: bool,
+    pub interval_cs: u16,
+    /// Seconds left of the preemption hold after a switchover.
+    pub held_secs: u64,
     pub master: Option<IpAddr>,
     /// Wall-clock time, new state and reason of the last transition.
     pub last: Option<(SystemTime, State, Reason)>,
+    /// Tracked interfaces and whether their link is up.
+    pub tracked: Vec<(String, bool)>,
     pub stats: vecgate_ha::Stats,
 }
 
@@ -54,6 +64,16 @@ struct Group {
     base_priority: u8,
     link_up: bool,
     last_wall: Option<(SystemTime, State, Reason)>,
+    /// Tracked interfaces: (name, kernel name, link up).
+    track: Vec<(String, String, bool)>,
+    /// Priority lost per tracked interface that is down.
+    penalty: u8,
+}
+
+/// A planned switchover asked for through the API, answered on `reply`.
+pub struct SwitchoverRequest {
+    pub spec: vecgate_control::model::HaSwitchover,
+    pub reply: Sender<Result<Vec<GroupStatus>, vecgate_control::state::ApiError>>,
 }
 
 /// What the speaker needs from the gateway.
@@ -64,6 +84,8 @@ pub struct HaWiring {
     /// Rebuilds and publishes the tables (with [`Held`] as it is now).
     pub rebuild: Box<dyn Fn() + Send>,
     pub status: HaStatus,
+    /// Planned switchovers from the API.
+    pub requests: Receiver<SwitchoverRequest>,
 }
 
 /// Builds the groups; `macs[i]` is port `i`'s MAC.
@@ -92,6 +114,14 @@ fn groups(cfg: &Config, macs: &[[u8; 6]]) -> Vec<Group> {
             Family::V6 => IpAddr::V6(dataplane::tables::link_local_eui64(mac)),
         };
         let priority = h.group_priority(g);
+        let track = h
+            .group_track(g)
+            .into_iter()
+            .filter_map(|n| {
+                let host = cfg.interfaces.iter().find(|i| i.name == n)?.host.clone();
+                Some((n, host, true))
+            })
+            .collect();
         out.push(Group {
             m: Machine::new(vecgate_ha::Config {
                 vrid: g.vrid,
@@ -109,6 +139,8 @@ fn groups(cfg: &Config, macs: &[[u8; 6]]) -> Vec<Group> {
             base_priority: priority,
             link_up: true,
             last_wall: None,
+            track,
+            penalty: h.group_track_penalty(g),
         });
     }
     out
@@ -165,18 +197,19 @@ fn advert_frame(g: &Group, priority: u8) -> Option<Vec<u8>> {
     Some(f)
 }
 
-/// The link's carrier as the kernel reports it; unknown counts as up.
-fn carrier(host: &str) -> bool {
-    std::fs::read_to_string(format!("/sys/class/net/{host}/carrier"))
-        .map(|s| s.trim() != "0")
-        .unwrap_or(true)
+/// The link as the kernel reports it (RFC 2863 operational status): down
+/// when administratively down or without carrier (`lowerlayerdown` for a
+/// veth whose peer is down); unknown (no such file) counts as up.
+fn link_up(host: &str) -> bool {
+    match std::fs::read_to_string(format!("/sys/class/net/{host}/operstate")) {
+        Ok(s) => !matches!(s.trim(), "down" | "lowerlayerdown" | "notpresent"),
+        Err(_) => true,
+    }
 }
 
 struct Speaker {
     groups: Vec<Group>,
     w: HaWiring,
-    track: Vec<String>,
-    penalty: u8,
 }
 
 impl Speaker {
@@ -205,6 +238,8 @@ impl Speaker {
                     tables_changed = true;
                 }
                 Action::Announce => announce = true,
+                // The state sync's hook (issue 16): on becoming master,
+                // take over the synced SAs; on leaving it, stop sending.
                 Action::Transition { from, to, reason } => {
                     g.last_wall = Some((SystemTime::now(), to, reason));
                     info!(
@@ -230,22 +265,80 @@ impl Speaker {
         }
     }
 
+    fn status(&self, g: &Group, now: Instant) -> GroupStatus {
+        GroupStatus {
+            vrid: g.m.config().vrid,
+            interface: g.interface.clone(),
+            family: g.family,
+            addresses: g.vips.clone(),
+            state: g.m.state(),
+            base_priority: g.base_priority,
+            priority: g.m.priority(),
+            preempt: g.m.config().preempt,
+            interval_cs: g.m.config().interval_cs,
+            held_secs: g.m.preempt_held_until(now).map_or(0, |t| {
+                t.saturating_duration_since(now).as_secs_f64().ceil() as u64
+            }),
+            master: g.m.master_addr(),
+            last: g.last_wall,
+            tracked: g.track.iter().map(|(n, _, up)| (n.clone(), *up)).collect(),
+            stats: g.m.stats(),
+        }
+    }
+
     fn publish(&self) {
-        let v = self
-            .groups
-            .iter()
-            .map(|g| GroupStatus {
-                vrid: g.m.config().vrid,
-                interface: g.interface.clone(),
-                addresses: g.vips.clone(),
-                state: g.m.state(),
-                priority: g.m.priority(),
-                master: g.m.master_addr(),
-                last: g.last_wall,
-                stats: g.m.stats(),
+        let now = Instant::now();
+        let v = self.groups.iter().map(|g| self.status(g, now)).collect();
+        *self.w.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
+    }
+
+    /// Planned switchover (RFC 5798 §6.4.3 with priority 0): every group
+    /// the request names that we are master of resigns.
+    fn switchover(
+        &mut self,
+        now: Instant,
+        spec: &vecgate_control::model::HaSwitchover,
+    ) -> Result<Vec<GroupStatus>, vecgate_control::state::ApiError> {
+        use vecgate_control::state::ApiError;
+        let named: Vec<usize> = (0..self.groups.len())
+            .filter(|&i| {
+                let g = &self.groups[i];
+                spec.interface.as_ref().is_none_or(|n| *n == g.interface)
+                    && spec.vrid.is_none_or(|v| v == g.m.config().vrid)
             })
             .collect();
-        *self.w.status.lock().unwrap_or_else(|e| e.into_inner()) = v;
+        if named.is_empty() && (spec.interface.is_some() || spec.vrid.is_some()) {
+            return Err(ApiError::not_found(
+                if spec.vrid.is_some() {
+                    "vrid"
+                } else {
+                    "interface"
+                },
+                "no such VRRP group",
+            ));
+        }
+        let masters: Vec<usize> = named
+            .into_iter()
+            .filter(|&i| self.groups[i].m.state() == State::Master)
+            .collect();
+        if masters.is_empty() {
+            return Err(ApiError::new(
+                409,
+                "this gateway is not master of any of these VRRP groups",
+                None,
+            ));
+        }
+        let hold = Duration::from_secs(spec.hold_secs.unwrap_or(60));
+        for &i in &masters {
+            let a = self.groups[i].m.handle(now, Event::Switchover { hold });
+            self.apply(i, a);
+        }
+        self.publish();
+        let now = Instant::now();
+        Ok(masters
+            .iter()
+            .map(|&i| self.status(&self.groups[i], now))
+            .collect())
     }
 
     fn advert(&mut self, now: Instant, port: u16, src: IpAddr, dst: IpAddr, data: &[u8]) {
@@ -272,18 +365,17 @@ impl Speaker {
         }
     }
 
-    /// Carrier of each group's own link and of the tracked ones.
-    fn links(&mut self, now: Instant, hosts: &HashMap<String, String>) {
-        let down = self
-            .track
-            .iter()
-            .filter(|n| hosts.get(*n).is_some_and(|h| !carrier(h)))
-            .count();
-        let cut = u8::try_from(down)
-            .unwrap_or(u8::MAX)
-            .saturating_mul(self.penalty);
+    /// Each group's own link and its tracked ones.
+    fn links(&mut self, now: Instant) {
         for i in 0..self.groups.len() {
-            let up = carrier(&self.groups[i].host);
+            for t in &mut self.groups[i].track {
+                t.2 = link_up(&t.1);
+            }
+            let down = self.groups[i].track.iter().filter(|t| !t.2).count();
+            let cut = u8::try_from(down)
+                .unwrap_or(u8::MAX)
+                .saturating_mul(self.groups[i].penalty);
+            let up = link_up(&self.groups[i].host);
             if up != self.groups[i].link_up {
                 self.groups[i].link_up = up;
                 let ev = if up {
@@ -315,22 +407,7 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let groups = groups(cfg, macs);
-    let (track, penalty) = cfg
-        .ha
-        .as_ref()
-        .map(|h| (h.track.clone(), h.track_penalty))
-        .unwrap_or_default();
-    let hosts: HashMap<String, String> = cfg
-        .interfaces
-        .iter()
-        .map(|i| (i.name.clone(), i.host.clone()))
-        .collect();
-    let mut s = Speaker {
-        groups,
-        w,
-        track,
-        penalty,
-    };
+    let mut s = Speaker { groups, w };
     std::thread::Builder::new()
         .name("vg-vrrp".into())
         .spawn(move || {
@@ -357,6 +434,10 @@ pub fn start(
                     s.advert(Instant::now(), port, src, dst, d.data());
                     s.w.punt.release(d);
                 }
+                while let Ok(r) = s.w.requests.try_recv() {
+                    let out = s.switchover(Instant::now(), &r.spec);
+                    let _ = r.reply.send(out);
+                }
                 let now = Instant::now();
                 for i in 0..s.groups.len() {
                     let a = s.groups[i].m.poll(now);
@@ -364,7 +445,7 @@ pub fn start(
                 }
                 if now.duration_since(last_links) >= Duration::from_millis(100) {
                     last_links = now;
-                    s.links(now, &hosts);
+                    s.links(now);
                 }
                 s.publish();
             }
@@ -393,12 +474,13 @@ pub fn describe(status: &HaStatus) -> Vec<String> {
             });
             let addrs: Vec<String> = g.addresses.iter().map(|a| a.to_string()).collect();
             format!(
-                "vrid {} on {} [{}]: {} priority {} master {} last {last}; adverts sent {} received {}, became master {} backup {}, priority 0 sent {} received {}",
+                "vrid {} on {} [{}]: {} priority {}/{} master {} last {last}; adverts sent {} received {}, became master {} backup {}, priority 0 sent {} received {}",
                 g.vrid,
                 g.interface,
                 addrs.join(","),
                 g.state.as_str(),
                 g.priority,
+                g.base_priority,
                 g.master.map_or("-".to_owned(), |a| a.to_string()),
                 g.stats.adverts_sent,
                 g.stats.adverts_received,
@@ -409,4 +491,93 @@ pub fn describe(status: &HaStatus) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// "init", "backup" or "master", as `/ha` and the metrics name them.
+fn state_name(s: State) -> &'static str {
+    match s {
+        State::Initialize => "init",
+        State::Backup => "backup",
+        State::Master => "master",
+    }
+}
+
+/// One group as the API reports it.
+pub fn info(g: &GroupStatus) -> vecgate_control::model::HaGroupInfo {
+    use vecgate_control::model::{HaGroupInfo, HaTrackedInfo, HaTransitionInfo};
+    HaGroupInfo {
+        interface: g.interface.clone(),
+        vrid: g.vrid,
+        family: match g.family {
+            Family::V4 => "ipv4",
+            Family::V6 => "ipv6",
+        }
+        .to_owned(),
+        addresses: g.addresses.iter().map(|a| a.to_string()).collect(),
+        state: state_name(g.state).to_owned(),
+        priority: g.base_priority,
+        effective_priority: g.priority,
+        preempt: g.preempt,
+        preempt_held_secs: g.held_secs,
+        advert_interval_cs: g.interval_cs,
+        master: g.master.map(|a| a.to_string()),
+        last_transition: g.last.map(|(t, st, r)| HaTransitionInfo {
+            at_unix: t
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+            to: state_name(st).to_owned(),
+            reason: r.as_str().to_owned(),
+        }),
+        tracked: g
+            .tracked
+            .iter()
+            .map(|(n, up)| HaTrackedInfo {
+                interface: n.clone(),
+                up: *up,
+            })
+            .collect(),
+        adverts_sent: g.stats.adverts_sent,
+        adverts_received: g.stats.adverts_received,
+        priority_zero_sent: g.stats.priority_zero_sent,
+        priority_zero_received: g.stats.priority_zero_received,
+        became_master: g.stats.became_master,
+        became_backup: g.stats.became_backup,
+    }
+}
+
+/// `/ha` of the API: the speaker's published status, and switchovers
+/// handed to its thread (which owns the state machines).
+pub struct HaApi {
+    pub status: HaStatus,
+    pub requests: Sender<SwitchoverRequest>,
+}
+
+impl vecgate_control::HaOps for HaApi {
+    fn groups(&self) -> Vec<vecgate_control::model::HaGroupInfo> {
+        let v = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        v.iter().map(info).collect()
+    }
+
+    fn switchover(
+        &self,
+        spec: &vecgate_control::model::HaSwitchover,
+    ) -> Result<Vec<vecgate_control::model::HaGroupInfo>, vecgate_control::state::ApiError> {
+        use vecgate_control::state::ApiError;
+        let busy = || ApiError::new(503, "the VRRP thread did not answer", None);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.requests
+            .send_timeout(
+                SwitchoverRequest {
+                    spec: spec.clone(),
+                    reply: tx,
+                },
+                Duration::from_secs(2),
+            )
+            .map_err(|_| busy())?;
+        let done = rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| busy())??;
+        Ok(done.iter().map(info).collect())
+    }
 }

@@ -93,6 +93,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: cli::SaCmd,
     },
+    /// High availability (VRRP): `vecgate ha switchover`.
+    Ha {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::HaCmd,
+    },
     /// Change a runtime switch.
     Set {
         #[command(flatten)]
@@ -153,6 +160,7 @@ fn main() -> ExitCode {
         Cmd::Tunnel { target, cmd } => cli::tunnel(&target, &cmd),
         Cmd::Sa { target, cmd } => cli::sa(&target, &cmd),
         Cmd::Reload { target, dry_run } => cli::reload(&target, dry_run),
+        Cmd::Ha { target, cmd } => cli::ha(&target, &cmd),
         Cmd::Set { target, cmd } => cli::set(&target, &cmd),
         Cmd::Rsc {
             target,

@@ -238,6 +238,11 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let ha_status = crate::ha::HaStatus::default();
     let ha_thread = match (&vrrp_punt, mailbox0) {
         (Some(p), Some(mb)) => {
+            let (req_tx, req_rx) = crossbeam_channel::bounded(4);
+            ctl.set_ha(Arc::new(crate::ha::HaApi {
+                status: ha_status.clone(),
+                requests: req_tx,
+            }));
             let ctl = ctl.clone();
             let macs: Vec<[u8; 6]> = netdevs.iter().map(|n| n.mac).collect();
             let w = crate::ha::HaWiring {
@@ -250,6 +255,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
                     }
                 }),
                 status: ha_status.clone(),
+                requests: req_rx,
             };
             Some(
                 crate::ha::start(&cfg, &macs, w, stop.clone())

@@ -146,6 +146,8 @@ fn tcp_api_tokens_crud_and_config_round_trip() {
         "/trace",
         "/capture",
         "/metrics",
+        "/ha",
+        "/ha/switchover",
     ] {
         assert!(
             doc["paths"][p].is_object(),
@@ -264,6 +266,20 @@ fn tcp_api_tokens_crud_and_config_round_trip() {
     assert_eq!((st, field(&b)), (400, "kind".to_owned()));
     assert_eq!(c("DELETE", "/tunnels/none", None, admin).0, 404);
     assert_eq!(c("GET", "/sas", None, admin), (200, "[]".to_owned()));
+    // No [ha]: no virtual router, and nothing to resign from.
+    assert_eq!(c("GET", "/ha", None, ro), (200, "[]".to_owned()));
+    assert_eq!(c("POST", "/ha/switchover", Some("{}"), ro).0, 403);
+    assert_eq!(c("POST", "/ha/switchover", Some("{}"), admin).0, 409);
+    assert_eq!(
+        c(
+            "POST",
+            "/ha/switchover",
+            Some(r#"{"hold_secs":999999}"#),
+            admin
+        )
+        .0,
+        400
+    );
     let (_, v) = c("GET", "/vrfs", None, admin);
     assert!(v.contains("\"default\""), "{v}");
     let (st, b) = c("POST", "/trace", Some(r#"{"count":0}"#), admin);

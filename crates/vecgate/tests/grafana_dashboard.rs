@@ -6,11 +6,12 @@
 //! - every query parses as PromQL (`promtool check rules` over them, with
 //!   Grafana's variables filled in);
 //! - the dashboard covers throughput per interface and tunnel, drops by
-//!   reason, SA and IKE state, rekeys and CPU per worker.
+//!   reason, SA and IKE state, rekeys, VRRP state and CPU per worker.
 //!
 //! The gateway carries one of each thing the dashboard shows: two
 //! interfaces, a GRE tunnel, an IPsec tunnel with static SAs and one keyed
-//! by IKEv2 (its peer absent: it stays "connecting", its metrics exist).
+//! by IKEv2 (its peer absent: it stays "connecting", its metrics exist),
+//! and a VRRP group (alone on its LAN: it becomes master).
 //! promtool comes from Debian's `prometheus` (scripts/install-deps.sh): a
 //! missing one fails the test.
 
@@ -184,6 +185,14 @@ traffic = ["10.3.0.0/24"]
 
 [tunnel.ike]
 psk_file = "{psk}"
+
+[ha]
+track = ["wan"]
+
+[[ha.group]]
+vrid = 51
+interface = "lan"
+addresses = ["10.1.0.254"]
 "#,
         sock = sock.display(),
         key = key.display(),
@@ -264,6 +273,8 @@ psk_file = "{psk}"
         "vecgate_ike_state",
         "vecgate_ike_rekeys_total",
         "vecgate_worker_cpu_seconds_total",
+        "vecgate_vrrp_state",
+        "vecgate_vrrp_transitions_total",
     ] {
         assert!(named.contains(needed), "no panel shows {needed}");
     }

@@ -50,6 +50,9 @@ pub enum Show {
     Sa,
     /// IKEv2 tunnels: IKE and child SAs, state, algorithms, SPIs, rekeys.
     Ike,
+    /// VRRP virtual routers: state, priorities, master, last transition,
+    /// tracked links.
+    Ha,
     /// Per-interface packet and byte counters, and losses at the interface
     /// (receive ring full, bad frames, transmit rejects).
     Stats,
@@ -435,6 +438,7 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
         Show::Tunnels => show_list(t, &c, "/tunnels", TUNNEL_COLUMNS),
         Show::Sa => show_sas(t, &c),
         Show::Ike => show_ike(t, &c),
+        Show::Ha => show_ha(t, &c),
         Show::Stats => {
             // As `ip -s link`: receive losses (ring full = missed, unusable
             // frames = errors), transmit rejects; Drops is their total plus
@@ -560,6 +564,143 @@ fn show_sas(t: &Target, c: &Client) -> Result<(), String> {
         out
     });
     Ok(())
+}
+
+/// `show ha`: one line per virtual router.
+fn show_ha(t: &Target, c: &Client) -> Result<(), String> {
+    let v = json(&c.get("/ha")?)?;
+    print_or_json(t, &v, ha_table);
+    Ok(())
+}
+
+fn ha_table(v: &Value) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let rows: Vec<Vec<String>> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            let last = &g["last_transition"];
+            let last = match last["at_unix"].as_f64() {
+                Some(at) => format!(
+                    "{} ({}) {:.0}s ago",
+                    s(&last["to"]),
+                    s(&last["reason"]),
+                    (now - at).max(0.0)
+                ),
+                None => "-".into(),
+            };
+            let tracked: Vec<String> = g["tracked"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    let up = if t["up"].as_bool() == Some(true) {
+                        "up"
+                    } else {
+                        "down"
+                    };
+                    format!("{}:{up}", s(&t["interface"]))
+                })
+                .collect();
+            let mut preempt = s(&g["preempt"]);
+            if let Some(h) = g["preempt_held_secs"].as_u64().filter(|h| *h > 0) {
+                preempt.push_str(&format!(" (held {h}s)"));
+            }
+            vec![
+                s(&g["interface"]),
+                s(&g["vrid"]),
+                s(&g["family"]),
+                s(&g["state"]),
+                format!("{}/{}", s(&g["priority"]), s(&g["effective_priority"])),
+                preempt,
+                format!("{}cs", s(&g["advert_interval_cs"])),
+                s(&g["master"]),
+                last,
+                if tracked.is_empty() {
+                    "-".into()
+                } else {
+                    tracked.join(",")
+                },
+                s(&g["addresses"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "Interface",
+            "VRID",
+            "AF",
+            "State",
+            "Prio(cfg/eff)",
+            "Preempt",
+            "Interval",
+            "Master",
+            "Last transition",
+            "Tracked",
+            "Addresses",
+        ],
+        &rows,
+    )
+}
+
+/// `vecgate ha …`: high-availability verbs.
+#[derive(clap::Subcommand, Debug)]
+pub enum HaCmd {
+    /// Planned switchover: every VRRP group this gateway is master of (or
+    /// the one named) sends priority 0 and becomes backup, so the peer
+    /// takes over at once; preemption is then held back for --hold-secs.
+    Switchover {
+        #[arg(long)]
+        interface: Option<String>,
+        #[arg(long)]
+        vrid: Option<u8>,
+        /// Seconds without preemption afterwards (default 60).
+        #[arg(long)]
+        hold_secs: Option<u64>,
+    },
+}
+
+pub fn ha(t: &Target, cmd: &HaCmd) -> ExitCode {
+    finish(ha_inner(t, cmd))
+}
+
+fn ha_inner(t: &Target, cmd: &HaCmd) -> Result<(), String> {
+    let c = resolve(t)?;
+    match cmd {
+        HaCmd::Switchover {
+            interface,
+            vrid,
+            hold_secs,
+        } => {
+            let body = serde_json::json!({
+                "interface": interface,
+                "vrid": vrid,
+                "hold_secs": hold_secs,
+            });
+            let r = c.ok(c.request("POST", "/ha/switchover", Some(&body.to_string()))?)?;
+            let v = json(&r)?;
+            print_or_json(t, &v, |v| {
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|g| {
+                        format!(
+                            "vrid {} on {}: sent priority 0, now {} (preemption held {}s)\n",
+                            s(&g["vrid"]),
+                            s(&g["interface"]),
+                            s(&g["state"]),
+                            s(&g["preempt_held_secs"])
+                        )
+                    })
+                    .collect()
+            });
+            Ok(())
+        }
+    }
 }
 
 /// `show ike`: the IKE SAs as the IKE thread's own table prints them.
