@@ -358,3 +358,85 @@ async fn tokens() {
     );
     assert_eq!(call(&app, "GET", "/openapi.json", None, None).await.0, 200);
 }
+
+/// A VRRP speaker stand-in: one group, master until asked to resign.
+struct FakeHa(std::sync::Mutex<Vec<vecgate_control::model::HaSwitchover>>);
+
+impl vecgate_control::HaOps for FakeHa {
+    fn groups(&self) -> Vec<vecgate_control::model::HaGroupInfo> {
+        let resigned = !self.0.lock().unwrap().is_empty();
+        vec![vecgate_control::model::HaGroupInfo {
+            interface: "lan0".into(),
+            vrid: 51,
+            family: "ipv4".into(),
+            state: if resigned { "backup" } else { "master" }.into(),
+            priority: 150,
+            effective_priority: 150,
+            ..Default::default()
+        }]
+    }
+    fn switchover(
+        &self,
+        spec: &vecgate_control::model::HaSwitchover,
+    ) -> Result<Vec<vecgate_control::model::HaGroupInfo>, vecgate_control::state::ApiError> {
+        if !self.0.lock().unwrap().is_empty() {
+            return Err(vecgate_control::state::ApiError::new(
+                409,
+                "not master",
+                None,
+            ));
+        }
+        self.0.lock().unwrap().push(spec.clone());
+        Ok(self.groups())
+    }
+}
+
+/// GET /ha and POST /ha/switchover: documented, empty / 409 without
+/// `[ha]`, the speaker's answers once set, bad input refused before it.
+#[tokio::test]
+async fn ha_status_and_switchover() {
+    let (ctl, _tables) = control();
+    let app = router(ctl.clone(), Auth::None);
+    let (_, b) = call(&app, "GET", "/openapi.json", None, None).await;
+    let doc: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert!(doc["paths"]["/ha"]["get"].is_object());
+    assert!(doc["paths"]["/ha/switchover"]["post"].is_object());
+    assert!(
+        doc["components"]["schemas"]["HaGroupInfo"]["properties"]["effective_priority"].is_object()
+    );
+    let (st, b) = call(&app, "GET", "/ha", None, None).await;
+    assert_eq!((st.as_u16(), b.as_str()), (200, "[]"));
+    let (st, _) = call(&app, "POST", "/ha/switchover", None, None).await;
+    assert_eq!(st, 409);
+    let fake = Arc::new(FakeHa(Default::default()));
+    ctl.set_ha(fake.clone());
+    let (st, b) = call(&app, "GET", "/ha", None, None).await;
+    assert_eq!(st, 200);
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(v[0]["state"], "master");
+    for bad in [
+        r#"{"hold_secs":86401}"#,
+        r#"{"vrid":0}"#,
+        r#"{"bogus":1}"#,
+        "[]",
+    ] {
+        let (st, b) = call(&app, "POST", "/ha/switchover", Some(bad), None).await;
+        assert_eq!(st, 400, "{bad}: {b}");
+    }
+    assert!(fake.0.lock().unwrap().is_empty());
+    let (st, b) = call(&app, "POST", "/ha/switchover", Some(r#"{"vrid":51}"#), None).await;
+    assert_eq!(st, 200, "{b}");
+    // The default hold is filled in before the speaker sees the request.
+    assert_eq!(fake.0.lock().unwrap()[0].hold_secs, Some(60));
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(v[0]["state"], "backup");
+    let (st, _) = call(&app, "POST", "/ha/switchover", None, None).await;
+    assert_eq!(st, 409);
+    let (_, m) = call(&app, "GET", "/metrics", None, None).await;
+    assert!(
+        m.contains(
+            "vecgate_vrrp_state{interface=\"lan0\",vrid=\"51\",family=\"ipv4\",state=\"backup\"} 1"
+        ),
+        "{m}"
+    );
+}
