@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs the cargo-fuzz targets of fuzz/ (the wire parsers, and the
-# IKE state machines driven through whole exchanges: ike_exchanges).
+# Builds and runs the cargo-fuzz targets of fuzz/ (the wire parsers, the
+# IKE state machines driven through whole exchanges: ike_exchanges, and the
+# REST API's JSON bodies through its handlers: api_bodies).
 #
 #   scripts/fuzz.sh build            build every target (nightly, ASan)
 #   scripts/fuzz.sh run SECONDS [T]  run each target (or only T...) for
