@@ -231,12 +231,15 @@ impl Port for TapPort {
                         self.stats.tx_bytes += p.len() as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e)
-                        if crate::error::is_device_gone(&e)
-                            || e.raw_os_error() == Some(libc::EIO) =>
-                    {
+                    Err(e) if crate::error::is_device_gone(&e) => {
                         result = Err(e);
                     }
+                    // EIO: the device is administratively down (tun.c
+                    // refuses frames without IFF_UP). The port is fine;
+                    // the frame is dropped and counted. Failing the port
+                    // would close the fd and so delete a device vecgate
+                    // created, before its operator could set it up.
+                    Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
                     Err(e)
                         if e.kind() == io::ErrorKind::WouldBlock
                             || e.raw_os_error() == Some(libc::ENOBUFS) => {}
