@@ -79,15 +79,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // One gateway per netdev: claimed before anything is attached, held
     // (by the kernel, through flock) until this process exits.
     // Kept per interface: one removed live releases its netdev.
-    let mut locks = cfg
-        .interfaces
-        .iter()
-        .map(|ifc| {
-            vecgate_io::NetdevLock::acquire(&ifc.host, &cfg.gateway.name)
-                .with_context(|| format!("interface \"{}\"", ifc.name))
-                .map(|l| (ifc.name.clone(), l))
-        })
-        .collect::<Result<HashMap<_, _>>>()?;
+    let locks = lock_netdevs(&cfg)?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     // Always present (an empty registry costs nothing: the tables get an
@@ -95,16 +87,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // Static SAs resume from the state directory (sequence ceilings,
     // replay windows); their first blocks are durable before any worker
     // runs, and a ticker keeps the next ones ahead of use.
-    crate::sastate::init(&cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
-    let esp = Some(
-        vecgate_ipsec::static_sas::load(&cfg, &crate::sastate::Persisted)
-            .map_err(|e| anyhow!("IPsec: {e}"))?
-            .unwrap_or_default(),
-    );
-    crate::sastate::tick();
-    let sastate_stop = Arc::new(AtomicBool::new(false));
-    let sastate_ticker =
-        crate::sastate::spawn_ticker(sastate_stop.clone()).context("spawning the state ticker")?;
+    let (esp, sastate_stop, sastate_ticker) = start_sa_state(&cfg)?;
     // IKEv2: state machines built now (PSK files read); the punt path
     // carries IKE between the workers and the control thread. Both always
     // run (idle, the thread sleeps on the punt queue) so IKE tunnels can
@@ -134,60 +117,16 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     let nports = cfg.interfaces.len();
 
     // Attach: every worker gets its own queue on every interface.
-    let (per_worker, mut guards) = attach(&cfg, nworkers)?;
+    let (per_worker, guards) = attach(&cfg, nworkers)?;
     let netdevs = netdev_facts(&cfg, &per_worker[0]);
-    // Interfaces and tunnels keep their ports across live changes (setup.rs).
-    let mut tports = Ports::new(&cfg);
-    let assigned = tports
-        .assign(&cfg)
-        .map_err(|e| anyhow!("building tables: {e}"))?;
     let facts: HashMap<String, NetdevInfo> = cfg
         .interfaces
         .iter()
         .map(|i| i.name.clone())
         .zip(netdevs.iter().copied())
         .collect();
-    let tables = build_tables_ported(
-        &cfg,
-        &facts,
-        esp.as_deref(),
-        &assigned,
-        &Default::default(),
-        &Default::default(),
-    )
-    .map_err(|e| anyhow!("building tables: {e}"))?;
-    // What each interface holds on its netdev, and how its queues are
-    // re-opened, for the live attach and release (live_ports.rs).
-    let claims: HashMap<String, Claim> = cfg
-        .interfaces
-        .iter()
-        .filter_map(|i| {
-            Some((
-                i.name.clone(),
-                Claim {
-                    host: i.host.clone(),
-                    lock: locks.remove(&i.name)?,
-                    guard: guards.remove(&i.name),
-                },
-            ))
-        })
-        .collect();
-    let reopen = cfg
-        .interfaces
-        .iter()
-        .enumerate()
-        .map(|(n, i)| (i.host.clone(), (driver_str(i.driver), fanout_id(n))))
-        .collect();
-    let live = Arc::new(LivePorts::new(
-        &cfg.gateway.name,
-        nworkers,
-        facts,
-        claims,
-        reopen,
-    ));
-    tports.commit(assigned);
-    let tports = Arc::new(std::sync::Mutex::new(tports));
-    let shared = SharedTables::new(tables);
+    let (tports, shared) = first_tables(&cfg, &facts, esp.as_deref())?;
+    let live = live_ports(&cfg, nworkers, facts, locks, guards);
     let neigh = NeighbourShared::new(4096, 60_000);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -236,34 +175,16 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // VRRP: the speaker thread; taking or releasing the virtual addresses
     // republishes the tables through the API's build-and-publish.
     let ha_status = crate::ha::HaStatus::default();
-    let ha_thread = match (&vrrp_punt, mailbox0) {
-        (Some(p), Some(mb)) => {
-            let (req_tx, req_rx) = crossbeam_channel::bounded(4);
-            ctl.set_ha(Arc::new(crate::ha::HaApi {
-                status: ha_status.clone(),
-                requests: req_tx,
-            }));
-            let ctl = ctl.clone();
-            let macs: Vec<[u8; 6]> = netdevs.iter().map(|n| n.mac).collect();
-            let w = crate::ha::HaWiring {
-                punt: p.clone(),
-                mailbox: mb,
-                held: held.clone(),
-                rebuild: Box::new(move || {
-                    if let Err(e) = ctl.apply(&[], |_| Ok(())) {
-                        error!("VRRP: publishing the virtual addresses: {}", e.message);
-                    }
-                }),
-                status: ha_status.clone(),
-                requests: req_rx,
-            };
-            Some(
-                crate::ha::start(&cfg, &macs, w, stop.clone())
-                    .context("spawning the VRRP thread")?,
-            )
-        }
-        _ => None,
-    };
+    let ha_thread = start_ha(
+        &cfg,
+        &ctl,
+        vrrp_punt.as_ref(),
+        mailbox0,
+        &netdevs,
+        &held,
+        &ha_status,
+        &stop,
+    )?;
     let host_thread = match &host_punt {
         Some(h) => Some(
             crate::host_tap::spawn(host_taps, h.clone(), shared.clone(), stop.clone())
@@ -290,8 +211,201 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
 
     // systemd (Type=notify): ready now that every port is attached and the
     // API's socket is bound (it answers from here on).
+    let (notifier, mut watchdog) = notify_ready(&ctl, &api, beats, nports, nworkers);
+    // SIGHUP reloads the file live (`vecgate reload`'s steps).
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handlers")?;
+    if let Some(reg) = esp.as_ref().filter(|r| !r.list().is_empty()) {
+        info!("IPsec SAs:\n{}", reg.show());
+    }
+    serve(
+        &stop,
+        &hup,
+        notifier.as_ref(),
+        watchdog.as_mut(),
+        &ctl,
+        path,
+        esp.as_deref(),
+        ike_rekeys.as_ref(),
+    );
+    shut_down(
+        notifier.as_ref(),
+        ha_thread,
+        &ha_status,
+        host_thread,
+        api,
+        ike,
+        &workers_stop,
+        threads,
+        &sastate_stop,
+        sastate_ticker,
+        &ctl,
+        &live,
+    );
+    Ok(())
+}
+
+/// The first tables, and the port assignment that interfaces and tunnels
+/// keep across live changes (setup.rs).
+fn first_tables(
+    cfg: &Config,
+    facts: &HashMap<String, NetdevInfo>,
+    esp: Option<&vecgate_ipsec::EspRegistry>,
+) -> Result<(Arc<std::sync::Mutex<Ports>>, Arc<SharedTables>)> {
+    let mut tports = Ports::new(cfg);
+    let assigned = tports
+        .assign(cfg)
+        .map_err(|e| anyhow!("building tables: {e}"))?;
+    let tables = build_tables_ported(
+        cfg,
+        facts,
+        esp,
+        &assigned,
+        &Default::default(),
+        &Default::default(),
+    )
+    .map_err(|e| anyhow!("building tables: {e}"))?;
+    tports.commit(assigned);
+    Ok((
+        Arc::new(std::sync::Mutex::new(tports)),
+        SharedTables::new(tables),
+    ))
+}
+
+/// One gateway per netdev: claimed before anything is attached, held (by
+/// the kernel, through flock) until this process exits; kept per
+/// interface, so one removed live releases its netdev.
+fn lock_netdevs(cfg: &Config) -> Result<HashMap<String, vecgate_io::NetdevLock>> {
+    cfg.interfaces
+        .iter()
+        .map(|ifc| {
+            vecgate_io::NetdevLock::acquire(&ifc.host, &cfg.gateway.name)
+                .with_context(|| format!("interface \"{}\"", ifc.name))
+                .map(|l| (ifc.name.clone(), l))
+        })
+        .collect()
+}
+
+/// The SA registry (static SAs loaded, resumed from the state directory)
+/// and the ticker that keeps the durable ceilings ahead of use.
+#[allow(clippy::type_complexity)]
+fn start_sa_state(
+    cfg: &Config,
+) -> Result<(
+    Option<Arc<vecgate_ipsec::EspRegistry>>,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<()>,
+)> {
+    crate::sastate::init(cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
+    let esp = Some(
+        vecgate_ipsec::static_sas::load(cfg, &crate::sastate::Persisted)
+            .map_err(|e| anyhow!("IPsec: {e}"))?
+            .unwrap_or_default(),
+    );
+    crate::sastate::tick();
+    let sastate_stop = Arc::new(AtomicBool::new(false));
+    let sastate_ticker =
+        crate::sastate::spawn_ticker(sastate_stop.clone()).context("spawning the state ticker")?;
+    Ok((esp, sastate_stop, sastate_ticker))
+}
+
+/// What each interface holds on its netdev, and how its queues are
+/// re-opened, for the live attach and release (live_ports.rs).
+fn live_ports(
+    cfg: &Config,
+    nworkers: usize,
+    facts: HashMap<String, NetdevInfo>,
+    mut locks: HashMap<String, vecgate_io::NetdevLock>,
+    mut guards: HashMap<String, IngressGuard>,
+) -> Arc<LivePorts> {
+    let claims: HashMap<String, Claim> = cfg
+        .interfaces
+        .iter()
+        .filter_map(|i| {
+            Some((
+                i.name.clone(),
+                Claim {
+                    host: i.host.clone(),
+                    lock: locks.remove(&i.name)?,
+                    guard: guards.remove(&i.name),
+                },
+            ))
+        })
+        .collect();
+    let reopen = cfg
+        .interfaces
+        .iter()
+        .enumerate()
+        .map(|(n, i)| (i.host.clone(), (driver_str(i.driver), fanout_id(n))))
+        .collect();
+    Arc::new(LivePorts::new(
+        &cfg.gateway.name,
+        nworkers,
+        facts,
+        claims,
+        reopen,
+    ))
+}
+
+/// The VRRP speaker thread (with `[ha]` groups); taking or releasing the
+/// virtual addresses republishes the tables through the API's
+/// build-and-publish.
+#[allow(clippy::too_many_arguments)]
+fn start_ha(
+    cfg: &Config,
+    ctl: &Arc<vecgate_control::Control>,
+    vrrp_punt: Option<&Arc<dataplane::ike_punt::Punt>>,
+    mailbox0: Option<crossbeam_channel::Sender<dataplane::worker::Command>>,
+    netdevs: &[NetdevInfo],
+    held: &crate::ha::Held,
+    ha_status: &crate::ha::HaStatus,
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<std::thread::JoinHandle<()>>> {
+    Ok(match (vrrp_punt, mailbox0) {
+        (Some(p), Some(mb)) => {
+            let (req_tx, req_rx) = crossbeam_channel::bounded(4);
+            ctl.set_ha(Arc::new(crate::ha::HaApi {
+                status: ha_status.clone(),
+                requests: req_tx,
+            }));
+            let ctl = ctl.clone();
+            let macs: Vec<[u8; 6]> = netdevs.iter().map(|n| n.mac).collect();
+            let w = crate::ha::HaWiring {
+                punt: p.clone(),
+                mailbox: mb,
+                held: held.clone(),
+                rebuild: Box::new(move || {
+                    if let Err(e) = ctl.apply(&[], |_| Ok(())) {
+                        error!("VRRP: publishing the virtual addresses: {}", e.message);
+                    }
+                }),
+                status: ha_status.clone(),
+                requests: req_rx,
+            };
+            Some(
+                crate::ha::start(cfg, &macs, w, stop.clone())
+                    .context("spawning the VRRP thread")?,
+            )
+        }
+        _ => None,
+    })
+}
+
+/// systemd (Type=notify): READY once every port is attached and the API
+/// answers, reloads framed, and the watchdog fed from the workers' beats.
+fn notify_ready(
+    ctl: &vecgate_control::Control,
+    api: &vecgate_control::ServerHandle,
+    beats: Vec<Arc<std::sync::atomic::AtomicU64>>,
+    nports: usize,
+    nworkers: usize,
+) -> (
+    Option<Arc<crate::notify::Notifier>>,
+    Option<crate::notify::Watchdog>,
+) {
     let notifier = crate::notify::Notifier::from_env().map(Arc::new);
-    let mut watchdog = notifier
+    let watchdog = notifier
         .as_ref()
         .and_then(|_| crate::notify::Watchdog::from_env(beats));
     if let Some(n) = &notifier {
@@ -310,16 +424,25 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
             }
         }));
     }
-    // SIGHUP reloads the file live (`vecgate reload`'s steps).
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
-        .context("installing signal handlers")?;
-    if let Some(reg) = esp.as_ref().filter(|r| !r.list().is_empty()) {
-        info!("IPsec SAs:\n{}", reg.show());
-    }
+    (notifier, watchdog)
+}
+
+/// The main thread until SIGINT/SIGTERM: the watchdog, SIGHUP reloads and
+/// the SA lifetime events.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    stop: &AtomicBool,
+    hup: &AtomicBool,
+    notifier: Option<&Arc<crate::notify::Notifier>>,
+    mut watchdog: Option<&mut crate::notify::Watchdog>,
+    ctl: &Arc<vecgate_control::Control>,
+    path: &Path,
+    esp: Option<&vecgate_ipsec::EspRegistry>,
+    ike_rekeys: Option<&crate::ike::IkeControl>,
+) {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
-        if let (Some(n), Some(w)) = (&notifier, &mut watchdog) {
+        if let (Some(n), Some(w)) = (notifier, watchdog.as_deref_mut()) {
             w.tick(n);
         }
         if hup.swap(false, Ordering::Relaxed) {
@@ -339,16 +462,36 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         // refuses traffic (counted as lifetime-hard; inbound ones leave
         // the SAD).
         for e in esp.iter().flat_map(|r| r.poll_events()) {
-            crate::ipsec_wiring::log_lifetime_event(esp.as_deref(), &e);
+            crate::ipsec_wiring::log_lifetime_event(esp, &e);
             if e.event == vecgate_ipsec::LifetimeEvent::Soft {
-                if let Some(c) = &ike_rekeys {
+                if let Some(c) = ike_rekeys {
                     c.rekey(e.tunnel, e.spi, e.outbound);
                 }
             }
         }
     }
+}
+
+/// Stops everything in order: VRRP first (its priority-0 adverts go out
+/// through the workers), the workers last but the SA state, then the
+/// guards.
+#[allow(clippy::too_many_arguments)]
+fn shut_down(
+    notifier: Option<&Arc<crate::notify::Notifier>>,
+    ha_thread: Option<std::thread::JoinHandle<()>>,
+    ha_status: &crate::ha::HaStatus,
+    host_thread: Option<std::thread::JoinHandle<()>>,
+    api: vecgate_control::ServerHandle,
+    ike: Option<crate::ike::IkeHandle>,
+    workers_stop: &AtomicBool,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    sastate_stop: &AtomicBool,
+    sastate_ticker: std::thread::JoinHandle<()>,
+    ctl: &vecgate_control::Control,
+    live: &LivePorts,
+) {
     info!("stopping");
-    if let Some(n) = &notifier {
+    if let Some(n) = notifier {
         n.send("STOPPING=1\nSTATUS=stopping");
     }
     // VRRP first: its priority-0 adverts go out through the workers.
@@ -356,7 +499,7 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         if t.join().is_err() {
             error!("the VRRP thread panicked");
         }
-        for line in crate::ha::describe(&ha_status) {
+        for line in crate::ha::describe(ha_status) {
             info!("VRRP {line}");
         }
     }
@@ -380,10 +523,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     sastate_stop.store(true, Ordering::Relaxed);
     let _ = sastate_ticker.join();
     crate::sastate::shutdown();
-    show_counters(&ctl);
+    show_counters(ctl);
     live.remove_guards();
     info!("stopped");
-    Ok(())
 }
 
 /// Opens every interface once per worker (one queue each) and installs
