@@ -310,6 +310,11 @@ impl Punt {
         })
     }
 
+    /// Transmit slots free now.
+    pub fn inject_free(&self) -> usize {
+        self.tx.free()
+    }
+
     /// Builds up to `max` queued injections into packets from `pool`,
     /// appended to `v4` / `v6` for ip4-lookup / ip6-lookup (worker side).
     pub fn drain_inject(

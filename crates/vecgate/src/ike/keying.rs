@@ -32,6 +32,17 @@ impl ControlPlane {
                     return;
                 };
                 self.tunnels[i].underlay_vrf = Some(vrf);
+                // A stateless answer to an unauthenticated IKE_SA_INIT (a
+                // COOKIE or INVALID_KE_PAYLOAD, responder SPI still zero:
+                // RFC 7296 §2.6) never takes the last transmit slots: a
+                // flood's answers cannot crowd out the live SAs' requests
+                // and answers (liveness checks, rekeys).
+                if is_stateless_init_answer(&data, local.port())
+                    && self.punt.inject_free() < TX_RESERVED_FOR_LIVE_SAS
+                {
+                    self.inject_failed += 1;
+                    return;
+                }
                 // A refused datagram is recovered by retransmission; counted
                 // and summarized, not logged per datagram.
                 if self.punt.inject(&data, local, remote, vrf).is_err() {
@@ -188,4 +199,18 @@ fn negotiated(k: &ChildSaKeys) -> vecgate_ipsec::Selectors {
         local: conv(&k.local_ts),
         remote: conv(&k.remote_ts),
     }
+}
+
+/// Transmit slots only datagrams of IKE SAs with state may take.
+const TX_RESERVED_FOR_LIVE_SAS: usize = 64;
+
+/// Whether `data` (an IKE message, after the non-ESP marker on port 4500,
+/// RFC 3948 §2.2) is an IKE_SA_INIT response whose responder SPI is zero:
+/// an answer that created no state.
+fn is_stateless_init_answer(data: &[u8], local_port: u16) -> bool {
+    let m = match data {
+        [0, 0, 0, 0, rest @ ..] if local_port != 500 => rest,
+        _ => data,
+    };
+    m.len() >= 28 && m[8..16] == [0; 8] && m[18] == 34 && m[19] & 0x20 != 0
 }
