@@ -101,13 +101,9 @@ esp_proposals = ["aes128gcm16"]
 
 #[test]
 fn scapy_esp_outside_the_negotiated_selectors_is_dropped_and_counted() {
-    assert!(
-        std::process::Command::new("/usr/bin/python3")
-            .args(["-c", "import scapy.layers.ipsec, cryptography"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false),
-        "scapy with cryptography is required (python3-scapy python3-cryptography, imported by /usr/bin/python3)"
+    common::require_python3(
+        "scapy.layers.ipsec, cryptography",
+        "python3-scapy python3-cryptography",
     );
     let h = Netns::new("sch");
     let gw = Netns::new("scg");

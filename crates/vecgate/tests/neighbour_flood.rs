@@ -137,14 +137,7 @@ fn tx_packets(ns: &Netns, ifname: &str) -> u64 {
 
 #[test]
 fn spoofed_neighbour_bindings_are_not_learned() {
-    assert!(
-        std::process::Command::new("/usr/bin/python3")
-            .args(["-c", "import scapy.all, scapy.layers.inet6"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false),
-        "scapy is required: apt-get install python3-scapy (imported by /usr/bin/python3)"
-    );
+    common::require_python3("scapy.all, scapy.layers.inet6", "python3-scapy");
     let ha = Netns::new("nfa");
     let hb = Netns::new("nfb");
     let hc = Netns::new("nfc");

@@ -269,14 +269,7 @@ fn json(s: &str) -> serde_json::Value {
 
 #[test]
 fn nvgre_frames_crafted_and_parsed_by_scapy() {
-    assert!(
-        std::process::Command::new("/usr/bin/python3")
-            .args(["-c", "import scapy.all, scapy.layers.l2"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false),
-        "scapy is required: apt-get install python3-scapy (imported by /usr/bin/python3)"
-    );
+    common::require_python3("scapy.all, scapy.layers.l2", "python3-scapy");
     let hb = Netns::new("nhb");
     let hr = Netns::new("nhr");
     let gw = Netns::new("ngw");

@@ -690,3 +690,17 @@ pub fn no_csum_errors(ns: &Netns, who: &str) {
         assert_eq!(n, 0, "{who}: {l}");
     }
 }
+
+/// Fails the test with what to install unless Debian's /usr/bin/python3
+/// imports `modules` (scapy is a Debian package; a pyenv python3 lacks it).
+pub fn require_python3(modules: &str, packages: &str) {
+    let ok = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", &format!("import {modules}")])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "{modules} required: apt-get install {packages} (imported by /usr/bin/python3)"
+    );
+}
