@@ -591,8 +591,11 @@ fn sender_phases(
     ctl.send(&Ctl::Begin).map_err(e)?;
     std::thread::sleep(Duration::from_millis(cfg.duration_ms));
     run.shared.set_phase(COOLDOWN);
-    ctl.send(&Ctl::End).map_err(e)?;
+    // Snapshot before telling the receiver, as at `Begin`: the receiver
+    // snapshots the edge when `End` arrives, so its edge is never earlier
+    // than ours (sending first let the receiver's snapshot win the race).
     let end = Snapshot::take(&run.shared, &run.cycles);
+    ctl.send(&Ctl::End).map_err(e)?;
     std::thread::sleep(Duration::from_millis(cfg.cooldown_ms));
     Ok((begin, end))
 }
