@@ -184,6 +184,23 @@ pub const ADMISSION_DEFAULTS: [(&str, u32, u32); 5] = [
     ("max_half_open", 64, MAX_HALF_OPEN_LIMIT),
 ];
 
+/// The admission limits a tunnel's IKE runs with (`GET /ike`): the
+/// values in force of the `[tunnel.ike]` keys of the same names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct IkeAdmission {
+    /// Half-open SAs from which INITs must carry a COOKIE.
+    pub cookie_threshold: u64,
+    /// The same, counted per source address.
+    pub cookie_threshold_per_source: u64,
+    /// INITs a second above which every INIT must carry a COOKIE.
+    pub cookie_rate: u64,
+    /// Half-open SAs one source address may hold.
+    pub half_open_per_source: u64,
+    /// Half-open SAs held at most.
+    pub max_half_open: u64,
+}
+
 /// Largest `max_half_open` (each half-open SA holds keys and two messages,
 /// a few KiB).
 pub const MAX_HALF_OPEN_LIMIT: u32 = 4096;
@@ -191,16 +208,14 @@ pub const MAX_HALF_OPEN_LIMIT: u32 = 4096;
 impl IkeSettings {
     /// The admission keys ([`ADMISSION_DEFAULTS`]) as set, in that order.
     pub fn admission_keys(&self) -> [(&'static str, Option<u32>); 5] {
-        [
-            ("cookie_threshold", self.cookie_threshold),
-            (
-                "cookie_threshold_per_source",
-                self.cookie_threshold_per_source,
-            ),
-            ("cookie_rate", self.cookie_rate),
-            ("half_open_per_source", self.half_open_per_source),
-            ("max_half_open", self.max_half_open),
-        ]
+        let set = [
+            self.cookie_threshold,
+            self.cookie_threshold_per_source,
+            self.cookie_rate,
+            self.half_open_per_source,
+            self.max_half_open,
+        ];
+        std::array::from_fn(|i| (ADMISSION_DEFAULTS[i].0, set[i]))
     }
 
     /// The admission keys' values in force: as set, else the default.

@@ -436,14 +436,7 @@ async fn counters(State(s): State<AppState>) -> Json<CountersInfo> {
             .into_iter()
             .map(|(interface, p)| InterfaceCounters {
                 interface,
-                rx_packets: p.rx_packets,
-                rx_bytes: p.rx_bytes,
-                tx_packets: p.tx_packets,
-                tx_bytes: p.tx_bytes,
-                drops: p.drops,
-                rx_missed: p.rx_missed,
-                rx_errors: p.rx_errors,
-                tx_errors: p.tx_errors,
+                counters: InterfaceTraffic::from(&p),
             })
             .collect(),
         tunnels: s.ctl.tunnel_counters(),
@@ -640,6 +633,8 @@ impl Modify for BearerAddon {
           del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, switch_sa, sas, add_sa,
           del_sa, ike, ha, ha_switchover, counters, metrics,
           config, reload, trace_get, trace_arm, trace_clear, capture),
+    // The element of `TunnelSpec.sa` (a generic argument: not collected).
+    components(schemas(TunnelSaSpec)),
     modifiers(&BearerAddon),
     security(("bearer" = []))
 )]

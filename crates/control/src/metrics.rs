@@ -103,11 +103,11 @@ pub fn render(ctl: &Control) -> String {
     );
     for t in ctl.tunnel_counters() {
         let l = tl(&t.tunnel);
-        t_rxp.get_or_create(&l).inc_by(t.rx_packets);
-        t_rxb.get_or_create(&l).inc_by(t.rx_bytes);
-        t_txp.get_or_create(&l).inc_by(t.tx_packets);
-        t_txb.get_or_create(&l).inc_by(t.tx_bytes);
-        t_drp.get_or_create(&l).inc_by(t.drops);
+        t_rxp.get_or_create(&l).inc_by(t.traffic.rx_packets);
+        t_rxb.get_or_create(&l).inc_by(t.traffic.rx_bytes);
+        t_txp.get_or_create(&l).inc_by(t.traffic.tx_packets);
+        t_txb.get_or_create(&l).inc_by(t.traffic.tx_bytes);
+        t_drp.get_or_create(&l).inc_by(t.traffic.drops);
     }
 
     // IPsec SAs (labels: SPI in hex, direction in / out).

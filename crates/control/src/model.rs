@@ -1,8 +1,13 @@
 //! The API's JSON shapes. Addresses and prefixes travel as strings in their
 //! usual text forms; key material never appears in any of them.
 
+use dataplane::counters::PortSnapshot;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
+
+/// What an unauthenticated IKE_SA_INIT may cost a tunnel (RFC 7296 §2.6,
+/// RFC 8019 §4), defined beside the `[tunnel.ike]` keys it reports.
+pub use vecgate_config::ipsec::IkeAdmission;
 
 /// Every error: what went wrong and, for bad input, which field.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
@@ -43,26 +48,8 @@ pub struct InterfaceInfo {
     /// Whether super-packets are exchanged with the kernel (switch and
     /// backend both allow it).
     pub offloads_active: bool,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    /// Every packet lost at the interface itself: transmit shortfall
-    /// (kernel refused or had no room, or the port was down) plus
-    /// `rx_missed` plus `rx_errors`. Graph drops are per node, not here.
-    pub drops: u64,
-    /// Frames the kernel dropped because vecgate's receive ring was full
-    /// (the gateway did not keep up). Polled every ~100 ms.
-    #[serde(default)]
-    pub rx_missed: u64,
-    /// Frames received but unusable (bad ring descriptor or virtio-net
-    /// header).
-    #[serde(default)]
-    pub rx_errors: u64,
-    /// Packets the kernel rejected as malformed on transmit (part of
-    /// `drops`).
-    #[serde(default)]
-    pub tx_errors: u64,
+    #[serde(flatten)]
+    pub counters: InterfaceTraffic,
 }
 
 /// PATCH /interfaces/{name}: the runtime switches; absent fields keep
@@ -202,66 +189,17 @@ pub struct TunnelInfo {
     /// Traffic of the tunnel's virtual port since the tunnel was created
     /// (all workers): packets handed to the tunnel / received from it,
     /// inner bytes, and packets the tunnel could not send.
-    #[serde(default)]
-    pub rx_packets: u64,
-    #[serde(default)]
-    pub rx_bytes: u64,
-    #[serde(default)]
-    pub tx_packets: u64,
-    #[serde(default)]
-    pub tx_bytes: u64,
-    #[serde(default)]
-    pub drops: u64,
+    #[serde(flatten)]
+    pub traffic: PortTraffic,
 }
 
-/// POST /tunnels: the `[[tunnel]]` keys of the configuration file. A
-/// `kind = "ipsec"` tunnel also takes the file's IPsec keys: `nat_t`,
-/// `traffic`, and either static SAs (`sa`, as `[[tunnel.sa]]`) or IKEv2
-/// (`ike`, as `[tunnel.ike]`).
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TunnelSpec {
-    pub name: String,
-    /// gre, nvgre, vxlan or ipsec.
-    pub kind: String,
-    pub local: String,
-    pub remote: String,
-    #[serde(default)]
-    pub key: Option<u32>,
-    #[serde(default)]
-    pub vrf: Option<String>,
-    #[serde(default)]
-    pub underlay_vrf: Option<String>,
-    #[serde(default)]
-    pub mtu: Option<u32>,
-    #[serde(default)]
-    pub checksum: Option<bool>,
-    #[serde(default)]
-    pub sequence: Option<bool>,
-    #[serde(default)]
-    pub port: Option<u16>,
-    /// The gateway's addresses on the overlay segment, e.g. "10.9.0.1/24"
-    /// (needed by L2 tunnels).
-    #[serde(default)]
-    pub addresses: Option<Vec<String>>,
-    /// GRE payload: "ip" (default) or "ethernet" (0x6558).
-    #[serde(default)]
-    pub inner: Option<String>,
-    /// ipsec: ESP in UDP 4500 (RFC 3948); default false.
-    #[serde(default)]
-    pub nat_t: Option<bool>,
-    /// ipsec: the remote prefixes (SPD selectors): routed into the tunnel,
-    /// and the only sources accepted from it (RFC 4301 §5.2).
-    #[serde(default)]
-    pub traffic: Option<Vec<String>>,
-    /// ipsec, statically keyed: exactly one "out" and at least one "in" SA.
-    #[serde(default)]
-    pub sa: Option<Vec<TunnelSaSpec>>,
-    /// ipsec, keyed by IKEv2 with a pre-shared key (instead of `sa`):
-    /// `[tunnel.ike]` as the file holds it (schema `IkeSpec`).
-    #[serde(default)]
-    pub ike: Option<vecgate_config::IkeSettings>,
-}
+/// POST /tunnels: the `[[tunnel]]` keys of the configuration file, in
+/// the configuration's own request shape (one list of tunnel keys, in
+/// `vecgate_config`). A `kind = "ipsec"` tunnel also takes the file's
+/// IPsec keys: `nat_t`, `traffic`, and either static SAs (`sa`, as
+/// `[[tunnel.sa]]`, here with an optional inline key) or IKEv2 (`ike`, as
+/// `[tunnel.ike]`).
+pub type TunnelSpec = vecgate_config::TunnelSpec<TunnelSaSpec>;
 
 /// The keying fields of a static-SA request, whichever shape it came in.
 #[derive(Clone, Copy, Debug)]
@@ -449,11 +387,8 @@ pub struct SaSwitched {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct TunnelCounters {
     pub tunnel: String,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub drops: u64,
+    #[serde(flatten)]
+    pub traffic: PortTraffic,
 }
 
 /// A child SA negotiated by IKEv2 (never key material).
@@ -530,22 +465,6 @@ pub struct IkeTunnelInfo {
     pub admission: IkeAdmission,
 }
 
-/// What an unauthenticated IKE_SA_INIT may cost a tunnel (RFC 7296 §2.6,
-/// RFC 8019 §4): the `[tunnel.ike]` keys of the same names, as in force.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct IkeAdmission {
-    /// Half-open SAs from which INITs must carry a COOKIE.
-    pub cookie_threshold: u64,
-    /// The same, counted per source address.
-    pub cookie_threshold_per_source: u64,
-    /// INITs a second above which every INIT must carry a COOKIE.
-    pub cookie_rate: u64,
-    /// Half-open SAs one source address may hold.
-    pub half_open_per_source: u64,
-    /// Half-open SAs held at most.
-    pub max_half_open: u64,
-}
-
 /// IKE_SA_INIT requests dropped for one reason.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct IkeDropCount {
@@ -557,14 +476,37 @@ pub struct IkeDropCount {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct InterfaceCounters {
     pub interface: String,
+    #[serde(flatten)]
+    pub counters: InterfaceTraffic,
+}
+
+/// Traffic of one port, an interface or a tunnel's virtual port (all
+/// workers summed). Written once here; interfaces add their own losses
+/// ([`InterfaceTraffic`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PortTraffic {
+    #[serde(default)]
     pub rx_packets: u64,
+    #[serde(default)]
     pub rx_bytes: u64,
+    #[serde(default)]
     pub tx_packets: u64,
+    #[serde(default)]
     pub tx_bytes: u64,
-    /// Every packet lost at the interface itself: transmit shortfall
+    /// Packets the port lost itself. An interface: transmit shortfall
     /// (kernel refused or had no room, or the port was down) plus
-    /// `rx_missed` plus `rx_errors`. Graph drops are per node, not here.
+    /// `rx_missed` plus `rx_errors`; a tunnel: packets it could not send.
+    /// Graph drops are per node, not here.
+    #[serde(default)]
     pub drops: u64,
+}
+
+/// An interface's counters: its traffic and what the kernel lost or
+/// refused on the way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct InterfaceTraffic {
+    #[serde(flatten)]
+    pub traffic: PortTraffic,
     /// Frames the kernel dropped because vecgate's receive ring was full
     /// (the gateway did not keep up). Polled every ~100 ms.
     #[serde(default)]
@@ -577,6 +519,30 @@ pub struct InterfaceCounters {
     /// `drops`).
     #[serde(default)]
     pub tx_errors: u64,
+}
+
+impl PortTraffic {
+    /// The traffic of a port since `base` was taken.
+    pub fn since(now: &PortSnapshot, base: &PortSnapshot) -> Self {
+        PortTraffic {
+            rx_packets: now.rx_packets.saturating_sub(base.rx_packets),
+            rx_bytes: now.rx_bytes.saturating_sub(base.rx_bytes),
+            tx_packets: now.tx_packets.saturating_sub(base.tx_packets),
+            tx_bytes: now.tx_bytes.saturating_sub(base.tx_bytes),
+            drops: now.drops.saturating_sub(base.drops),
+        }
+    }
+}
+
+impl From<&PortSnapshot> for InterfaceTraffic {
+    fn from(p: &PortSnapshot) -> Self {
+        InterfaceTraffic {
+            traffic: PortTraffic::since(p, &PortSnapshot::default()),
+            rx_missed: p.rx_missed,
+            rx_errors: p.rx_errors,
+            tx_errors: p.tx_errors,
+        }
+    }
 }
 
 /// Drops of one node for one reason.

@@ -776,14 +776,7 @@ impl Control {
                     rsc: ifc.rsc,
                     offloads: ifc.offloads,
                     offloads_active: t.is_some_and(|t| t.flags.offloads),
-                    rx_packets: c.rx_packets,
-                    rx_bytes: c.rx_bytes,
-                    tx_packets: c.tx_packets,
-                    tx_bytes: c.tx_bytes,
-                    drops: c.drops,
-                    rx_missed: c.rx_missed,
-                    rx_errors: c.rx_errors,
-                    tx_errors: c.tx_errors,
+                    counters: InterfaceTraffic::from(&c),
                 }
             })
             .collect()
@@ -1116,11 +1109,7 @@ impl Control {
                     .unwrap_or_default();
                 let b = base.get(&name).copied().unwrap_or_default();
                 TunnelCounters {
-                    rx_packets: now.rx_packets.saturating_sub(b.rx_packets),
-                    rx_bytes: now.rx_bytes.saturating_sub(b.rx_bytes),
-                    tx_packets: now.tx_packets.saturating_sub(b.tx_packets),
-                    tx_bytes: now.tx_bytes.saturating_sub(b.tx_bytes),
-                    drops: now.drops.saturating_sub(b.drops),
+                    traffic: PortTraffic::since(&now, &b),
                     tunnel: name,
                 }
             })
@@ -1144,11 +1133,7 @@ impl Control {
                     underlay_vrf: t.underlay_vrf.clone(),
                     mtu: t.mtu,
                     addresses: t.addresses.iter().map(|a| a.to_string()).collect(),
-                    rx_packets: c.map_or(0, |c| c.rx_packets),
-                    rx_bytes: c.map_or(0, |c| c.rx_bytes),
-                    tx_packets: c.map_or(0, |c| c.tx_packets),
-                    tx_bytes: c.map_or(0, |c| c.tx_bytes),
-                    drops: c.map_or(0, |c| c.drops),
+                    traffic: c.map(|c| c.traffic).unwrap_or_default(),
                 }
             })
             .collect()
@@ -1160,43 +1145,11 @@ impl Control {
     /// keys read, or its IKEv2 state machine built), then published, then
     /// (IKEv2) started; a refusal on the way undoes the registration.
     pub fn add_tunnel(&self, spec: &TunnelSpec) -> Result<(), ApiError> {
-        let kind: vecgate_config::TunnelKind =
-            spec.kind.parse().map_err(|e| ApiError::bad("kind", e))?;
-        if let Some(a) = &spec.addresses {
-            for x in a {
-                x.parse::<vecgate_config::IfAddr>()
-                    .map_err(|e| ApiError::bad("addresses", format!("addresses: \"{x}\": {e}")))?;
-            }
-        }
-        for (f, v) in [("local", &spec.local), ("remote", &spec.remote)] {
-            v.parse::<IpAddr>()
-                .map_err(|_| ApiError::bad(f, format!("{f} \"{v}\" is not an IP address")))?;
-        }
-        let mut obj = serde_json::json!({
-            "name": spec.name,
-            "kind": kind,
-            "local": spec.local,
-            "remote": spec.remote,
-            "key": spec.key,
-            "vrf": spec.vrf.clone().unwrap_or_else(|| DEFAULT_VRF.to_owned()),
-            "underlay_vrf": spec.underlay_vrf.clone().unwrap_or_else(|| DEFAULT_VRF.to_owned()),
-            "mtu": spec.mtu,
-            "checksum": spec.checksum.unwrap_or(false),
-            "sequence": spec.sequence.unwrap_or(false),
-            "port": spec.port.unwrap_or(vecgate_config::VXLAN_PORT),
-            "addresses": spec.addresses.clone().unwrap_or_default(),
-            "inner": spec.inner.clone().unwrap_or_else(|| "ip".to_owned()),
-        });
-        if let Some(o) = obj.as_object_mut() {
-            o.retain(|_, v| !v.is_null());
-        }
-        let mut tunnel: vecgate_config::Tunnel = serde_json::from_value(obj).map_err(|e| {
-            let m = e.to_string();
-            let f = field_in(&m, &["inner", "name"]).unwrap_or_else(|| "name".into());
-            ApiError::bad(&f, m)
-        })?;
-        let (ipsec, hex) = Self::ipsec_of(spec)?;
-        tunnel.ipsec = ipsec;
+        let mut tunnel = spec
+            .to_tunnel()
+            .map_err(|e| ApiError::bad(&e.field, e.message))?;
+        let kind = tunnel.kind;
+        let hex = Self::static_sas_of(spec, &mut tunnel)?;
         let invalid = |cfg: &Config| {
             vecgate_config::validate(cfg).first().map(|d| ApiError {
                 status: 400,
@@ -1323,30 +1276,14 @@ impl Control {
         Ok(())
     }
 
-    /// The IPsec part of a tunnel request as the file would hold it, and
-    /// per SA its inline hex key (if it has one instead of a key file).
-    /// Errors name the field by its path (`sa[1].spi`, `ike.psk_file`).
-    #[allow(clippy::type_complexity)]
-    fn ipsec_of(
-        spec: &TunnelSpec,
-    ) -> Result<(Option<vecgate_config::ipsec::Ipsec>, Vec<Option<&str>>), ApiError> {
-        use vecgate_config::ipsec::Ipsec;
-        if spec.nat_t.is_none() && spec.traffic.is_none() && spec.sa.is_none() && spec.ike.is_none()
-        {
-            return Ok((None, Vec::new()));
-        }
-        let prefixes = |field: &str, v: Option<&Vec<String>>| {
-            v.into_iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, x)| {
-                    x.parse::<Prefix>().map_err(|e| {
-                        ApiError::bad(&format!("{field}[{i}]"), format!("{field}: \"{x}\": {e}"))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let mut sas = Vec::new();
+    /// The static SAs of a tunnel request, put into `tunnel` as the file
+    /// would hold them, and per SA its inline hex key (if it has one
+    /// instead of a key file). Errors name the field by its path
+    /// (`sa[1].spi`).
+    fn static_sas_of<'a>(
+        spec: &'a TunnelSpec,
+        tunnel: &mut vecgate_config::Tunnel,
+    ) -> Result<Vec<Option<&'a str>>, ApiError> {
         let mut hex = Vec::new();
         for (i, s) in spec.sa.iter().flatten().enumerate() {
             let at = |f: &str| format!("sa[{i}].{f}");
@@ -1369,18 +1306,12 @@ impl Control {
                 let f = at(e.field.as_deref().unwrap_or("key"));
                 ApiError::bad(&f, format!("{f}: {}", e.message))
             })?;
-            sas.push(sa);
+            if let Some(x) = tunnel.ipsec.as_mut() {
+                x.sas.push(sa);
+            }
             hex.push(h);
         }
-        Ok((
-            Some(Ipsec {
-                nat_t: spec.nat_t.unwrap_or(false),
-                traffic: prefixes("traffic", spec.traffic.as_ref())?,
-                sas,
-                ike: spec.ike.clone(),
-            }),
-            hex,
-        ))
+        Ok(hex)
     }
 
     /// Deletes a tunnel. Refused (409) while a route points at it, so

@@ -297,11 +297,36 @@ async fn port_drop_counters_are_exported() {
     let (_, b) = call(&app, "GET", "/openapi.json", None, None).await;
     let doc: serde_json::Value = serde_json::from_str(&b).unwrap();
     for schema in ["InterfaceCounters", "InterfaceInfo"] {
-        let props = &doc["components"]["schemas"][schema]["properties"];
+        let props = properties(&doc, schema);
         for f in ["drops", "rx_missed", "rx_errors", "tx_errors"] {
-            assert_eq!(props[f]["type"], "integer", "{schema}.{f}: {props}");
+            assert_eq!(props[f]["type"], "integer", "{schema}.{f}: {props:?}");
         }
     }
+}
+
+/// The properties of an OpenAPI component schema, with those of the
+/// schemas it is composed of (`allOf`, `$ref`: serde's flatten).
+fn properties(doc: &serde_json::Value, schema: &str) -> serde_json::Map<String, serde_json::Value> {
+    fn walk(
+        doc: &serde_json::Value,
+        s: &serde_json::Value,
+        out: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        if let Some(r) = s["$ref"].as_str() {
+            let name = r.rsplit('/').next().unwrap();
+            return walk(doc, &doc["components"]["schemas"][name], out);
+        }
+        if let Some(p) = s["properties"].as_object() {
+            out.extend(p.clone());
+        }
+        for part in s["allOf"].as_array().into_iter().flatten() {
+            walk(doc, part, out);
+        }
+    }
+    let mut out = serde_json::Map::new();
+    walk(doc, &doc["components"]["schemas"][schema], &mut out);
+    assert!(!out.is_empty(), "no schema {schema}");
+    out
 }
 
 #[tokio::test]
