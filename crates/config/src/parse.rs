@@ -257,6 +257,20 @@ impl<'t, 'i> Reader<'_, 't, 'i> {
         }
     }
 
+    /// An optional `key = "ADDRESS:PORT"`; a bad one is reported.
+    fn socket_addr(&mut self, key: &'static str) -> Option<std::net::SocketAddr> {
+        let a = self.string(key, false)?;
+        let parsed = a.parse().ok();
+        if parsed.is_none() {
+            let at = self.key_pos(key);
+            self.err(
+                at,
+                format!("{key} = \"{a}\" is not ADDRESS:PORT (e.g. \"127.0.0.1:2620\")"),
+            );
+        }
+        parsed
+    }
+
     fn boolean(&mut self, key: &'static str, default: bool) -> bool {
         match self.get(key) {
             None => default,
@@ -364,52 +378,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
     let mut broken_names = HashSet::new();
     let gateway = read_gateway(&src, doc, &mut positions, &mut diags);
 
-    let list = |key: &str, diags: &mut Vec<Diagnostic>| match find(doc, key) {
-        Some((k, v)) => tables(&src, key, v, k.span(), diags),
-        None => Vec::new(),
-    };
-    let iface_tables = list("interface", &mut diags);
-    let tunnel_tables = list("tunnel", &mut diags);
-    let route_tables = list("route", &mut diags);
-
-    // Route targets are resolved by name, so collect every name first.
-    let iface_names: HashSet<String> = iface_tables
-        .iter()
-        .filter_map(|(t, _)| peek_name(t))
-        .collect();
-    let tunnel_names: HashSet<String> = tunnel_tables
-        .iter()
-        .filter_map(|(t, _)| peek_name(t))
-        .collect();
-
-    let mut interfaces = Vec::new();
-    for (i, (t, at)) in iface_tables.iter().enumerate() {
-        match read_interface(&src, t, *at, i, &mut diags) {
-            Ok((iface, pos)) => {
-                positions.interfaces.push(pos);
-                interfaces.push(iface);
-            }
-            Err(name) => broken_names.extend(name),
-        }
-    }
-    let mut tunnels = Vec::new();
-    for (i, (t, at)) in tunnel_tables.iter().enumerate() {
-        match read_tunnel(&src, t, *at, i, &mut diags) {
-            Ok((tunnel, pos)) => {
-                positions.tunnels.push(pos);
-                tunnels.push(tunnel);
-            }
-            Err(name) => broken_names.extend(name),
-        }
-    }
-    let mut routes = Vec::new();
-    for (i, (t, at)) in route_tables.iter().enumerate() {
-        let read = read_route(&src, t, *at, i, &iface_names, &tunnel_names, &mut diags);
-        if let Some((route, pos)) = read {
-            positions.routes.push(pos);
-            routes.push(route);
-        }
-    }
+    let (interfaces, tunnels, routes) =
+        read_objects(&src, doc, &mut positions, &mut broken_names, &mut diags);
 
     let routing = read_routing(&src, doc, &mut positions, &mut diags);
     let (ha, ha_pos) = ha::read(&src, doc, &mut diags);
@@ -434,6 +404,66 @@ pub(crate) fn shape(text: &str) -> Shaped {
         diags,
         complete,
     }
+}
+
+/// The `[[interface]]`, `[[tunnel]]` and `[[route]]` tables that could be
+/// built, positions recorded; the names of broken interfaces and tunnels
+/// go to `broken_names`.
+fn read_objects(
+    src: &Source,
+    doc: &DeTable<'_>,
+    positions: &mut Positions,
+    broken_names: &mut HashSet<String>,
+    diags: &mut Vec<Diagnostic>,
+) -> (Vec<Interface>, Vec<Tunnel>, Vec<Route>) {
+    let list = |key: &str, diags: &mut Vec<Diagnostic>| match find(doc, key) {
+        Some((k, v)) => tables(src, key, v, k.span(), diags),
+        None => Vec::new(),
+    };
+    let iface_tables = list("interface", diags);
+    let tunnel_tables = list("tunnel", diags);
+    let route_tables = list("route", diags);
+
+    // Route targets are resolved by name, so collect every name first.
+    let iface_names: HashSet<String> = iface_tables
+        .iter()
+        .filter_map(|(t, _)| peek_name(t))
+        .collect();
+    let tunnel_names: HashSet<String> = tunnel_tables
+        .iter()
+        .filter_map(|(t, _)| peek_name(t))
+        .collect();
+
+    let mut interfaces = Vec::new();
+    for (i, (t, at)) in iface_tables.iter().enumerate() {
+        match read_interface(src, t, *at, i, diags) {
+            Ok((iface, pos)) => {
+                positions.interfaces.push(pos);
+                interfaces.push(iface);
+            }
+            Err(name) => broken_names.extend(name),
+        }
+    }
+    let mut tunnels = Vec::new();
+    for (i, (t, at)) in tunnel_tables.iter().enumerate() {
+        match read_tunnel(src, t, *at, i, diags) {
+            Ok((tunnel, pos)) => {
+                positions.tunnels.push(pos);
+                tunnels.push(tunnel);
+            }
+            Err(name) => broken_names.extend(name),
+        }
+    }
+    let mut routes = Vec::new();
+    for (i, (t, at)) in route_tables.iter().enumerate() {
+        let read = read_route(src, t, *at, i, &iface_names, &tunnel_names, diags);
+        if let Some((route, pos)) = read {
+            positions.routes.push(pos);
+            routes.push(route);
+        }
+    }
+
+    (interfaces, tunnels, routes)
 }
 
 /// The TOML syntax errors, each at its position.
@@ -785,18 +815,7 @@ fn read_routing(
         broken: false,
     };
     r.unknown_keys(ROUTING_KEYS);
-    if let Some(a) = r.string("fpm", false) {
-        match a.parse::<std::net::SocketAddr>() {
-            Ok(a) => out.fpm = Some(a),
-            Err(_) => {
-                let at = r.key_pos("fpm");
-                r.err(
-                    at,
-                    format!("fpm = \"{a}\" is not ADDRESS:PORT (e.g. \"127.0.0.1:2620\")"),
-                );
-            }
-        }
-    }
+    out.fpm = r.socket_addr("fpm");
     if let Some(n) = r.int("max_routes", 1..(1 << 32), "1..=4294967295") {
         out.max_routes = u32::try_from(n).unwrap_or(DEFAULT_MAX_ROUTES);
     }
@@ -808,50 +827,63 @@ fn read_routing(
     positions.routing = r.pos;
     if let Some(pv) = punt {
         let key_span = find(t, "punt").map_or(0..0, |(k, _)| k.span());
-        for (i, (tt, at)) in tables(src, "routing.punt", pv, key_span, diags)
-            .into_iter()
-            .enumerate()
-        {
-            let mut r = Reader {
-                src,
-                table: tt,
-                label: format!("[[routing.punt]] #{}", i + 1),
-                pos: ObjPos::new(at),
-                diags,
-                broken: false,
-            };
-            r.unknown_keys(ROUTING_PUNT_KEYS);
-            let vrf = r.string("vrf", true);
-            let tap = r.string("tap", true);
-            let netns = r.string("netns", false);
-            let mut fpm = None;
-            if let Some(a) = r.string("fpm", false) {
-                match a.parse::<std::net::SocketAddr>() {
-                    Ok(a) => fpm = Some(a),
-                    Err(_) => {
-                        let at = r.key_pos("fpm");
-                        let m =
-                            format!("fpm = \"{a}\" is not ADDRESS:PORT (e.g. \"127.0.0.1:2620\")");
-                        r.err(at, m);
-                    }
-                }
-            }
-            let (pos, broken) = (r.pos, r.broken);
-            if let (Some(vrf), Some(tap), false) = (vrf, tap, broken) {
-                positions.routing_punts.push(pos);
-                out.punt.push(RoutingPunt {
-                    vrf,
-                    tap,
-                    netns,
-                    fpm,
-                });
-            }
+        read_punts(src, pv, key_span, positions, &mut out, diags);
+    }
+    if let Some(tv) = table {
+        let key_span = find(t, "table").map_or(0..0, |(k, _)| k.span());
+        read_tables(src, tv, key_span, positions, &mut out, diags);
+    }
+    out
+}
+
+/// The `[[routing.punt]]` tables into `out.punt`.
+fn read_punts(
+    src: &Source,
+    pv: &Spanned<DeValue<'_>>,
+    key_span: Range<usize>,
+    positions: &mut Positions,
+    out: &mut Routing,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (i, (tt, at)) in tables(src, "routing.punt", pv, key_span, diags)
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = Reader {
+            src,
+            table: tt,
+            label: format!("[[routing.punt]] #{}", i + 1),
+            pos: ObjPos::new(at),
+            diags,
+            broken: false,
+        };
+        r.unknown_keys(ROUTING_PUNT_KEYS);
+        let vrf = r.string("vrf", true);
+        let tap = r.string("tap", true);
+        let netns = r.string("netns", false);
+        let fpm = r.socket_addr("fpm");
+        let (pos, broken) = (r.pos, r.broken);
+        if let (Some(vrf), Some(tap), false) = (vrf, tap, broken) {
+            positions.routing_punts.push(pos);
+            out.punt.push(RoutingPunt {
+                vrf,
+                tap,
+                netns,
+                fpm,
+            });
         }
     }
-    let Some(tv) = table else {
-        return out;
-    };
-    let key_span = find(t, "table").map_or(0..0, |(k, _)| k.span());
+}
+
+/// The `[[routing.table]]` tables into `out.tables`.
+fn read_tables(
+    src: &Source,
+    tv: &Spanned<DeValue<'_>>,
+    key_span: Range<usize>,
+    positions: &mut Positions,
+    out: &mut Routing,
+    diags: &mut Vec<Diagnostic>,
+) {
     for (i, (tt, at)) in tables(src, "routing.table", tv, key_span, diags)
         .into_iter()
         .enumerate()
@@ -877,5 +909,4 @@ fn read_routing(
             out.tables.push(RoutingTable { id, vrf });
         }
     }
-    out
 }
