@@ -68,18 +68,53 @@ fn init_logging(level: &str, json: bool) {
 }
 
 fn run(cfg: Config, path: &Path) -> Result<()> {
+    let mut pre = prepare(&cfg)?;
+    let fwd = start_forwarding(&cfg, &mut pre)?;
+    let mut gw = start_control(&cfg, pre, fwd)?;
+    gw.serve(path);
+    gw.shut_down();
+    Ok(())
+}
+
+/// What is made ready before any netdev is touched (a failure here leaves
+/// every interface alone).
+struct Prepared {
+    auth: vecgate_control::Auth,
+    tls: Option<vecgate_control::Tls>,
+    /// Per interface: one removed live releases its netdev.
+    locks: HashMap<String, vecgate_io::NetdevLock>,
+    esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
+    sastate_stop: Arc<AtomicBool>,
+    sastate_ticker: std::thread::JoinHandle<()>,
+    ike: Option<crate::ike::Prepared>,
+    punts: Punts,
+    host_taps: crate::host_tap::Taps,
+    tenant_fpm: Vec<vecgate_control::fpm::Source>,
+}
+
+/// The queues on which the workers hand packets to the control threads.
+struct Punts {
+    /// IKE (UDP 500 / 4500) to the IKE thread.
+    ike: Option<Arc<dataplane::ike_punt::Punt>>,
+    /// VRRP adverts to the speaker thread.
+    vrrp: Option<Arc<dataplane::ike_punt::Punt>>,
+    /// BGP and BFD to the host's stack (`[[routing.punt]]`).
+    host: Option<Arc<dataplane::host_punt::HostPunt>>,
+}
+
+/// Everything that may refuse to start before any netdev is attached.
+fn prepare(cfg: &Config) -> Result<Prepared> {
     // The API endpoint first: a second gateway with the same API must fail
     // before it touches the first one's interfaces and guards.
     vecgate_control::check_endpoint(&cfg.gateway.api)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
     // Its secrets too (token files, TLS key): refused with the reason
     // before anything is attached.
-    let auth = api_auth(&cfg)?;
-    let tls = api_tls(&cfg)?;
+    let auth = api_auth(cfg)?;
+    let tls = api_tls(cfg)?;
     // One gateway per netdev: claimed before anything is attached, held
     // (by the kernel, through flock) until this process exits.
-    // Kept per interface: one removed live releases its netdev.
-    let locks = lock_netdevs(&cfg)?;
+    let locks = lock_netdevs(cfg)?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     // Always present (an empty registry costs nothing: the tables get an
@@ -87,18 +122,18 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     // Static SAs resume from the state directory (sequence ceilings,
     // replay windows); their first blocks are durable before any worker
     // runs, and a ticker keeps the next ones ahead of use.
-    let (esp, sastate_stop, sastate_ticker) = start_sa_state(&cfg)?;
+    let (esp, sastate_stop, sastate_ticker) = start_sa_state(cfg)?;
     // IKEv2: state machines built now (PSK files read); the punt path
     // carries IKE between the workers and the control thread. Both always
     // run (idle, the thread sleeps on the punt queue) so IKE tunnels can
     // be added live.
     let ike = match &esp {
         Some(reg) => {
-            Some(crate::ike::prepare(&cfg, reg.clone()).map_err(|e| anyhow!("IKEv2: {e}"))?)
+            Some(crate::ike::prepare(cfg, reg.clone()).map_err(|e| anyhow!("IKEv2: {e}"))?)
         }
         None => None,
     };
-    let punt = ike
+    let ike_punt = ike
         .as_ref()
         .map(|_| dataplane::ike_punt::Punt::new(dataplane::ike_punt::DEFAULT_SLOTS));
     // VRRP (`[ha]`): adverts punted by the workers to the speaker thread.
@@ -109,24 +144,55 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         .map(|_| dataplane::ike_punt::Punt::new(64));
     // `[[routing.punt]]`: BGP and BFD to the host's stack through a TUN
     // per VRF (created and addressed now, before any worker punts).
-    let (host_taps, tenant_fpm) = crate::host_tap::open(&cfg).map_err(|e| anyhow!(e))?;
+    let (host_taps, tenant_fpm) = crate::host_tap::open(cfg).map_err(|e| anyhow!(e))?;
     let host_punt = (!host_taps.is_empty())
         .then(|| dataplane::host_punt::HostPunt::new(dataplane::host_punt::DEFAULT_SLOTS));
-    let held = crate::ha::Held::default();
-    let nworkers = cfg.gateway.workers.max(1);
-    let nports = cfg.interfaces.len();
+    Ok(Prepared {
+        auth,
+        tls,
+        locks,
+        esp,
+        sastate_stop,
+        sastate_ticker,
+        ike,
+        punts: Punts {
+            ike: ike_punt,
+            vrrp: vrrp_punt,
+            host: host_punt,
+        },
+        host_taps,
+        tenant_fpm,
+    })
+}
 
+/// The forwarding half of a started gateway.
+struct Forwarding {
+    live: Arc<LivePorts>,
+    shared: Arc<SharedTables>,
+    tports: Arc<std::sync::Mutex<Ports>>,
+    netdevs: Vec<NetdevInfo>,
+    workers: Workers,
+    /// Set by SIGINT / SIGTERM.
+    stop: Arc<AtomicBool>,
+    workers_stop: Arc<AtomicBool>,
+}
+
+/// Every interface attached (one queue per worker), the first tables
+/// built, the workers forwarding.
+fn start_forwarding(cfg: &Config, pre: &mut Prepared) -> Result<Forwarding> {
+    let nworkers = cfg.gateway.workers.max(1);
     // Attach: every worker gets its own queue on every interface.
-    let (per_worker, guards) = attach(&cfg, nworkers)?;
-    let netdevs = netdev_facts(&cfg, &per_worker[0]);
+    let (per_worker, guards) = attach(cfg, nworkers)?;
+    let netdevs = netdev_facts(cfg, &per_worker[0]);
     let facts: HashMap<String, NetdevInfo> = cfg
         .interfaces
         .iter()
         .map(|i| i.name.clone())
         .zip(netdevs.iter().copied())
         .collect();
-    let (tports, shared) = first_tables(&cfg, &facts, esp.as_deref())?;
-    let live = live_ports(&cfg, nworkers, facts, locks, guards);
+    let (tports, shared) = first_tables(cfg, &facts, pre.esp.as_deref())?;
+    let locks = std::mem::take(&mut pre.locks);
+    let live = live_ports(cfg, nworkers, facts, locks, guards);
     let neigh = NeighbourShared::new(4096, 60_000);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -134,72 +200,163 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let workers = spawn_workers(
+        &live,
+        per_worker,
+        &shared,
+        &neigh,
+        &pre.punts,
+        &workers_stop,
+    )?;
+    Ok(Forwarding {
+        live,
+        shared,
+        tports,
+        netdevs,
+        workers,
+        stop,
+        workers_stop,
+    })
+}
 
+/// A started gateway: what [`Running::serve`] watches and
+/// [`Running::shut_down`] stops in order.
+struct Running {
+    ctl: Arc<vecgate_control::Control>,
+    api: vecgate_control::ServerHandle,
+    live: Arc<LivePorts>,
+    esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
+    sastate_stop: Arc<AtomicBool>,
+    sastate_ticker: std::thread::JoinHandle<()>,
+    ike: Option<crate::ike::IkeHandle>,
+    /// Soft lifetimes of IKE child SAs are turned into rekeys.
+    ike_rekeys: Option<crate::ike::IkeControl>,
+    ha_thread: Option<std::thread::JoinHandle<()>>,
+    ha_status: crate::ha::HaStatus,
+    host_thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    notifier: Option<Arc<crate::notify::Notifier>>,
+    watchdog: Option<crate::notify::Watchdog>,
+    stop: Arc<AtomicBool>,
+    workers_stop: Arc<AtomicBool>,
+    /// Set by SIGHUP: reload the file live (`vecgate reload`'s steps).
+    hup: Arc<AtomicBool>,
+}
+
+/// The control half on top of forwarding workers: the management API,
+/// the VRRP, host punt and IKE threads; then `ready` (log and systemd).
+fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running> {
+    let held = crate::ha::Held::default();
     let Workers {
         threads,
         counters,
         mailboxes,
         beats,
-    } = spawn_workers(
-        &live,
-        per_worker,
-        &shared,
-        &neigh,
-        punt.as_ref(),
-        vrrp_punt.as_ref(),
-        host_punt.as_ref(),
-        &workers_stop,
-    )?;
-
+    } = fwd.workers;
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
     let mailbox0 = mailboxes.first().cloned();
-    // Soft lifetimes of IKE child SAs are turned into rekeys (below).
-    let ike_rekeys = ike.as_ref().map(|i| i.control());
     let (api, ctl) = start_api(
-        &cfg,
-        auth,
-        tls,
-        &shared,
+        cfg,
+        pre.auth,
+        pre.tls,
+        &fwd.shared,
         &counters,
         mailboxes,
-        &netdevs,
-        esp.clone(),
-        ike.as_ref().map(|i| (i.status(), i.control())),
-        tports,
+        &fwd.netdevs,
+        pre.esp.clone(),
+        pre.ike.as_ref().map(|i| (i.status(), i.control())),
+        fwd.tports,
         held.clone(),
-        tenant_fpm,
-        &live,
+        pre.tenant_fpm,
+        &fwd.live,
     )?;
     info!(api = %api.endpoint, "management API listening");
-    // VRRP: the speaker thread; taking or releasing the virtual addresses
-    // republishes the tables through the API's build-and-publish.
     let ha_status = crate::ha::HaStatus::default();
     let ha_thread = start_ha(
-        &cfg,
+        cfg,
         &ctl,
-        vrrp_punt.as_ref(),
+        pre.punts.vrrp.as_ref(),
         mailbox0,
-        &netdevs,
+        &fwd.netdevs,
         &held,
         &ha_status,
-        &stop,
+        &fwd.stop,
     )?;
-    let host_thread = match &host_punt {
+    let ike_rekeys = pre.ike.as_ref().map(|i| i.control());
+    let (host_thread, ike) =
+        start_punt_threads(pre.host_taps, pre.ike, &pre.punts, &fwd.shared, &fwd.stop)?;
+    let (notifier, watchdog, hup) = announce_ready(cfg, &ctl, &api, &fwd.netdevs, beats)?;
+    if let Some(reg) = pre.esp.as_ref().filter(|r| !r.list().is_empty()) {
+        info!("IPsec SAs:\n{}", reg.show());
+    }
+    Ok(Running {
+        ctl,
+        api,
+        live: fwd.live,
+        esp: pre.esp,
+        sastate_stop: pre.sastate_stop,
+        sastate_ticker: pre.sastate_ticker,
+        ike,
+        ike_rekeys,
+        ha_thread,
+        ha_status,
+        host_thread,
+        threads,
+        notifier,
+        watchdog,
+        stop: fwd.stop,
+        workers_stop: fwd.workers_stop,
+        hup,
+    })
+}
+
+/// The host punt thread (`[[routing.punt]]`) and the IKE thread, each
+/// when its punt queue exists.
+#[allow(clippy::type_complexity)]
+fn start_punt_threads(
+    host_taps: crate::host_tap::Taps,
+    ike: Option<crate::ike::Prepared>,
+    punts: &Punts,
+    shared: &Arc<SharedTables>,
+    stop: &Arc<AtomicBool>,
+) -> Result<(
+    Option<std::thread::JoinHandle<()>>,
+    Option<crate::ike::IkeHandle>,
+)> {
+    let host_thread = match &punts.host {
         Some(h) => Some(
             crate::host_tap::spawn(host_taps, h.clone(), shared.clone(), stop.clone())
                 .context("spawning the host punt thread")?,
         ),
         None => None,
     };
-    let ike = match (ike, &punt) {
+    let ike = match (ike, &punts.ike) {
         (Some(prep), Some(p)) => Some(
             prep.start(shared.clone(), p.clone(), stop.clone())
                 .map_err(|e| anyhow!("IKEv2: {e}"))?,
         ),
         _ => None,
     };
+    Ok((host_thread, ike))
+}
 
+/// `ready` in the log and to systemd, once every port is attached and the
+/// API's socket is bound (it answers from here on); then SIGHUP reloads.
+#[allow(clippy::type_complexity)]
+fn announce_ready(
+    cfg: &Config,
+    ctl: &vecgate_control::Control,
+    api: &vecgate_control::ServerHandle,
+    netdevs: &[NetdevInfo],
+    beats: Vec<Arc<std::sync::atomic::AtomicU64>>,
+) -> Result<(
+    Option<Arc<crate::notify::Notifier>>,
+    Option<crate::notify::Watchdog>,
+    Arc<AtomicBool>,
+)> {
+    let nworkers = cfg.gateway.workers.max(1);
+    let nports = cfg.interfaces.len();
     info!(
         gateway = %cfg.gateway.name,
         workers = nworkers,
@@ -207,43 +364,14 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
         routes = cfg.routes.len(),
         "ready"
     );
-    log_attached(&cfg, &netdevs);
-
-    // systemd (Type=notify): ready now that every port is attached and the
-    // API's socket is bound (it answers from here on).
-    let (notifier, mut watchdog) = notify_ready(&ctl, &api, beats, nports, nworkers);
+    log_attached(cfg, netdevs);
+    // systemd (Type=notify): ready now.
+    let (notifier, watchdog) = notify_ready(ctl, api, beats, nports, nworkers);
     // SIGHUP reloads the file live (`vecgate reload`'s steps).
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handlers")?;
-    if let Some(reg) = esp.as_ref().filter(|r| !r.list().is_empty()) {
-        info!("IPsec SAs:\n{}", reg.show());
-    }
-    serve(
-        &stop,
-        &hup,
-        notifier.as_ref(),
-        watchdog.as_mut(),
-        &ctl,
-        path,
-        esp.as_deref(),
-        ike_rekeys.as_ref(),
-    );
-    shut_down(
-        notifier.as_ref(),
-        ha_thread,
-        &ha_status,
-        host_thread,
-        api,
-        ike,
-        &workers_stop,
-        threads,
-        &sastate_stop,
-        sastate_ticker,
-        &ctl,
-        &live,
-    );
-    Ok(())
+    Ok((notifier, watchdog, hup))
 }
 
 /// The first tables, and the port assignment that interfaces and tunnels
@@ -427,105 +555,84 @@ fn notify_ready(
     (notifier, watchdog)
 }
 
-/// The main thread until SIGINT/SIGTERM: the watchdog, SIGHUP reloads and
-/// the SA lifetime events.
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    stop: &AtomicBool,
-    hup: &AtomicBool,
-    notifier: Option<&Arc<crate::notify::Notifier>>,
-    mut watchdog: Option<&mut crate::notify::Watchdog>,
-    ctl: &Arc<vecgate_control::Control>,
-    path: &Path,
-    esp: Option<&vecgate_ipsec::EspRegistry>,
-    ike_rekeys: Option<&crate::ike::IkeControl>,
-) {
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-        if let (Some(n), Some(w)) = (notifier, watchdog.as_deref_mut()) {
-            w.tick(n);
-        }
-        if hup.swap(false, Ordering::Relaxed) {
-            // On its own thread: the watchdog keeps ticking while IKE
-            // deletes wait for their peers; reloads never overlap
-            // (Control::reload serializes them).
-            let (ctl, path) = (ctl.clone(), path.to_owned());
-            if let Err(e) = std::thread::Builder::new()
-                .name("vg-reload".into())
-                .spawn(move || reload_file(&ctl, &path))
-            {
-                error!("reload: spawning its thread: {e}");
+impl Running {
+    /// The main thread until SIGINT/SIGTERM: the watchdog, SIGHUP reloads
+    /// and the SA lifetime events.
+    fn serve(&mut self, path: &Path) {
+        let esp = self.esp.as_deref();
+        while !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            if let (Some(n), Some(w)) = (&self.notifier, self.watchdog.as_mut()) {
+                w.tick(n);
             }
-        }
-        // SA lifetimes: soft → IKEv2 rekeys its child SAs by
-        // CREATE_CHILD_SA (a static SA can only warn), hard → the SA
-        // refuses traffic (counted as lifetime-hard; inbound ones leave
-        // the SAD).
-        for e in esp.iter().flat_map(|r| r.poll_events()) {
-            crate::ipsec_wiring::log_lifetime_event(esp, &e);
-            if e.event == vecgate_ipsec::LifetimeEvent::Soft {
-                if let Some(c) = ike_rekeys {
-                    c.rekey(e.tunnel, e.spi, e.outbound);
+            if self.hup.swap(false, Ordering::Relaxed) {
+                // On its own thread: the watchdog keeps ticking while IKE
+                // deletes wait for their peers; reloads never overlap
+                // (Control::reload serializes them).
+                let (ctl, path) = (self.ctl.clone(), path.to_owned());
+                if let Err(e) = std::thread::Builder::new()
+                    .name("vg-reload".into())
+                    .spawn(move || reload_file(&ctl, &path))
+                {
+                    error!("reload: spawning its thread: {e}");
+                }
+            }
+            // SA lifetimes: soft → IKEv2 rekeys its child SAs by
+            // CREATE_CHILD_SA (a static SA can only warn), hard → the SA
+            // refuses traffic (counted as lifetime-hard; inbound ones leave
+            // the SAD).
+            for e in esp.iter().flat_map(|r| r.poll_events()) {
+                crate::ipsec_wiring::log_lifetime_event(esp, &e);
+                if e.event == vecgate_ipsec::LifetimeEvent::Soft {
+                    if let Some(c) = &self.ike_rekeys {
+                        c.rekey(e.tunnel, e.spi, e.outbound);
+                    }
                 }
             }
         }
     }
-}
 
-/// Stops everything in order: VRRP first (its priority-0 adverts go out
-/// through the workers), the workers last but the SA state, then the
-/// guards.
-#[allow(clippy::too_many_arguments)]
-fn shut_down(
-    notifier: Option<&Arc<crate::notify::Notifier>>,
-    ha_thread: Option<std::thread::JoinHandle<()>>,
-    ha_status: &crate::ha::HaStatus,
-    host_thread: Option<std::thread::JoinHandle<()>>,
-    api: vecgate_control::ServerHandle,
-    ike: Option<crate::ike::IkeHandle>,
-    workers_stop: &AtomicBool,
-    threads: Vec<std::thread::JoinHandle<()>>,
-    sastate_stop: &AtomicBool,
-    sastate_ticker: std::thread::JoinHandle<()>,
-    ctl: &vecgate_control::Control,
-    live: &LivePorts,
-) {
-    info!("stopping");
-    if let Some(n) = notifier {
-        n.send("STOPPING=1\nSTATUS=stopping");
-    }
-    // VRRP first: its priority-0 adverts go out through the workers.
-    if let Some(t) = ha_thread {
-        if t.join().is_err() {
-            error!("the VRRP thread panicked");
+    /// Stops everything in order: VRRP first (its priority-0 adverts go out
+    /// through the workers), the workers last but the SA state, then the
+    /// guards.
+    fn shut_down(self) {
+        info!("stopping");
+        if let Some(n) = &self.notifier {
+            n.send("STOPPING=1\nSTATUS=stopping");
         }
-        for line in crate::ha::describe(ha_status) {
-            info!("VRRP {line}");
+        // VRRP first: its priority-0 adverts go out through the workers.
+        if let Some(t) = self.ha_thread {
+            if t.join().is_err() {
+                error!("the VRRP thread panicked");
+            }
+            for line in crate::ha::describe(&self.ha_status) {
+                info!("VRRP {line}");
+            }
         }
-    }
-    if let Some(t) = host_thread {
-        if t.join().is_err() {
-            error!("the host punt thread panicked");
+        if let Some(t) = self.host_thread {
+            if t.join().is_err() {
+                error!("the host punt thread panicked");
+            }
         }
-    }
-    api.shutdown();
-    if let Some(h) = ike {
-        h.join();
-    }
-    workers_stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        if t.join().is_err() {
-            error!("a worker thread panicked");
+        self.api.shutdown();
+        if let Some(h) = self.ike {
+            h.join();
         }
+        self.workers_stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            if t.join().is_err() {
+                error!("a worker thread panicked");
+            }
+        }
+        // Nothing sends or accepts any more: the exact positions replace the
+        // durable ceilings, so a clean restart skips and drops nothing.
+        self.sastate_stop.store(true, Ordering::Relaxed);
+        let _ = self.sastate_ticker.join();
+        crate::sastate::shutdown();
+        show_counters(&self.ctl);
+        self.live.remove_guards();
+        info!("stopped");
     }
-    // Nothing sends or accepts any more: the exact positions replace the
-    // durable ceilings, so a clean restart skips and drops nothing.
-    sastate_stop.store(true, Ordering::Relaxed);
-    let _ = sastate_ticker.join();
-    crate::sastate::shutdown();
-    show_counters(ctl);
-    live.remove_guards();
-    info!("stopped");
 }
 
 /// Opens every interface once per worker (one queue each) and installs
@@ -593,15 +700,12 @@ struct Workers {
 }
 
 /// One pinned thread per worker, each polling its own queue of every port.
-#[allow(clippy::too_many_arguments)]
 fn spawn_workers(
     live: &LivePorts,
     per_worker: Vec<Vec<Box<dyn Port>>>,
     shared: &Arc<SharedTables>,
     neigh: &Arc<NeighbourShared>,
-    punt: Option<&Arc<dataplane::ike_punt::Punt>>,
-    vrrp_punt: Option<&Arc<dataplane::ike_punt::Punt>>,
-    host_punt: Option<&Arc<dataplane::host_punt::HostPunt>>,
+    punts: &Punts,
     workers_stop: &Arc<AtomicBool>,
 ) -> Result<Workers> {
     let nworkers = per_worker.len();
@@ -613,13 +717,13 @@ fn spawn_workers(
     for (w, ports) in per_worker.into_iter().enumerate() {
         let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
         worker.set_neighbour_shared(neigh.clone());
-        if let Some(p) = punt {
+        if let Some(p) = &punts.ike {
             worker.set_punt(p.clone());
         }
-        if let Some(p) = vrrp_punt {
+        if let Some(p) = &punts.vrrp {
             worker.set_vrrp(p.clone());
         }
-        if let Some(h) = host_punt {
+        if let Some(h) = &punts.host {
             worker.set_host_punt(h.clone());
         }
         counters.push(worker.counters());
