@@ -4,7 +4,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build release deb demo test test-stress lint unit fuzz-smoke bench clean
+.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench clean
 
 all: build
 
@@ -16,6 +16,11 @@ build:
 
 release:
 	$(CARGO) build --release -p vecgate
+
+# The I/O floor the benchmarks measure vecgate against, and the memcpy
+# bandwidth they open with (crates/io/src/floor.rs).
+floor:
+	$(CARGO) build --release -p vecgate-io --bin vecgate-floor
 
 # The Debian package (cargo-deb): target/debian/vecgate_VERSION_ARCH.deb with
 # the vecgate@.service unit, /etc/vecgate/vecgate.toml, man pages, completions.
@@ -49,7 +54,7 @@ test-stress: deps
 fuzz-smoke:
 	bash scripts/fuzz.sh run $(FUZZ_SECONDS)
 
-bench: deps release
+bench: deps release floor
 	bash bench/run.sh
 
 clean:

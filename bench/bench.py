@@ -72,6 +72,54 @@ def veth(a, aif, b, bif, queues=1):
     b.sh(f"ip link set {bif} up")
 
 
+# Where every contender runs (issue 17 item 7): on this 2-core machine
+# unpinned runs of one tool differ by 2x. Every contender's sender is on CPU
+# 0, its receiver on CPU 1, its gateway processes (vecgate, vecgate-floor,
+# ovs-vswitchd, charon) on CPUs 0-1, where vecgate and vecgate-floor pin
+# worker i to the i-th CPU themselves. Kernel datapaths have no process:
+# their softirq work runs on the CPU of whichever side hands them a packet.
+PINS = {"sender": "0", "receiver": "1", "gateway": "0-1"}
+# Observed placement per contender: label -> {"sender", "receiver",
+# "gateway"} as the kernel reports it (/proc/PID/task/*/status).
+PLACEMENTS = {}
+
+
+def pinned(role, args):
+    """`args` started under `taskset -c PINS[role]` (taskset execs, so the
+    pid stays the program's)."""
+    return ["taskset", "-c", PINS[role]] + list(args)
+
+
+def cpus_allowed(pid, threads=True):
+    """Every thread's allowed CPU list, e.g. "0-1" or "0; 0-1 ×3; 1" (only
+    the main thread's with `threads=False`)."""
+    seen = {}
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task")) if threads else [str(pid)]:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("Cpus_allowed_list:"):
+                        c = line.split(":", 1)[1].strip()
+                        seen[c] = seen.get(c, 0) + 1
+    except OSError:
+        return "?"
+    return "; ".join(f"{c} ×{n}" if n > 1 else c for c, n in sorted(seen.items()))
+
+
+def record_placement(topo, rx_pid, tx_pid, gw_pids):
+    label = topo_label(topo)
+    if label in PLACEMENTS:
+        return
+    PLACEMENTS[label] = {"sender": cpus_allowed(tx_pid), "receiver": cpus_allowed(rx_pid),
+                         "gateway": " + ".join(cpus_allowed(p) for p in gw_pids) if gw_pids else
+                         "no process (kernel datapath)",
+                         "gateway_procs": [cpus_allowed(p, threads=False) for p in gw_pids]}
+
+
+def topo_label(topo):
+    return getattr(topo, "label", None) or type(topo).__name__
+
+
 def tsc_hz():
     """Nominal TSC frequency: the kernel's tsc_khz if exported, else cpu MHz."""
     try:
@@ -93,15 +141,39 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+# The CPU flags the datapath's speed depends on: AES-GCM (aes, vaes,
+# pclmulqdq, vpclmulqdq), SHA-1/256 (sha_ni), wide copies (avx2, avx512*).
+FLAGS = ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "sha_ni", "avx2", "avx512f", "avx512bw", "avx512vl",
+         "avx512_vaes", "erms", "fsrm")
+
+
 def machine():
-    cpu = "unknown"
+    cpu, flags = "unknown", set()
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu == "unknown":
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    have = [f for f in FLAGS if f in flags] + sorted(f for f in flags if f.startswith("avx512") and f not in FLAGS)
     return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "tsc_ghz": round(tsc_hz() / 1e9, 3)}
+            "tsc_ghz": round(tsc_hz() / 1e9, 3), "flags": have,
+            "missing_flags": [f for f in FLAGS if f not in flags], "memcpy": memcpy_bandwidth()}
+
+
+def memcpy_bandwidth():
+    """Cold (256 MiB buffers) and hot (64 KiB) memcpy GB/s of one core,
+    measured now by `vecgate-floor memcpy` pinned to the sender's CPU; the
+    figure a copy-bound datapath scales with."""
+    import floor_topo
+    if not os.path.exists(floor_topo.FLOOR):
+        return None
+    try:
+        out = sh(" ".join(pinned("sender", [floor_topo.FLOOR, "memcpy"])))
+        return json.loads(out)
+    except Exception as e:
+        log(f"memcpy measurement failed: {e}")
+        return None
 
 
 # ---------------------------------------------------------------- topologies
@@ -110,8 +182,10 @@ class Router:
     """h1 -- R -- h2, where R is a direct veth (no hop), Linux kernel
     forwarding, or vecgate with AF_PACKET ports."""
 
-    def __init__(self, mode, workers=1, offloads=True, driver="af_packet"):
+    def __init__(self, mode, workers=1, offloads=True, driver="af_packet", per_packet=False):
         self.mode = mode
+        self.label = LABELS.get(mode + ("" if driver == "af_packet" else "-xdp"), mode) + (
+            "" if offloads else ", offloads off") + (", per-packet hosts" if per_packet else "")
         self.gw = None
         self.h1, self.h2 = NS("h1"), NS("h2")
         self.nss = [self.h1, self.h2]
@@ -133,6 +207,9 @@ class Router:
         if mode == "kernel":
             self.r.sh("ip addr add 10.1.0.1/24 dev r-h1; ip addr add 10.2.0.1/24 dev r-h2; "
                       "sysctl -qw net.ipv4.ip_forward=1")
+        elif mode == "floor":
+            import floor_topo
+            self.gw = floor_topo.start_router_floor(self, workers, per_packet, driver)
         elif mode == "vecgate":
             cfg = os.path.join(OUT, f"{self.r.name}.toml")
             with open(cfg, "w") as f:
@@ -156,7 +233,7 @@ driver = "{driver}"
 addresses = ["10.2.0.1/24"]
 offloads = {str(offloads).lower()}
 """)
-            self.gw = self.r.popen([GATEWAY, "run", "--config", cfg],
+            self.gw = self.r.popen(pinned("gateway", [GATEWAY, "run", "--config", cfg]),
                                    stdout=subprocess.DEVNULL, stderr=open(cfg + ".log", "w"))
             deadline = time.time() + 20
             while True:
@@ -188,15 +265,18 @@ offloads = {str(offloads).lower()}
 def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     """One `vecgate perf` run (TCP, or UDP with `udp`) from h1 to h2; returns
     a result dict."""
-    rx = topo.h2.popen([VECGATE, "perf", "receive", "-p", str(port), "--json", "-q", "--timeout", "20"],
+    rx = topo.h2.popen(pinned("receiver", [VECGATE, "perf", "receive", "-p", str(port), "--json", "-q",
+                                           "--timeout", "20"]),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
     pids = topo.gateway_pids() if hasattr(topo, "gateway_pids") else [p for p in [topo.gateway_pid()] if p]
     c0 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
-    tx = topo.h1.popen([VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
-                        "-d", str(duration), "--warmup", "1", "--json", "-q"]
-                       + (["--udp"] if udp else []) + (["-l", str(io_size)] if io_size else []),
+    tx = topo.h1.popen(pinned("sender", [VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
+                                         "-d", str(duration), "--warmup", "1", "--json", "-q"]
+                              + (["--udp"] if udp else []) + (["-l", str(io_size)] if io_size else [])),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.1)
+    record_placement(topo, rx.pid, tx.pid, pids)
     txo, txe = tx.communicate(timeout=duration + 60)
     rxo, rxe = rx.communicate(timeout=30)
     c1 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
@@ -231,14 +311,15 @@ def perf_multi(topo, duration, base_port=5301):
     dsts = topo.dsts()
     rxs, txs = [], []
     for i, _ in enumerate(dsts):
-        rxs.append(topo.h2.popen([VECGATE, "perf", "receive", "-p", str(base_port + 10 * i), "--json", "-q",
-                                  "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        rxs.append(topo.h2.popen(pinned("receiver", [VECGATE, "perf", "receive", "-p", str(base_port + 10 * i),
+                                                     "--json", "-q", "--timeout", "20"]),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     time.sleep(0.5)
     pids = topo.gateway_pids()
     c0 = sum(proc_cpu_seconds(p) for p in pids)
     for i, d in enumerate(dsts):
-        txs.append(topo.h1.popen([VECGATE, "perf", "send", d, "-p", str(base_port + 10 * i), "-d", str(duration),
-                                  "--warmup", "1", "--json", "-q"],
+        txs.append(topo.h1.popen(pinned("sender", [VECGATE, "perf", "send", d, "-p", str(base_port + 10 * i), "-d",
+                                                   str(duration), "--warmup", "1", "--json", "-q"]),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     gbps, total = 0.0, 0
     for tx, rx in zip(txs, rxs):
@@ -317,8 +398,9 @@ def median_of(rows, key):
 # ---------------------------------------------------------------- scenarios
 
 def scenario_router(args):
-    """Issue 3: kernel forwarding vs vecgate, 1 and 8 TCP streams."""
-    modes = ["direct", "kernel", "vecgate"]
+    """Issue 3: kernel forwarding vs vecgate, 1 and 8 TCP streams; issue
+    17: next to the I/O floor (vecgate-floor on the same AF_PACKET path)."""
+    modes = ["direct", "kernel", "vecgate"] + (["floor"] if floor_built() else [])
     topos = {}
     results = {}
     try:
@@ -349,16 +431,25 @@ def scenario_router(args):
     return rows
 
 
+def floor_built():
+    import floor_topo
+    if not os.path.exists(floor_topo.FLOOR):
+        log(f"bench: {floor_topo.FLOOR} missing (`make floor`): no I/O-floor rows")
+        return False
+    return True
+
+
 def scenario_smallpkt(args):
     """UDP packets per second through the router: 64-byte and 1514-byte
     frames (18 and 1472 bytes of UDP payload), kernel forwarding vs vecgate."""
-    modes = ["kernel", "vecgate"] + (["vecgate-xdp"] if args.xdp else [])
+    modes = ["kernel", "vecgate"] + (["vecgate-xdp"] if args.xdp else []) + (
+        (["floor"] + (["floor-xdp"] if args.xdp else [])) if floor_built() else [])
     topos, results = {}, {}
     try:
         for m in modes:
             log(f"[smallpkt] setting up {m}")
-            if m == "vecgate-xdp":
-                topos[m] = Router("vecgate", workers=args.workers, driver="af_xdp")
+            if m.endswith("-xdp"):
+                topos[m] = Router(m[:-4], workers=args.workers, driver="af_xdp")
             else:
                 topos[m] = Router(m, workers=args.workers)
         for frame, payload in ((64, 18), (1514, 1472)):
@@ -501,11 +592,15 @@ def table_tools(rows):
 
 
 def table_smallpkt(rows):
-    lines = ["| path | frame size | packets/s received (median) | Gbit/s | loss % | gateway process cycles/byte |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| path | frame size | packets/s received (median) | Gbit/s | loss % | gateway process cycles/byte "
+             "| distance to the floor: packets/s ratio |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
+        match = "floor-xdp" if r["mode"].endswith("-xdp") else "floor"
+        fl = next((x for x in rows if x["mode"] == match and x["frame"] == r["frame"]), None)
+        dist = floor_ratio(r, fl, "pps") if fl and r["mode"].startswith("vecgate") else "—"
         lines.append(f"| {LABELS[r['mode']]} | {r['frame']} B | {fmt(r['pps'], 0)} | {fmt(r['gbps'])} | "
-                     f"{fmt(r['loss_pct'], 1)} | {fmt(r.get('gw_cpb'))} |")
+                     f"{fmt(r['loss_pct'], 1)} | {fmt(r.get('gw_cpb'))} | {dist} |")
     return "\n".join(lines)
 
 
@@ -568,6 +663,13 @@ def tunnel_contenders():
                   lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg)))
         c.append((f"vecgate-esp-{alg}-64k", f"vecgate ESP {alg}, 64K-MTU underlay",
                   lambda alg=alg: vt.VecgateTunnel("esp", algorithm=alg, underlay_mtu=65535)))
+    if floor_built():
+        import floor_topo
+        c.append(("floor-gre-64k", "I/O floor GRE twin, 64K-MTU underlay", lambda: floor_topo.FloorTunnel(False)))
+        c.append(("floor-gre", "I/O floor GRE twin, per-packet (hosts MTU 1476, no TSO), 1500 underlay",
+                  lambda: floor_topo.FloorTunnel(True)))
+        c.append(("floor-gre-xdp", "I/O floor GRE twin, per-packet (hosts MTU 1476), 1500 underlay, AF_XDP",
+                  lambda: floor_topo.FloorTunnel(True, driver="af_xdp")))
     c.append(("vecgate-esp-aes128gcm16-natt", "vecgate ESP aes128gcm16, NAT-T (ESP in UDP 4500), 1500 underlay",
               lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", nat_t=True)))
     c.append(("vecgate-gre-xdp", vt.LABELS["gre"] + ", 1500 AF_XDP underlay",
@@ -664,15 +766,27 @@ def scenario_rsc(args):
 
 
 def table_tunnels(rows):
-    lines = ["| path | streams | Gbit/s (median) | runs | cycles/byte per gateway | path cycles/byte | TCP retransmits |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| path | streams | Gbit/s (median) | runs | cycles/byte per gateway | path cycles/byte | TCP retransmits "
+             "| distance to the matching floor: Gbit/s ratio; cycles/byte ratio |",
+             "|---|---|---|---|---|---|---|---|"]
     live = [r for r in rows if not r.get("skipped")]
+
+    def floor_of(r):
+        """A vecgate row's floor: the GRE twin over the same underlay (the
+        64K twin for 64K-MTU rows, the per-packet twin for 1500 rows)."""
+        if not r["mode"].startswith("vecgate-"):
+            return None
+        key = "floor-gre-64k" if r["mode"].endswith("-64k") else \
+            "floor-gre-xdp" if r["mode"].endswith("-xdp") else "floor-gre"
+        return next((x for x in live if x["mode"] == key and x["streams"] == r["streams"]), None)
     for r in sorted(live, key=lambda r: (r["streams"], r["mode"])):
+        fl = floor_of(r)
+        dist = f"{floor_ratio(r, fl)}; {floor_ratio(r, fl, 'gw_cpb')}" if fl else "—"
         lines.append(f"| {r['label']} | {r['streams']} | {fmt(r['gbps'])} | {', '.join(fmt(x) for x in r['all_gbps'])} | "
-                     f"{fmt(r.get('gw_cpb'))} | {fmt(r['path_cpb'])} | {fmt(r['retrans'], 0)} |")
+                     f"{fmt(r.get('gw_cpb'))} | {fmt(r['path_cpb'])} | {fmt(r['retrans'], 0)} | {dist} |")
     for r in rows:
         if r.get("skipped"):
-            lines.append(f"| {r['label']} | — | skipped: {r['skipped']} | | | | |")
+            lines.append(f"| {r['label']} | — | skipped: {r['skipped']} | | | | | |")
     notes = []
     for s in (1, 8):
         def g(key):
@@ -790,7 +904,15 @@ SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize":
              "ike": scenario_ike, "tools": scenario_tools, "fpm": scenario_fpm}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)",
-          "vecgate-xdp": "vecgate (AF_XDP)"}
+          "vecgate-xdp": "vecgate (AF_XDP)", "floor": "I/O floor (vecgate-floor, AF_PACKET)",
+          "floor-xdp": "I/O floor (vecgate-floor, AF_XDP)"}
+
+
+def floor_ratio(v, f, key="gbps"):
+    """`v[key] / f[key]` formatted, or "—"."""
+    if not v or not f or v.get(key) is None or not f.get(key):
+        return "—"
+    return f"{v[key] / f[key]:.2f}×"
 
 
 def fmt(v, nd=2):
@@ -798,20 +920,27 @@ def fmt(v, nd=2):
 
 
 def table_router(rows):
-    lines = ["| path | streams | Gbit/s (median) | runs (Gbit/s) | path cycles/byte | hop cycles/byte (path − direct) | gateway process cycles/byte | TCP retransmits |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| path | streams | Gbit/s (median) | runs (Gbit/s) | path cycles/byte | hop cycles/byte (path − direct) | gateway process cycles/byte | TCP retransmits | distance to the floor: Gbit/s ratio; gateway cycles/byte ratio |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        fl = next((x for x in rows if x["mode"] == "floor" and x["streams"] == r["streams"]), None)
+        dist = f"{floor_ratio(r, fl)}; {floor_ratio(r, fl, 'gw_cpb')}" if fl and r["mode"] != "direct" else "—"
         lines.append(f"| {LABELS[r['mode']]} | {r['streams']} | {fmt(r['gbps'])} | "
                      f"{', '.join(fmt(x) for x in r['all_gbps'])} | {fmt(r['path_cpb'])} | "
-                     f"{fmt(r.get('hop_cpb'))} | {fmt(r.get('gw_cpb'))} | {fmt(r['retrans'], 0)} |")
+                     f"{fmt(r.get('hop_cpb'))} | {fmt(r.get('gw_cpb'))} | {fmt(r['retrans'], 0)} | {dist} |")
     ratios = []
     for s in (1, 8):
         k = next((x for x in rows if x["mode"] == "kernel" and x["streams"] == s), None)
         v = next((x for x in rows if x["mode"] == "vecgate" and x["streams"] == s), None)
+        fl = next((x for x in rows if x["mode"] == "floor" and x["streams"] == s), None)
         if k and v and k["gbps"]:
             ratios.append(f"- {s} stream(s): vecgate / kernel forwarding throughput = **{v['gbps'] / k['gbps']:.2f}×**"
                           + (f"; hop cycles/byte vecgate {fmt(v.get('hop_cpb'))} vs kernel {fmt(k.get('hop_cpb'))}"
                              if v.get("hop_cpb") is not None and k.get("hop_cpb") is not None else ""))
+        if fl and v:
+            ratios.append(f"- {s} stream(s): vecgate / I/O floor throughput = **{floor_ratio(v, fl)}**, gateway "
+                          f"cycles/byte **{floor_ratio(v, fl, 'gw_cpb')}** the floor's (targets: ≥ 0.9×, ≤ 1.3×)"
+                          + (f"; floor / kernel forwarding = {floor_ratio(fl, k)}" if k else ""))
     return "\n".join(lines + [""] + ratios)
 
 
@@ -824,7 +953,7 @@ def plot_router(rows, path_base):
         log("matplotlib missing: no plot")
         return []
     fig, ax = plt.subplots(figsize=(7, 4))
-    modes = [m for m in ("direct", "kernel", "vecgate") if any(r["mode"] == m for r in rows)]
+    modes = [m for m in ("direct", "kernel", "vecgate", "floor") if any(r["mode"] == m for r in rows)]
     width = 0.8 / len(modes)
     for i, m in enumerate(modes):
         xs, ys = [], []
@@ -847,15 +976,70 @@ def plot_router(rows, path_base):
     return outs
 
 
+def machine_lines(mach):
+    """The report's opening: the machine, the CPU flags that matter, and
+    memcpy bandwidth measured in this run."""
+    lines = [f"Machine: **{mach['cpu']}**, {mach['cores']} cores, kernel {mach['kernel']}, "
+             f"TSC {mach['tsc_ghz']} GHz.", "",
+             "CPU flags that matter: " + (", ".join(f"`{f}`" for f in mach.get("flags", [])) or "none")
+             + (" (absent: " + ", ".join(f"`{f}`" for f in mach["missing_flags"]) + ")"
+                if mach.get("missing_flags") else "") + ".", ""]
+    m = mach.get("memcpy")
+    if m:
+        lines.append(f"memcpy, one core, measured at the start of this run (`vecgate-floor memcpy` on CPU "
+                     f"{PINS['sender']}): cold **{m['cold_gbs']:.1f} GB/s** (256 MiB buffers), hot "
+                     f"**{m['hot_gbs']:.1f} GB/s** (64 KiB). vecgate's cycles/byte follow the cold figure where it "
+                     "copies; compare figures of machines through it.")
+    else:
+        lines.append("memcpy bandwidth: not measured (`vecgate-floor` missing: `make floor`).")
+    return lines
+
+
+def placement_lines():
+    """Every contender's CPU placement as the kernel reported it during its
+    first run, and whether they all agree."""
+    if not PLACEMENTS:
+        return []
+    lines = ["## CPU placement of every contender", "",
+             f"Intended: sender CPU {PINS['sender']}, receiver CPU {PINS['receiver']}, gateway processes CPUs "
+             f"{PINS['gateway']} (vecgate and vecgate-floor pin worker *i* to the *i*-th of those themselves; "
+             "kernel datapaths run in softirq wherever a packet is handed to them). Read back from "
+             "/proc/PID/task/*/status (allowed CPUs per thread, × threads).", "",
+             "| contender | sender | receiver | gateway threads |", "|---|---|---|---|"]
+    for label, p in PLACEMENTS.items():
+        lines.append(f"| {label} | {p['sender']} | {p['receiver']} | {p['gateway']} |")
+    def cpus(s):
+        return {part.split(" ×")[0] for part in s.split("; ")}
+    odd = [label for label, p in PLACEMENTS.items()
+           if cpus(p["sender"]) != {PINS["sender"]} or cpus(p["receiver"]) != {PINS["receiver"]}
+           or any(g != PINS["gateway"] for g in p["gateway_procs"])]
+    lines += ["", "Every contender placed alike." if not odd else
+              "**Placed differently from the rest:** " + ", ".join(odd)]
+    return lines
+
+
 def write_doc(mach, args, all_rows, doc):
-    parts = ["# vecgate benchmarks", "",
-             f"Machine: {mach['cpu']}, {mach['cores']} cores, kernel {mach['kernel']}, TSC {mach['tsc_ghz']} GHz.",
+    parts = ["# vecgate benchmarks", ""] + machine_lines(mach) + [
+             "",
              f"Generated by `make bench` (bench/bench.py) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"{args.runs} runs of {args.duration} s per cell (plus 1 s warm-up), medians, contenders interleaved run by run.",
              "", "Instrument: `vecgate perf` (TCP, 64 KB writes). *path cycles/byte*: busy cycles of all CPUs / bytes "
              "received (the whole path: sender, hop, receiver); *hop cycles/byte*: path minus the direct-veth path at the "
              "same stream count; *gateway process cycles/byte*: CPU time of the vecgate process × TSC / bytes. "
              "The machine is shared and noisy: compare rows of one run, not across runs.", ""]
+    parts += placement_lines() + [""]
+    parts += ["The *I/O floor* (issue 17) is `vecgate-floor` (crates/io/src/floor.rs): the smallest forwarder on "
+              "vecgate's own path — the same AF_PACKET sockets, TPACKET_V2 rings and virtio-net headers, the same "
+              "ingress guard, worker pinning and fanout — that sends each frame straight from its receive-ring slot "
+              "with one `sendmmsg` per burst and does nothing else (new Ethernet addresses in front; for its GRE "
+              "twin a precomputed outer header, only the IPv4 length and checksum patched). It copies what "
+              "AF_PACKET forces (kernel → ring, ring → skb) and nothing more: the distance to it is what vecgate's "
+              "own work costs. Its AF_XDP form writes each frame once from the receiving socket's UMEM into the "
+              "sending socket's (copy mode on veth) behind the same header, completing checksums the sender left "
+              "partial, as vecgate's AF_XDP receive does. Every vecgate row is shown next to its floor: the 64K "
+              "twin for 64K-MTU underlays, the per-packet twin (hosts at MTU 1476 without TSO, so every frame "
+              "crosses every ring on its own) for 1500-byte underlays — a stricter floor than vecgate's case, "
+              "whose hosts hand it super-packets that it segments.", ""]
     if "router" in all_rows:
         parts += ["## Routing: kernel forwarding vs vecgate (issue 3)", "",
                   "Topology: h1 —veth— router —veth— h2, offloads on (TSO/GSO/GRO on every veth); vecgate uses AF_PACKET "
@@ -948,19 +1132,21 @@ def main():
         sys.exit(f"bench: {VECGATE} missing: run `cargo build --release -p vecgate` (make bench does)")
     os.makedirs(OUT, exist_ok=True)
     mach = machine()
+    print("\n".join(machine_lines(mach)) + "\n", flush=True)
     all_rows = {}
     for name in args.scenarios.split(","):
         all_rows[name] = SCENARIOS[name](args)
     if not args.summary and shutil.which("openssl"):
         all_rows["crypto"] = crypto_ceiling()
     with open(os.path.join(OUT, "results.json"), "w") as f:
-        json.dump({"machine": mach, "rows": all_rows}, f, indent=1)
+        json.dump({"machine": mach, "rows": all_rows, "placement": PLACEMENTS}, f, indent=1)
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
                         ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels),
                         ("ike", table_ike), ("tools", table_tools), ("fpm", table_fpm)):
         if name in all_rows:
             print(table(all_rows[name]))
             print()
+    print("\n".join(placement_lines()))
     if not args.summary:
         docdir = os.path.dirname(args.doc)
         if "router" in all_rows:

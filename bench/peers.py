@@ -198,6 +198,9 @@ class _SiteToSite:
         logf = open(os.path.join(self.dir, logname), "w")
         e = dict(os.environ)
         e.update(env or {})
+        if gateway:
+            # Every contender's gateways on the same CPUs (bench.PINS).
+            args = _bench().pinned("gateway", args)
         p = ns.popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=e)
         logf.close()
         p.is_gateway = gateway

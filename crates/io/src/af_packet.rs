@@ -279,6 +279,106 @@ impl AfPacketPort {
         }
     }
 
+    /// Frames ready in the receive ring from the next slot on, at most
+    /// `max`: the I/O floor ([`crate::floor`]) reads them where they lie
+    /// with [`Self::ring_frame`] and hands the slots back with
+    /// [`Self::ring_release`], never copying them out.
+    pub fn ring_ready(&self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max.min(self.frame_nr) {
+            let h = frame_offset((self.slot + n) % self.frame_nr);
+            if self.ring.load_status(h + H_STATUS) & sys::TP_STATUS_USER == 0 {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// The `i`-th ready frame (`i` < [`Self::ring_ready`]): its virtio-net
+    /// header (zeros without vnet headers) and its bytes in the ring slot.
+    /// None for a descriptor the kernel left inconsistent or a frame whose
+    /// VLAN tag was taken out (the floor does not put tags back).
+    pub fn ring_frame(&self, i: usize) -> Option<([u8; VNET_HDR_LEN], &[u8])> {
+        let h = frame_offset((self.slot + i) % self.frame_nr);
+        let r = &self.ring;
+        let status = r.load_status(h + H_STATUS);
+        let snaplen = r.u32_at(h + H_SNAPLEN)? as usize;
+        let len = r.u32_at(h + H_LEN)? as usize;
+        let mac = r.u16_at(h + H_MAC)? as usize;
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        if status & sys::TP_STATUS_USER == 0
+            || status & sys::TP_STATUS_VLAN_VALID != 0
+            || snaplen != len
+            || mac < H_SIZE + hdr_len
+            || mac + snaplen > FRAME_SIZE
+        {
+            return None;
+        }
+        let mut vnet = [0u8; VNET_HDR_LEN];
+        if self.vnet_hdr {
+            vnet.copy_from_slice(r.bytes(h + mac - VNET_HDR_LEN, VNET_HDR_LEN)?);
+        }
+        Some((vnet, r.bytes(h + mac, snaplen)?))
+    }
+
+    /// Hands the next `n` ring slots back to the kernel (after every read
+    /// of them), counting them as received.
+    pub fn ring_release(&mut self, n: usize) {
+        for _ in 0..n.min(self.frame_nr) {
+            let h = frame_offset(self.slot);
+            if let Some(len) = self.ring.u32_at(h + H_SNAPLEN) {
+                self.stats.rx_bytes += u64::from(len);
+            }
+            self.stats.rx_packets += 1;
+            self.ring.store_status(h + H_STATUS, sys::TP_STATUS_KERNEL);
+            self.slot = (self.slot + 1) % self.frame_nr;
+        }
+    }
+
+    /// Sends each entry of `msgs` (virtio-net header, header to prepend,
+    /// frame) as one packet, [`sys::MMSG_BATCH`] per syscall; what the
+    /// kernel does not take at once is dropped and counted, as
+    /// [`Port::tx_burst`] does. Returns how many were sent.
+    pub fn send_iov3(&mut self, msgs: &[[&[u8]; 3]]) -> io::Result<usize> {
+        let mut j = 0;
+        let mut result = Ok(());
+        while j < msgs.len() {
+            let end = msgs.len().min(j + sys::MMSG_BATCH);
+            match sys::sendmmsg_iov3(self.fd.as_raw_fd(), &msgs[j..end]) {
+                Ok(0) => break,
+                Ok(k) => {
+                    for m in &msgs[j..j + k] {
+                        self.stats.tx_bytes += (m[1].len() + m[2].len()) as u64;
+                    }
+                    self.stats.tx_packets += k as u64;
+                    j += k;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    self.stats.tx_dropped += 1;
+                    j += 1;
+                }
+                Err(e) if crate::error::is_device_gone(&e) => {
+                    result = Err(e);
+                    break;
+                }
+                Err(_) => {
+                    self.stats.tx_rejected += 1;
+                    j += 1;
+                }
+            }
+        }
+        self.stats.tx_dropped += (msgs.len() - j) as u64;
+        result.map(|()| j)
+    }
+
+    /// Whether the socket exchanges virtio-net headers.
+    pub fn vnet_hdr(&self) -> bool {
+        self.vnet_hdr
+    }
+
     /// Copies the frame described by the tpacket2_hdr at `h` (absolute ring
     /// offset) into `pkt`. `Err(true)` = bad descriptor, `Err(false)` = bad
     /// vnet header.

@@ -7,6 +7,8 @@
 //! - [`tap`]: a TAP device vecgate creates (or attaches to).
 //! - [`netdev`]: ioctl helpers and the nftables ingress guard — the one thing
 //!   vecgate changes on the host, see its module docs.
+//! - [`floor`]: the I/O floor, the smallest forwarder on the AF_PACKET path
+//!   (`vecgate-floor`), what the benchmarks measure vecgate against.
 //! - [`netdev_lock`]: one gateway per netdev (a `flock`ed file).
 //!
 //! `unsafe` lives only in the private `sys` and `xdp_sys` modules.
@@ -14,6 +16,7 @@
 pub mod af_packet;
 pub mod af_xdp;
 pub mod error;
+pub mod floor;
 pub mod host_tun;
 pub mod netdev;
 pub mod netdev_lock;

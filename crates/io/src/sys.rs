@@ -417,6 +417,38 @@ pub fn sendmmsg_hdr_frames(
     cvt(r).map(|r| r as usize)
 }
 
+/// Sends one packet per entry of `msgs`, each the concatenation of its
+/// three slices (virtio-net header, a header to prepend, the frame where it
+/// lies), with one `sendmmsg(2)`, without blocking: the I/O floor's
+/// transmit ([`crate::floor`]). Returns how many were accepted from the
+/// front.
+pub fn sendmmsg_iov3(fd: RawFd, msgs: &[[&[u8]; 3]]) -> io::Result<usize> {
+    let n = msgs.len().min(MMSG_BATCH);
+    let empty = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let mut iovs = [[empty; 3]; MMSG_BATCH];
+    // SAFETY: mmsghdr is plain data; all-zero (null name/control) is valid.
+    let mut hdrs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
+    for (iov, m) in iovs.iter_mut().zip(&msgs[..n]) {
+        for (v, s) in iov.iter_mut().zip(m) {
+            *v = libc::iovec {
+                iov_base: s.as_ptr() as *mut libc::c_void,
+                iov_len: s.len(),
+            };
+        }
+    }
+    for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()).take(n) {
+        h.msg_hdr.msg_iov = iov.as_mut_ptr();
+        h.msg_hdr.msg_iovlen = 3;
+    }
+    // SAFETY: `hdrs[..n]` point to `iovs`, which point to slices borrowed
+    // for the call; the kernel only reads them (and writes msg_len).
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+    cvt(r).map(|r| r as usize)
+}
+
 /// Switches the calling thread into the network namespace `ns_fd` refers to.
 pub fn setns_net(ns_fd: RawFd) -> io::Result<()> {
     // SAFETY: plain syscall; only affects the calling thread.
