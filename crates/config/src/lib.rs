@@ -48,8 +48,8 @@ pub mod ha;
 pub mod ipsec;
 mod model;
 mod parse;
+mod request;
 pub mod secret;
-mod tunnel_spec;
 mod validate;
 
 pub use ha::{Ha, HaGroup};
@@ -57,7 +57,7 @@ pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use parse::ipsec::{IKE_KEYS, SA_KEYS};
 pub use parse::TUNNEL_KEYS;
-pub use tunnel_spec::{FieldError, TunnelSpec};
+pub use request::{FieldError, TunnelSpec};
 pub use validate::validate;
 use validate::Pos;
 
