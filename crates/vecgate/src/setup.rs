@@ -286,7 +286,11 @@ pub fn build_tables_ported(
                     .tunnel(name)
                     .ok_or_else(|| format!("route {}: no tunnel {name}", r.prefix.addr))?;
                 let port = port_of(name)?;
-                if t.carries_ethernet() {
+                if standby_end(cfg, t.local, held) {
+                    // Its local end is a VRRP virtual address we do not
+                    // hold: the backup never transmits on it (issue 16).
+                    Route::Drop
+                } else if t.carries_ethernet() {
                     // An L2 segment: the destination is resolved on it.
                     Route::Connected { port }
                 } else {
@@ -316,6 +320,23 @@ pub fn build_tables_ported(
         b.add_route_group(*id, r.prefix, hops);
     }
     b.build().map_err(|e| e.to_string())
+}
+
+/// Whether `local` is a virtual address of a `[[ha.group]]` that this
+/// gateway does not hold (`held`, crate::ha): then it is the backup, and a
+/// tunnel with that local end must not send (the master does, from the same
+/// address; RFC 5798 §6.4.2: a backup "MUST NOT" accept or forward for the
+/// virtual router). Routes through such a tunnel drop until it is master.
+fn standby_end(
+    cfg: &Config,
+    local: std::net::IpAddr,
+    held: &HashMap<u16, Vec<std::net::IpAddr>>,
+) -> bool {
+    let virtual_addr = cfg
+        .ha
+        .as_ref()
+        .is_some_and(|h| h.groups.iter().any(|g| g.addresses.contains(&local)));
+    virtual_addr && !held.values().flatten().any(|a| *a == local)
 }
 
 /// MTU of the underlay under a tunnel: that of the interface owning its

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod ha_pair;
 pub mod sites;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
