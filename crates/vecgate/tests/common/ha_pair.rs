@@ -70,14 +70,17 @@ pub struct HaOpts {
 }
 
 impl Default for HaOpts {
-    /// a1 (150) over a2 (100), preemption on, adverts every 100 ms (so a
-    /// backup declares the master dead after 3 × 100 ms + skew, §6.1).
+    /// a1 (150) over a2 (100), preemption on, adverts every 200 ms: a
+    /// backup declares the master dead after 3 × 200 ms + skew (§6.1),
+    /// long enough that a loaded machine's scheduler rarely starves the
+    /// master's adverts that long (it can: tests treat such a blip as
+    /// legitimate, see ha_failover's `silent_as_backup`).
     fn default() -> Self {
         HaOpts {
             priority_a1: 150,
             priority_a2: 100,
             preempt: true,
-            interval_cs: 10,
+            interval_cs: 20,
             ipv6: false,
         }
     }
