@@ -57,7 +57,7 @@ pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use parse::ipsec::{IKE_KEYS, SA_KEYS};
 pub use parse::TUNNEL_KEYS;
-pub use request::{FieldError, TunnelSpec};
+pub use request::{FieldError, InterfaceSpec, TunnelSpec};
 pub use validate::validate;
 use validate::Pos;
 

@@ -1,15 +1,83 @@
-//! A `[[tunnel]]` as a request writes it: `POST /tunnels` takes this
-//! shape (schema `TunnelSpec`, with the `schema` feature), fills in the
-//! file's defaults with [`TunnelSpec::to_tunnel`], and validates the result
-//! with [`crate::validate`] like any tunnel of the file. A new tunnel key is
-//! added here, beside [`Tunnel`], and the API takes it without a change of
+//! The `[[interface]]` and `[[tunnel]]` tables as a request writes them:
+//! `POST /interfaces` and `POST /tunnels` take these shapes (schemas
+//! `InterfaceSpec`, `TunnelSpec`, with the `schema` feature), fill in the
+//! file's defaults ([`InterfaceSpec::to_interface`],
+//! [`TunnelSpec::to_tunnel`]), and validate the result with
+//! [`crate::validate`] like any object of the file. A new key is added
+//! here, beside the model's type, and the API takes it without a change of
 //! its own.
 
 use crate::ipsec::{IkeSettings, Ipsec};
-use crate::model::{IfAddr, Prefix, Tunnel, TunnelInner, TunnelKind, DEFAULT_VRF, VXLAN_PORT};
+use crate::model::{
+    Driver, IfAddr, Interface, Prefix, Tunnel, TunnelInner, TunnelKind, DEFAULT_VRF, VXLAN_PORT,
+};
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::str::FromStr;
+
+/// POST /interfaces: the keys of an `[[interface]]` table, optional where
+/// the file's are (with the same defaults). The netdev `host` is attached
+/// at once (one queue per worker, its ingress guard), with its addresses
+/// and VRF.
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceSpec {
+    pub name: String,
+    /// The Linux netdev to attach to.
+    pub host: String,
+    /// af_packet (default), af_xdp or tap.
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// `ADDRESS/LEN` each.
+    #[serde(default)]
+    pub addresses: Option<Vec<String>>,
+    #[serde(default)]
+    pub vrf: Option<String>,
+    /// L3 MTU (68..=65535; capped by the netdev's).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schema(minimum = 68, maximum = 65535))]
+    pub mtu: Option<u32>,
+    #[serde(default)]
+    pub rsc: Option<bool>,
+    #[serde(default)]
+    pub offloads: Option<bool>,
+}
+
+impl InterfaceSpec {
+    /// The interface as the file would hold it, with the file's defaults.
+    /// Only the syntax of each value is checked here; [`crate::validate`]
+    /// judges the interface among the rest of the configuration.
+    pub fn to_interface(&self) -> Result<Interface, FieldError> {
+        let driver = match self.driver.as_deref() {
+            None => Driver::AfPacket,
+            Some(d) => d.parse().map_err(|_| {
+                FieldError::new(
+                    "driver",
+                    format!("driver \"{d}\" is not one of af_packet, af_xdp, tap"),
+                )
+            })?,
+        };
+        let addresses = parsed_list::<IfAddr>("addresses", self.addresses.as_deref())
+            .map_err(|e| FieldError::new("addresses", e.message))?;
+        if let Some(m) = self.mtu.filter(|m| !(68..=65535).contains(m)) {
+            return Err(FieldError::new(
+                "mtu",
+                format!("mtu = {m} is out of range (expected 68..=65535)"),
+            ));
+        }
+        Ok(Interface {
+            name: self.name.clone(),
+            host: self.host.clone(),
+            driver,
+            addresses,
+            vrf: self.vrf.clone().unwrap_or_else(|| DEFAULT_VRF.to_owned()),
+            mtu: self.mtu,
+            rsc: self.rsc.unwrap_or(true),
+            offloads: self.offloads.unwrap_or(true),
+        })
+    }
+}
 
 /// POST /tunnels: the keys of a `[[tunnel]]` table, optional where the
 /// file's are (with the same defaults). A `kind = "ipsec"` tunnel also
@@ -154,4 +222,60 @@ fn parsed_list<T: FromStr<Err = String>>(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::{Error, IgnoredAny, Visitor};
+
+    /// The field names serde knows for `T`: what its derived `Deserialize`
+    /// hands to `deserialize_struct`.
+    fn serde_fields<T: for<'de> Deserialize<'de>>() -> Vec<&'static str> {
+        struct Grab<'a>(&'a mut &'static [&'static str]);
+        impl<'de> serde::Deserializer<'de> for Grab<'_> {
+            type Error = serde::de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(Self::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                *self.0 = fields;
+                Err(Self::Error::custom("fields read"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf option unit unit_struct newtype_struct seq tuple
+                tuple_struct map enum identifier ignored_any
+            }
+        }
+        let mut fields: &'static [&'static str] = &[];
+        let _ = T::deserialize(Grab(&mut fields));
+        let mut v = fields.to_vec();
+        v.sort_unstable();
+        v
+    }
+
+    fn sorted(keys: &[&'static str]) -> Vec<&'static str> {
+        let mut v = keys.to_vec();
+        v.sort_unstable();
+        v
+    }
+
+    /// The request shapes take exactly the keys the file's reader takes.
+    #[test]
+    fn request_fields_are_the_files_keys() {
+        assert_eq!(
+            serde_fields::<TunnelSpec<IgnoredAny>>(),
+            sorted(crate::TUNNEL_KEYS)
+        );
+        assert_eq!(
+            serde_fields::<InterfaceSpec>(),
+            sorted(crate::parse::INTERFACE_KEYS)
+        );
+    }
 }

@@ -67,32 +67,9 @@ pub struct InterfacePatch {
     pub mtu: Option<u32>,
 }
 
-/// POST /interfaces: the `[[interface]]` keys of the configuration file.
-/// The netdev `host` is attached at once (one queue per worker, its
-/// ingress guard), with its addresses and VRF.
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InterfaceSpec {
-    pub name: String,
-    /// The Linux netdev to attach to.
-    pub host: String,
-    /// af_packet (default), af_xdp or tap.
-    #[serde(default)]
-    pub driver: Option<String>,
-    /// `ADDRESS/LEN` each.
-    #[serde(default)]
-    pub addresses: Option<Vec<String>>,
-    #[serde(default)]
-    pub vrf: Option<String>,
-    /// L3 MTU (68..=65535; capped by the netdev's).
-    #[serde(default)]
-    #[schema(minimum = 68, maximum = 65535)]
-    pub mtu: Option<u32>,
-    #[serde(default)]
-    pub rsc: Option<bool>,
-    #[serde(default)]
-    pub offloads: Option<bool>,
-}
+/// POST /interfaces: the `[[interface]]` keys of the configuration file,
+/// in the configuration's own request shape (`vecgate_config`).
+pub use vecgate_config::InterfaceSpec;
 
 /// One VRF.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]

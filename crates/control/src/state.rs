@@ -787,42 +787,9 @@ impl Control {
     /// netdev is attached ([`Control::apply`]). 409 when the name is in use
     /// or the netdev cannot be attached (missing, held by another gateway).
     pub fn add_interface(&self, spec: &InterfaceSpec) -> Result<(), ApiError> {
-        let driver: vecgate_config::Driver = match spec.driver.as_deref() {
-            None => vecgate_config::Driver::AfPacket,
-            Some(d) => {
-                serde_json::from_value(serde_json::Value::String(d.to_owned())).map_err(|_| {
-                    ApiError::bad(
-                        "driver",
-                        format!("driver \"{d}\" is not one of af_packet, af_xdp, tap"),
-                    )
-                })?
-            }
-        };
-        let mut addresses = Vec::new();
-        for a in spec.addresses.iter().flatten() {
-            addresses.push(
-                a.parse::<vecgate_config::IfAddr>()
-                    .map_err(|e| ApiError::bad("addresses", format!("addresses: \"{a}\": {e}")))?,
-            );
-        }
-        if let Some(m) = spec.mtu {
-            if !(68..=65535).contains(&m) {
-                return Err(ApiError::bad(
-                    "mtu",
-                    format!("mtu = {m} is out of range (expected 68..=65535)"),
-                ));
-            }
-        }
-        let ifc = vecgate_config::Interface {
-            name: spec.name.clone(),
-            host: spec.host.clone(),
-            driver,
-            addresses,
-            vrf: spec.vrf.clone().unwrap_or_else(|| DEFAULT_VRF.to_owned()),
-            mtu: spec.mtu,
-            rsc: spec.rsc.unwrap_or(true),
-            offloads: spec.offloads.unwrap_or(true),
-        };
+        let ifc = spec
+            .to_interface()
+            .map_err(|e| ApiError::bad(&e.field, e.message))?;
         let _serial = lock(&self.tunnel_ops);
         self.apply(&["name", "host", "addresses", "vrf", "mtu"], |c| {
             if c.interface(&ifc.name).is_some() || c.tunnel(&ifc.name).is_some() {
