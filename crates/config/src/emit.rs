@@ -36,13 +36,7 @@ impl Config {
         let _ = writeln!(s, "name = {}", quote(&g.name));
         let _ = writeln!(s, "workers = {}", g.workers);
         let _ = writeln!(s, "api = {}", quote(&g.api.to_string()));
-        for (key, f) in [
-            ("api_token_file", &g.api_token_file),
-            ("api_readonly_token_file", &g.api_readonly_token_file),
-            ("api_tls_cert_file", &g.api_tls_cert_file),
-            ("api_tls_key_file", &g.api_tls_key_file),
-            ("state_dir", &g.state_dir),
-        ] {
+        for (key, f) in g.path_keys() {
             if let Some(p) = f {
                 let _ = writeln!(s, "{key} = {}", quote(&p.to_string_lossy()));
             }

@@ -188,6 +188,17 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// The keys that name a file or directory on the gateway, as set.
+    pub fn path_keys(&self) -> [(&'static str, &Option<PathBuf>); 5] {
+        [
+            ("api_token_file", &self.api_token_file),
+            ("api_readonly_token_file", &self.api_readonly_token_file),
+            ("api_tls_cert_file", &self.api_tls_cert_file),
+            ("api_tls_key_file", &self.api_tls_key_file),
+            ("state_dir", &self.state_dir),
+        ]
+    }
+
     /// `/var/lib/vecgate/<name>`.
     pub fn default_state_dir(name: &str) -> PathBuf {
         PathBuf::from(format!("/var/lib/vecgate/{name}"))

@@ -67,7 +67,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "api_insecure_loopback",
     "state_dir",
 ];
-const INTERFACE_KEYS: &[&str] = &[
+pub(crate) const INTERFACE_KEYS: &[&str] = &[
     "name",
     "host",
     "driver",
@@ -287,6 +287,48 @@ impl<'t, 'i> Reader<'_, 't, 'i> {
     fn vrf(&mut self, key: &'static str) -> String {
         self.string(key, false)
             .unwrap_or_else(|| DEFAULT_VRF.to_owned())
+    }
+
+    /// `key = ["...", ...]`, each string parsed by `parse` (an error names
+    /// the key, at the element's line); with `record`, each element's
+    /// position goes to `pos.items`.
+    fn list<T>(
+        &mut self,
+        key: &'static str,
+        record: bool,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Vec<T> {
+        let Some(v) = self.get(key) else {
+            return Vec::new();
+        };
+        let DeValue::Array(items) = v.get_ref() else {
+            self.wrong_type(key, "an array of strings", v.get_ref());
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items.iter() {
+            let at = self.src.span(item.span());
+            let parsed = match item.get_ref() {
+                DeValue::String(s) => parse(s).map_err(|e| format!("{key}: {e}")),
+                other => Err(format!(
+                    "{key} must hold strings, found {}",
+                    type_name(other)
+                )),
+            };
+            match parsed {
+                Ok(x) => {
+                    if record {
+                        self.pos.items.push(at);
+                    }
+                    out.push(x);
+                }
+                Err(m) => {
+                    self.err(at, m);
+                    self.broken = true;
+                }
+            }
+        }
+        out
     }
 
     /// Reports every key not in `allowed`, each at its own line.
@@ -729,37 +771,7 @@ fn read_route(
 
 /// `addresses = ["10.1.0.1/24", ...]`, each element's position recorded.
 fn read_addresses(r: &mut Reader<'_, '_, '_>) -> Vec<IfAddr> {
-    let Some(v) = r.get("addresses") else {
-        return Vec::new();
-    };
-    let DeValue::Array(items) = v.get_ref() else {
-        r.wrong_type("addresses", "an array of strings", v.get_ref());
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for item in items.iter() {
-        let at = r.src.span(item.span());
-        match item.get_ref() {
-            DeValue::String(s) => match s.parse::<IfAddr>() {
-                Ok(a) => {
-                    r.pos.items.push(at);
-                    out.push(a);
-                }
-                Err(e) => {
-                    r.err(at, format!("addresses: {e}"));
-                    r.broken = true;
-                }
-            },
-            other => {
-                r.err(
-                    at,
-                    format!("addresses must hold strings, found {}", type_name(other)),
-                );
-                r.broken = true;
-            }
-        }
-    }
-    out
+    r.list("addresses", true, str::parse)
 }
 
 /// A config with a stand-in gateway that passes validation, for when

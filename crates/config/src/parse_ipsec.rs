@@ -1,7 +1,7 @@
 //! Shape phase of the IPsec keys of a `[[tunnel]]`: `nat_t`, `traffic` and
 //! the `[[tunnel.sa]]` tables (a child of `parse`, using its `Reader`).
 
-use super::{name_label, tables, type_name, Reader};
+use super::{name_label, tables, Reader};
 use crate::ipsec::{
     EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa, DEFAULT_REPLAY_WINDOW,
 };
@@ -206,58 +206,10 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
 
 /// `key = ["...", ...]` (also read by `[ha]`).
 pub(super) fn read_strings(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<String> {
-    let Some(v) = r.get(key) else {
-        return Vec::new();
-    };
-    let DeValue::Array(items) = v.get_ref() else {
-        r.wrong_type(key, "an array of strings", v.get_ref());
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for item in items.iter() {
-        match item.get_ref() {
-            DeValue::String(s) => out.push(s.to_string()),
-            other => {
-                let at = r.src.span(item.span());
-                r.err(
-                    at,
-                    format!("{key} must hold strings, found {}", type_name(other)),
-                );
-                r.broken = true;
-            }
-        }
-    }
-    out
+    r.list(key, false, |s| Ok(s.to_owned()))
 }
 
 /// `traffic = ["10.2.0.0/24", ...]` (or `local_traffic`).
 fn read_prefixes(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Vec<Prefix> {
-    let Some(v) = r.get(key) else {
-        return Vec::new();
-    };
-    let DeValue::Array(items) = v.get_ref() else {
-        r.wrong_type(key, "an array of strings", v.get_ref());
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for item in items.iter() {
-        let at = r.src.span(item.span());
-        match item.get_ref() {
-            DeValue::String(s) => match s.parse::<Prefix>() {
-                Ok(p) => out.push(p),
-                Err(e) => {
-                    r.err(at, format!("{key}: {e}"));
-                    r.broken = true;
-                }
-            },
-            other => {
-                r.err(
-                    at,
-                    format!("{key} must hold strings, found {}", type_name(other)),
-                );
-                r.broken = true;
-            }
-        }
-    }
-    out
+    r.list(key, false, str::parse)
 }

@@ -265,13 +265,7 @@ fn gateway(v: &mut V<'_>) {
             }
         }
     }
-    for (key, f) in [
-        ("api_token_file", &g.api_token_file),
-        ("api_readonly_token_file", &g.api_readonly_token_file),
-        ("api_tls_cert_file", &g.api_tls_cert_file),
-        ("api_tls_key_file", &g.api_tls_key_file),
-        ("state_dir", &g.state_dir),
-    ] {
+    for (key, f) in g.path_keys() {
         if let Some(path) = f {
             if !path.is_absolute() {
                 let m = format!("{key} \"{}\" must be an absolute path", path.display());
@@ -634,48 +628,28 @@ fn routes(v: &mut V<'_>, broken_names: &HashSet<String>) {
                 }
                 None
             }
-            Via::Interface(n) => match (ifs.get(n.as_str()), tuns.get(n.as_str())) {
-                (Some(vrf), _) => Some(("interface", n, *vrf)),
-                (None, Some(_)) => {
-                    v.err(
-                        vp,
-                        &label,
-                        format!("via interface \"{n}\": \"{n}\" is a tunnel"),
-                    );
-                    None
-                }
-                (None, None) => {
-                    if !broken_names.contains(n) {
-                        v.err(
-                            vp,
-                            &label,
-                            format!("via \"{n}\": no interface or tunnel has that name"),
-                        );
+            Via::Interface(n) | Via::Tunnel(n) => {
+                // The kind the route names, and the other kind of name.
+                let ((kind, names), (other, other_names)) = match &r.via {
+                    Via::Interface(_) => (("interface", &ifs), ("a tunnel", &tuns)),
+                    _ => (("tunnel", &tuns), ("an interface", &ifs)),
+                };
+                match (names.get(n.as_str()), other_names.get(n.as_str())) {
+                    (Some(vrf), _) => Some((kind, n, *vrf)),
+                    (None, Some(_)) => {
+                        let m = format!("via {kind} \"{n}\": \"{n}\" is {other}");
+                        v.err(vp, &label, m);
+                        None
                     }
-                    None
-                }
-            },
-            Via::Tunnel(n) => match (tuns.get(n.as_str()), ifs.get(n.as_str())) {
-                (Some(vrf), _) => Some(("tunnel", n, *vrf)),
-                (None, Some(_)) => {
-                    v.err(
-                        vp,
-                        &label,
-                        format!("via tunnel \"{n}\": \"{n}\" is an interface"),
-                    );
-                    None
-                }
-                (None, None) => {
-                    if !broken_names.contains(n) {
-                        v.err(
-                            vp,
-                            &label,
-                            format!("via \"{n}\": no interface or tunnel has that name"),
-                        );
+                    (None, None) => {
+                        if !broken_names.contains(n) {
+                            let m = format!("via \"{n}\": no interface or tunnel has that name");
+                            v.err(vp, &label, m);
+                        }
+                        None
                     }
-                    None
                 }
-            },
+            }
         };
         if let Some((kind, n, vrf)) = target {
             if vrf != r.vrf {
