@@ -23,13 +23,27 @@
 //! (keepalived's `track_interface` with a `weight`), never below 1; an
 //! address owner (255) is never lowered.
 //!
-//! The sync link, peer and key file of the state sync will join `[ha]` as
-//! optional keys.
+//! The state sync (optional; all three keys or none):
+//!
+//! ```toml
+//! [ha]
+//! sync_local = "192.0.2.1:4790"     # UDP address the sync link listens on
+//! sync_peer = "192.0.2.2:4790"      # the other gateway's sync_local
+//! sync_key_file = "/etc/vecgate/ha-sync.key"  # 64 hex digits, 0600, root's
+//! sync_interval_ms = 100            # periodic resend, 10..=10000, default 100
+//! ```
+//!
+//! The sync link is a kernel UDP socket (a dedicated link, not a dataplane
+//! port); every message is sealed with AES-256-GCM under a key derived
+//! from the key file per boot (`vecgate_ha::sync`). The active sends each
+//! static ESP SA's reserved outbound ceiling and inbound replay window;
+//! the standby jumps past them when it becomes master.
 
 use crate::model::Config;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 
 /// Default priority of a backup (RFC 5798 §5.2.4).
 pub const DEFAULT_PRIORITY: u8 = 100;
@@ -37,6 +51,8 @@ pub const DEFAULT_PRIORITY: u8 = 100;
 pub const DEFAULT_INTERVAL_CS: u16 = 100;
 /// Default priority lost per tracked interface that is down.
 pub const DEFAULT_TRACK_PENALTY: u8 = 50;
+/// Default period of the state sync's resend.
+pub const DEFAULT_SYNC_INTERVAL_MS: u32 = 100;
 
 /// `[ha]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +67,18 @@ pub struct Ha {
     /// `[[ha.group]]`, in file order.
     #[serde(default)]
     pub groups: Vec<HaGroup>,
+    /// The state sync (`sync_local`, `sync_peer`, `sync_key_file`).
+    #[serde(default)]
+    pub sync: Option<HaSync>,
+}
+
+/// The state sync's link: `sync_*` keys of `[ha]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaSync {
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+    pub key_file: PathBuf,
+    pub interval_ms: u32,
 }
 
 impl Default for Ha {
@@ -62,6 +90,7 @@ impl Default for Ha {
             track: Vec::new(),
             track_penalty: DEFAULT_TRACK_PENALTY,
             groups: Vec::new(),
+            sync: None,
         }
     }
 }
@@ -121,6 +150,18 @@ pub(crate) fn emit(cfg: &Config, s: &mut String, quote: fn(&str) -> String) {
     }
     if h.track_penalty != DEFAULT_TRACK_PENALTY {
         let _ = writeln!(s, "track_penalty = {}", h.track_penalty);
+    }
+    if let Some(y) = &h.sync {
+        let _ = writeln!(s, "sync_local = {}", quote(&y.local.to_string()));
+        let _ = writeln!(s, "sync_peer = {}", quote(&y.peer.to_string()));
+        let _ = writeln!(
+            s,
+            "sync_key_file = {}",
+            quote(&y.key_file.display().to_string())
+        );
+        if y.interval_ms != DEFAULT_SYNC_INTERVAL_MS {
+            let _ = writeln!(s, "sync_interval_ms = {}", y.interval_ms);
+        }
     }
     for g in &h.groups {
         let _ = writeln!(s, "\n[[ha.group]]");

@@ -52,7 +52,7 @@ mod request;
 pub mod secret;
 mod validate;
 
-pub use ha::{Ha, HaGroup};
+pub use ha::{Ha, HaGroup, HaSync};
 pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use parse::ipsec::{IKE_KEYS, SA_KEYS};

@@ -3,10 +3,13 @@
 
 use super::ipsec::read_strings;
 use super::{find, tables, type_name, Reader, Source};
-use crate::ha::{Ha, HaGroup, DEFAULT_INTERVAL_CS, DEFAULT_PRIORITY, DEFAULT_TRACK_PENALTY};
+use crate::ha::{
+    Ha, HaGroup, HaSync, DEFAULT_INTERVAL_CS, DEFAULT_PRIORITY, DEFAULT_SYNC_INTERVAL_MS,
+    DEFAULT_TRACK_PENALTY,
+};
 use crate::validate::{ObjPos, Pos};
 use crate::Diagnostic;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use toml::de::{DeTable, DeValue};
 
 const HA_KEYS: &[&str] = &[
@@ -16,6 +19,10 @@ const HA_KEYS: &[&str] = &[
     "track",
     "track_penalty",
     "group",
+    "sync_local",
+    "sync_peer",
+    "sync_key_file",
+    "sync_interval_ms",
 ];
 const GROUP_KEYS: &[&str] = &[
     "vrid",
@@ -68,6 +75,7 @@ pub(super) fn read(
         .int("track_penalty", 0..256, "0..=255")
         .and_then(|n| u8::try_from(n).ok())
         .unwrap_or(DEFAULT_TRACK_PENALTY);
+    let sync = read_sync(&mut r);
     let mut groups = Vec::new();
     if let Some((gk, gv)) = find(t, "group") {
         let key_span = gk.span();
@@ -136,7 +144,94 @@ pub(super) fn read(
             track,
             track_penalty,
             groups,
+            sync,
         }),
         pos,
     )
+}
+
+/// A `sync_local` / `sync_peer` value: a unicast address and a port.
+fn sock(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Option<SocketAddr> {
+    let s = r.string(key, false)?;
+    match s.parse::<SocketAddr>() {
+        Ok(a) if a.port() != 0 && !a.ip().is_unspecified() && !a.ip().is_multicast() => Some(a),
+        _ => {
+            let at = r.key_pos(key);
+            r.err(
+                at,
+                format!(
+                    "{key} = \"{s}\" must be a unicast address and a port, e.g. \"192.0.2.1:4790\" or \"[2001:db8::1]:4790\""
+                ),
+            );
+            r.broken = true;
+            None
+        }
+    }
+}
+
+/// The `sync_*` keys: all of local, peer and key file, or none.
+fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
+    let local = sock(r, "sync_local");
+    let peer = sock(r, "sync_peer");
+    let key_file = r.string("sync_key_file", false);
+    let interval_ms = r
+        .int("sync_interval_ms", 10..10_001, "10..=10000 milliseconds")
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(DEFAULT_SYNC_INTERVAL_MS);
+    let given = [
+        (
+            "sync_local",
+            local.is_some() || r.pos.keys.iter().any(|k| k.0 == "sync_local"),
+        ),
+        (
+            "sync_peer",
+            peer.is_some() || r.pos.keys.iter().any(|k| k.0 == "sync_peer"),
+        ),
+        ("sync_key_file", key_file.is_some()),
+    ];
+    let any = given.iter().any(|g| g.1) || r.pos.keys.iter().any(|k| k.0 == "sync_interval_ms");
+    if !any {
+        return None;
+    }
+    let missing: Vec<&str> = given.iter().filter(|g| !g.1).map(|g| g.0).collect();
+    if !missing.is_empty() {
+        let at = r.pos.table;
+        r.err(
+            at,
+            format!(
+                "the state sync needs sync_local, sync_peer and sync_key_file together; missing {}",
+                missing.join(", ")
+            ),
+        );
+        r.broken = true;
+        return None;
+    }
+    let (local, peer, key_file) = (local?, peer?, key_file?);
+    if local.is_ipv4() != peer.is_ipv4() {
+        let at = r.key_pos("sync_peer");
+        r.err(
+            at,
+            "sync_local and sync_peer must be of one address family".to_owned(),
+        );
+        r.broken = true;
+        return None;
+    }
+    if local == peer {
+        let at = r.key_pos("sync_peer");
+        r.err(at, "sync_peer must differ from sync_local".to_owned());
+        r.broken = true;
+        return None;
+    }
+    if key_file.is_empty() {
+        let at = r.key_pos("sync_key_file");
+        r.err(at, "sync_key_file is empty".to_owned());
+        r.broken = true;
+        return None;
+    }
+    Some(HaSync {
+        local,
+        peer,
+        key_file: key_file.into(),
+        interval_ms,
+    })
 }

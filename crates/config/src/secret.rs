@@ -31,6 +31,8 @@ pub enum SecretError {
     Exposed(u32),
     /// Larger than the cap.
     TooLarge(usize),
+    /// Owned by another user than the one required (its uid).
+    WrongOwner(u32),
     /// Another I/O error while reading.
     Io(String),
 }
@@ -49,6 +51,10 @@ impl fmt::Display for SecretError {
                 "has mode {mode:04o}: group or others may access it (a secret file must be readable by its owner only: chmod 600)"
             ),
             SecretError::TooLarge(max) => write!(f, "is larger than {max} bytes"),
+            SecretError::WrongOwner(uid) => write!(
+                f,
+                "is owned by uid {uid}: it must belong to the user vecgate runs as (root: chown root:root)"
+            ),
             SecretError::Io(e) => write!(f, "cannot be read: {e}"),
         }
     }
@@ -80,6 +86,25 @@ fn kind_of(ft: std::fs::FileType) -> &'static str {
 /// access. Never blocks on the file's type (a FIFO is opened non-blocking
 /// and refused) and never reads more than `max_len + 1` bytes.
 pub fn read_secret_file(path: &Path, max_len: usize) -> Result<Zeroizing<Vec<u8>>, SecretError> {
+    read_checked(path, max_len, None)
+}
+
+/// [`read_secret_file`], and the file must belong to `owner` (the state
+/// sync's key, which authenticates a peer that may take over SAs: a file
+/// another user could have written is refused).
+pub fn read_owned_secret_file(
+    path: &Path,
+    max_len: usize,
+    owner: u32,
+) -> Result<Zeroizing<Vec<u8>>, SecretError> {
+    read_checked(path, max_len, Some(owner))
+}
+
+fn read_checked(
+    path: &Path,
+    max_len: usize,
+    owner: Option<u32>,
+) -> Result<Zeroizing<Vec<u8>>, SecretError> {
     let max_len = max_len.min(MAX_SECRET_LEN);
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -101,6 +126,9 @@ pub fn read_secret_file(path: &Path, max_len: usize) -> Result<Zeroizing<Vec<u8>
     let mode = meta.mode() & 0o7777;
     if mode & 0o077 != 0 {
         return Err(SecretError::Exposed(mode));
+    }
+    if owner.is_some_and(|o| o != meta.uid()) {
+        return Err(SecretError::WrongOwner(meta.uid()));
     }
     if meta.len() > max_len as u64 {
         return Err(SecretError::TooLarge(max_len));
@@ -149,6 +177,25 @@ mod tests {
         assert_eq!(&read_secret_file(&p, 64).unwrap()[..], b"00112233\n");
         write(&p, b"x", 0o400);
         assert_eq!(&read_secret_file(&p, 64).unwrap()[..], b"x");
+    }
+
+    #[test]
+    fn owner_is_checked_when_asked() {
+        let d = dir("owner");
+        let p = d.0.join("k");
+        write(&p, b"k", 0o600);
+        let me = std::fs::metadata(&p).unwrap().uid();
+        assert_eq!(&read_owned_secret_file(&p, 64, me).unwrap()[..], b"k");
+        assert_eq!(
+            read_owned_secret_file(&p, 64, me.wrapping_add(1)),
+            Err(SecretError::WrongOwner(me))
+        );
+        // The mode is still checked first.
+        write(&p, b"k", 0o640);
+        assert_eq!(
+            read_owned_secret_file(&p, 64, me),
+            Err(SecretError::Exposed(0o640))
+        );
     }
 
     #[test]

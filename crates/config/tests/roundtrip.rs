@@ -359,6 +359,13 @@ fn ha(ifs: Vec<Interface>) -> impl Strategy<Value = Ha> {
                         })
                         .collect()
                 };
+                // Every other config syncs state (odd priority).
+                let sync = (priority % 2 == 1).then(|| HaSync {
+                    local: "192.0.2.1:4790".parse().unwrap(),
+                    peer: "192.0.2.2:4791".parse().unwrap(),
+                    key_file: "/etc/vecgate/ha-sync.key".into(),
+                    interval_ms: u32::from(interval_cs) + 9,
+                });
                 Ha {
                     priority,
                     interval_cs,
@@ -366,6 +373,7 @@ fn ha(ifs: Vec<Interface>) -> impl Strategy<Value = Ha> {
                     track,
                     track_penalty,
                     groups,
+                    sync,
                 }
             },
         )

@@ -1012,3 +1012,55 @@ fn ha_groups() {
         "unknown key \"bogus\"",
     );
 }
+
+#[test]
+fn ha_sync_keys() {
+    const LAN: &str = "[[interface]]\nname = \"lan0\"\nhost = \"v0\"\ndriver = \"tap\"\naddresses = [\"10.1.0.1/24\"]\n"; // lines 3-7
+    let cfg = parse(&with_gw(&format!(
+        "{LAN}[ha]\nsync_local = \"192.0.2.1:4790\"\nsync_peer = \"192.0.2.2:4790\"\n\
+         sync_key_file = \"/etc/vecgate/ha-sync.key\"\n"
+    )))
+    .unwrap();
+    let y = cfg.ha.as_ref().unwrap().sync.as_ref().unwrap();
+    assert_eq!(y.local, "192.0.2.1:4790".parse().unwrap());
+    assert_eq!(y.peer, "192.0.2.2:4790".parse().unwrap());
+    assert_eq!(y.interval_ms, 100);
+    assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
+    // Without the keys there is no sync.
+    let cfg = parse(&with_gw(&format!("{LAN}[ha]\n"))).unwrap();
+    assert_eq!(cfg.ha.unwrap().sync, None);
+
+    one(
+        &with_gw(&format!("{LAN}[ha]\nsync_local = \"192.0.2.1:4790\"\n")),
+        8,
+        "missing sync_peer, sync_key_file",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\nsync_local = \"192.0.2.1\"\nsync_peer = \"192.0.2.2:4790\"\nsync_key_file = \"/k\"\n"
+        )),
+        9,
+        "must be a unicast address and a port",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\nsync_local = \"192.0.2.1:4790\"\nsync_peer = \"[2001:db8::2]:4790\"\nsync_key_file = \"/k\"\n"
+        )),
+        10,
+        "one address family",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\nsync_local = \"192.0.2.1:4790\"\nsync_peer = \"192.0.2.1:4790\"\nsync_key_file = \"/k\"\n"
+        )),
+        10,
+        "must differ",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\nsync_local = \"192.0.2.1:4790\"\nsync_peer = \"192.0.2.2:4790\"\nsync_key_file = \"/k\"\nsync_interval_ms = 5\n"
+        )),
+        12,
+        "sync_interval_ms = 5 is out of range",
+    );
+}

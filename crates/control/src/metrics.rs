@@ -359,7 +359,11 @@ fn vrrp(ctl: &Control, reg: &mut Registry) {
         "vecgate_vrrp_priority_zero_adverts",
         "VRRP priority-0 (master resigns) advertisements, by direction (sent, received)",
     );
-    for g in ctl.ha() {
+    let groups = ctl.ha();
+    if let Some(y) = groups.iter().find_map(|g| g.sync.as_ref()) {
+        ha_sync(y, reg);
+    }
+    for g in groups {
         let l = vec![
             ("interface".to_owned(), g.interface.clone()),
             ("vrid".to_owned(), g.vrid.to_string()),
@@ -387,6 +391,78 @@ fn vrrp(ctl: &Control, reg: &mut Registry) {
             l.push(("direction".to_owned(), dir.to_owned()));
             zero.get_or_create(&l).inc_by(n);
         }
+    }
+}
+
+/// The HA state sync (labelled by `peer`): link up, messages sent,
+/// received and rejected by reason, synced SAs, lag, takeovers.
+fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
+    let l = vec![("peer".to_owned(), y.peer.clone())];
+    let up = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ha_sync_up",
+        "1 when a state sync message from the peer arrived within 3 intervals",
+        up.clone(),
+    );
+    up.get_or_create(&l).set(i64::from(y.state == "up"));
+    let sas = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ha_sync_synced_sas",
+        "Static ESP SAs whose state the peer synced to this gateway, by direction",
+        sas.clone(),
+    );
+    for (dir, n) in [
+        ("outbound", y.synced_outbound_sas),
+        ("inbound", y.synced_inbound_sas),
+    ] {
+        let mut l = l.clone();
+        l.push(("direction".to_owned(), dir.to_owned()));
+        sas.get_or_create(&l)
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    if let Some(lag) = y.lag_ms {
+        let g = Family::<Labels, Gauge>::default();
+        reg.register(
+            "vecgate_ha_sync_lag_ms",
+            "This gateway's clock minus the send time of the peer's last state sync message",
+            g.clone(),
+        );
+        g.get_or_create(&l).set(lag);
+    }
+    for (name, help, n) in [
+        (
+            "vecgate_ha_sync_messages_sent",
+            "State sync messages sent to the peer",
+            y.messages_sent,
+        ),
+        (
+            "vecgate_ha_sync_messages_received",
+            "State sync messages from the peer that authenticated and were fresh",
+            y.messages_received,
+        ),
+        (
+            "vecgate_ha_sync_send_errors",
+            "State sync messages that could not be sealed or sent",
+            y.send_errors,
+        ),
+        (
+            "vecgate_ha_sync_takeovers",
+            "Takeovers of the synced state (this gateway became master)",
+            y.takeovers,
+        ),
+    ] {
+        let f = counter_family(reg, name, help);
+        f.get_or_create(&l).inc_by(n);
+    }
+    let rej = counter_family(
+        reg,
+        "vecgate_ha_sync_messages_rejected",
+        "State sync datagrams rejected, by reason (malformed, version, auth, replay, stale_epoch, skew, reflected, source)",
+    );
+    for (why, n) in &y.rejected {
+        let mut l = l.clone();
+        l.push(("reason".to_owned(), why.clone()));
+        rej.get_or_create(&l).inc_by(*n);
     }
 }
 

@@ -653,6 +653,41 @@ pub struct HaGroupInfo {
     pub priority_zero_received: u64,
     pub became_master: u64,
     pub became_backup: u64,
+    /// The state sync with the peer gateway (`[ha] sync_*`), the same for
+    /// every group; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<HaSyncInfo>,
+}
+
+/// The HA state sync (issue 16): the link to the peer gateway and what
+/// crossed it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HaSyncInfo {
+    /// This gateway's `sync_local` and the peer's address.
+    pub local: String,
+    pub peer: String,
+    /// "up" (a message from the peer within 3 intervals) or "down".
+    pub state: String,
+    /// The peer's role in its last message: "master" or "backup".
+    pub peer_role: Option<String>,
+    /// Unix time of the last message accepted from the peer, seconds.
+    pub last_sync_unix: Option<f64>,
+    /// Our clock minus the peer's send time of that message, ms.
+    pub lag_ms: Option<i64>,
+    /// Static ESP SAs whose state the peer synced to us.
+    pub synced_outbound_sas: u64,
+    pub synced_inbound_sas: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub send_errors: u64,
+    /// Rejected datagrams by reason: malformed, version, auth, replay,
+    /// stale_epoch, skew, reflected, source.
+    pub rejected: std::collections::BTreeMap<String, u64>,
+    /// Takeovers of synced state (becoming master).
+    pub takeovers: u64,
+    /// Unix time of the last one and the SAs it moved.
+    pub last_takeover_unix: Option<f64>,
+    pub last_takeover_sas: u64,
 }
 
 /// The last state change of a virtual router.

@@ -192,6 +192,15 @@ impl SeqCounter {
             .fetch_max(durable.min(self.last), Ordering::Release);
     }
 
+    /// Moves the next number up to `n` (never down): the HA standby
+    /// follows the active's reserved ceiling, so that once it takes over
+    /// it sends nothing the active may have sent. Numbers at or above `n`
+    /// are handed out only below a ceiling published afterwards.
+    pub fn skip_to(&self, n: u64) {
+        self.next
+            .fetch_max(n.min(self.last.saturating_add(1)), Ordering::Relaxed);
+    }
+
     /// The next number to hand out.
     pub fn next(&self) -> u64 {
         self.next.load(Ordering::Relaxed)

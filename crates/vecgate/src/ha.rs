@@ -214,6 +214,20 @@ struct Speaker {
 
 impl Speaker {
     fn apply(&mut self, i: usize, actions: Vec<Action>) {
+        // The state sync's hook (issue 16): becoming master takes over the
+        // synced SAs before the addresses are taken (no packet leaves with
+        // a number the old active may have used).
+        if actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::Transition {
+                    to: State::Master,
+                    ..
+                }
+            )
+        }) {
+            crate::hasync::take_over();
+        }
         let mut tables_changed = false;
         let mut announce = false;
         for a in actions {
@@ -238,8 +252,6 @@ impl Speaker {
                     tables_changed = true;
                 }
                 Action::Announce => announce = true,
-                // The state sync's hook (issue 16): on becoming master,
-                // take over the synced SAs; on leaving it, stop sending.
                 Action::Transition { from, to, reason } => {
                     g.last_wall = Some((SystemTime::now(), to, reason));
                     info!(
@@ -254,6 +266,9 @@ impl Speaker {
                 }
             }
         }
+        // Leaving master (of every group): the sync stores the peer's
+        // state again and stops sending ours.
+        crate::hasync::set_master(self.groups.iter().any(|g| g.m.state() == State::Master));
         if tables_changed {
             (self.w.rebuild)();
         }
@@ -543,6 +558,7 @@ pub fn info(g: &GroupStatus) -> vecgate_control::model::HaGroupInfo {
         priority_zero_received: g.stats.priority_zero_received,
         became_master: g.stats.became_master,
         became_backup: g.stats.became_backup,
+        sync: crate::hasync::status().map(|s| crate::hasync::info(&s)),
     }
 }
 

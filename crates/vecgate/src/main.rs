@@ -8,6 +8,7 @@ mod check;
 mod cli;
 mod generate;
 mod ha;
+mod hasync;
 mod host_tap;
 mod ike;
 mod ipsec_wiring;

@@ -490,6 +490,11 @@ fn start_ha(
     ha_status: &crate::ha::HaStatus,
     stop: &Arc<AtomicBool>,
 ) -> Result<Option<std::thread::JoinHandle<()>>> {
+    // The state sync first: the speaker's first transition to master
+    // takes over what it has received. It stops with `stop`.
+    if let Some(y) = cfg.ha.as_ref().and_then(|h| h.sync.as_ref()) {
+        crate::hasync::start(y, stop.clone()).map_err(|e| anyhow!(e))?;
+    }
     Ok(match (vrrp_punt, mailbox0) {
         (Some(p), Some(mb)) => {
             let (req_tx, req_rx) = crossbeam_channel::bounded(4);

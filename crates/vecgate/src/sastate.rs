@@ -380,8 +380,9 @@ fn renew(store: &Store, key: &KeyId, e: &mut Entry, now: Instant) {
             let demand = waits - e.seen_waits;
             e.seen_waits = waits;
             if let Some(next) = e.planner.plan(now, c.next(), c.ceiling(), c.last(), demand) {
-                // Durable first, then usable.
+                // Durable first (and sent to the HA standby), then usable.
                 if save(e, next, None) {
+                    reserved(&e.sa, key, next, c.used());
                     c.publish(next);
                 }
             }
@@ -544,4 +545,156 @@ pub fn reset_state(
             std::process::ExitCode::from(1)
         }
     }
+}
+
+// ------------------------------------------------------------ HA state sync
+
+/// One static SA as the HA sync carries it (`crate::hasync`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaSnapshot {
+    pub key: KeyId,
+    pub spi: u32,
+    pub outbound: bool,
+    /// Outbound: the durable (reserved) ceiling, which is at least the
+    /// published one. Inbound: the replay window's top.
+    pub ceiling: u64,
+    /// Outbound: the highest number handed out.
+    pub used: u64,
+    /// Inbound: the window's ring.
+    pub window: Vec<u64>,
+}
+
+/// Called with each outbound ceiling made durable, before it is published
+/// to the workers: the HA sync sends it to the standby first.
+type ReserveHook = Box<dyn Fn(&SaSnapshot) + Send + Sync>;
+static RESERVE_HOOK: OnceLock<ReserveHook> = OnceLock::new();
+
+/// Sets [`ReserveHook`] (once).
+pub fn set_reserve_hook(f: ReserveHook) {
+    let _ = RESERVE_HOOK.set(f);
+}
+
+fn reserved(sa: &SaIdentity, key: &KeyId, ceiling: u64, used: u64) {
+    if let Some(h) = RESERVE_HOOK.get() {
+        h(&SaSnapshot {
+            key: *key,
+            spi: sa.spi,
+            outbound: true,
+            ceiling,
+            used,
+            window: Vec::new(),
+        });
+    }
+}
+
+/// Every live static SA: outbound ceilings, inbound windows.
+pub fn snapshot() -> Vec<SaSnapshot> {
+    let Ok(st) = state() else { return Vec::new() };
+    let entries = st.entries();
+    entries
+        .iter()
+        .filter(|(_, e)| e.handle.alive())
+        .map(|(key, e)| match &e.handle {
+            Handle::Out(c) => SaSnapshot {
+                key: *key,
+                spi: e.sa.spi,
+                outbound: true,
+                ceiling: e.durable.max(c.ceiling()),
+                used: c.used(),
+                window: Vec::new(),
+            },
+            Handle::In(w, _) => {
+                let g = window(w);
+                SaSnapshot {
+                    key: *key,
+                    spi: e.sa.spi,
+                    outbound: false,
+                    ceiling: g.top(),
+                    used: 0,
+                    window: if g.enabled() {
+                        g.ring().to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                }
+            }
+        })
+        .collect()
+}
+
+/// The standby follows the active: outbound SA `key` will hand out nothing
+/// below `to` (the ticker reserves above it). Returns the SA and where it
+/// stood, if it moved.
+pub fn follow_outbound(key: &KeyId, to: u64) -> Option<(SaIdentity, u64)> {
+    let st = state().ok()?;
+    let entries = st.entries();
+    let e = entries.get(key)?;
+    let Handle::Out(c) = &e.handle else {
+        return None;
+    };
+    let before = c.next();
+    c.skip_to(to);
+    (c.next() > before).then(|| (e.sa.clone(), before))
+}
+
+/// Taking over as the HA active: outbound SA `key` starts at `to` or
+/// above, its ceiling made durable and published now (before the virtual
+/// addresses are taken), not at the ticker's next pass. Returns the SA
+/// and its next number.
+pub fn take_over_outbound(key: &KeyId, to: u64) -> Option<(SaIdentity, u64)> {
+    let st = state().ok()?;
+    let store = st.store.as_ref().ok()?;
+    let mut entries = st.entries();
+    let e = entries.get_mut(key)?;
+    let Handle::Out(c) = &e.handle else {
+        return None;
+    };
+    let c = c.clone();
+    c.skip_to(to);
+    let next = c.next();
+    if c.ceiling() < next {
+        let target = next.saturating_add(e.planner.min_block).min(c.last());
+        match store.save(&Record {
+            sa: e.sa.clone(),
+            key: *key,
+            ceiling: target,
+            window: None,
+        }) {
+            Ok(()) => {
+                e.durable = target;
+                e.written = true;
+                c.publish(target);
+            }
+            Err(err) => warn!(
+                "{}: taking over, its ceiling could not be written ({err}); the ticker retries",
+                e.sa
+            ),
+        }
+    }
+    Some((e.sa.clone(), next))
+}
+
+/// Taking over as the HA active: inbound SA `key` adopts the old active's
+/// replay window when it is ahead of ours (what the old active accepted
+/// after its last sync is not known here: RFC 4303 §3.4.3 replay checks
+/// resume from the synced edge).
+pub fn adopt_window(key: &KeyId, top: u64, ring: &[u64]) -> Option<(SaIdentity, u64)> {
+    let st = state().ok()?;
+    let entries = st.entries();
+    let e = entries.get(key)?;
+    let Handle::In(w, writer) = &e.handle else {
+        return None;
+    };
+    let mut g = window(w);
+    if !g.enabled() || top <= g.top() {
+        return None;
+    }
+    let ring = (ring.len() == g.ring().len()).then_some(ring);
+    // Durable first: after a crash of ours, nothing up to `top` is
+    // accepted again.
+    if !writer.at_least(top) {
+        return None;
+    }
+    g.restore(top, ring);
+    Some((e.sa.clone(), top))
 }

@@ -30,6 +30,26 @@ fn counter_never_passes_its_ceiling() {
 }
 
 #[test]
+fn skip_to_only_moves_up_and_waits_for_a_new_ceiling() {
+    let c = SeqCounter::resume(0, false);
+    c.publish(100);
+    assert_eq!(c.take(4), Take::Ok(1..5));
+    // The HA standby follows the active: numbers below the jump are
+    // never handed out, a lower jump changes nothing.
+    c.skip_to(50);
+    c.skip_to(10);
+    assert_eq!(c.take(1), Take::Ok(50..51));
+    // Past the ceiling: nothing until a ceiling above it is published.
+    c.skip_to(200);
+    assert_eq!(c.take(1), Take::Wait);
+    c.publish(300);
+    assert_eq!(c.take(1), Take::Ok(200..201));
+    c.skip_to(u64::MAX);
+    assert_eq!(c.next(), (u32::MAX as u64) + 1);
+    assert_eq!(c.take(1), Take::Wait);
+}
+
+#[test]
 fn resume_starts_above_the_durable_ceiling() {
     let c = SeqCounter::resume(1000, false);
     c.publish(2000);

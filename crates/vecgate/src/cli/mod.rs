@@ -629,7 +629,7 @@ fn ha_table(v: &Value) -> String {
             ]
         })
         .collect();
-    table(
+    let mut out = table(
         &[
             "Interface",
             "VRID",
@@ -644,7 +644,55 @@ fn ha_table(v: &Value) -> String {
             "Addresses",
         ],
         &rows,
-    )
+    );
+    let sync = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| &g["sync"])
+        .find(|y| y.is_object());
+    if let Some(y) = sync {
+        let last = y["last_sync_unix"]
+            .as_f64()
+            .map_or("never".to_owned(), |at| {
+                format!("{:.1}s ago", (now - at).max(0.0))
+            });
+        let rejected: u64 = y["rejected"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, n)| n.as_u64())
+            .sum();
+        let why: Vec<String> = y["rejected"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound; messages sent {}, received {}, rejected {rejected}{}; takeovers {}\n",
+            s(&y["local"]),
+            s(&y["peer"]),
+            s(&y["state"]),
+            s(&y["peer_role"]),
+            s(&y["lag_ms"]),
+            s(&y["synced_outbound_sas"]),
+            s(&y["synced_inbound_sas"]),
+            s(&y["messages_sent"]),
+            s(&y["messages_received"]),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", why.join(", "))
+            },
+            s(&y["takeovers"]),
+        ));
+    }
+    out
 }
 
 /// `vecgate ha …`: high-availability verbs.

@@ -1,0 +1,228 @@
+use super::*;
+use proptest::prelude::*;
+
+const NOW: u64 = 1_800_000_000_000;
+
+fn key(b: u8) -> SyncKey {
+    SyncKey::new(&[b; KEY_LEN]).unwrap()
+}
+
+fn epoch(start_ms: u64, random: u64) -> Epoch {
+    Epoch { start_ms, random }
+}
+
+fn body(master: bool) -> BodyRepr {
+    BodyRepr {
+        sent_ms: NOW,
+        master,
+        records: vec![
+            RecordRepr {
+                dir: Dir::Out,
+                spi: 0x1001,
+                key_id: [7; 32],
+                ceiling: 1 << 21,
+                used: 12345,
+                window: Vec::new(),
+            },
+            RecordRepr {
+                dir: Dir::In,
+                spi: 0x2002,
+                key_id: [9; 32],
+                ceiling: 777,
+                used: 0,
+                window: vec![u64::MAX, 0x55, 0, 1],
+            },
+        ],
+    }
+}
+
+/// A pair: A's sealer and B's opener.
+fn pair() -> (Sealer, Opener) {
+    let a = Sealer::new(&key(1), epoch(NOW - 5000, 11)).unwrap();
+    let b = Opener::new(key(1), epoch(NOW - 4000, 22));
+    (a, b)
+}
+
+#[test]
+fn seal_open_round_trip() {
+    let (mut a, mut b) = pair();
+    let m = body(true);
+    let d = a.seal(Kind::SaState, &m.emit()).unwrap();
+    let o = b.open(&d, NOW).unwrap();
+    assert_eq!(o.kind, Kind::SaState);
+    assert_eq!(o.body, m);
+    assert!(o.new_epoch);
+    assert_eq!(o.counter, 1);
+    let d2 = a.seal(Kind::Heartbeat, &body(false).emit()).unwrap();
+    let o2 = b.open(&d2, NOW).unwrap();
+    assert!(!o2.new_epoch);
+    assert_eq!(o2.counter, 2);
+}
+
+#[test]
+fn replays_and_reordering_are_rejected() {
+    let (mut a, mut b) = pair();
+    let d1 = a.seal(Kind::SaState, &body(true).emit()).unwrap();
+    let d2 = a.seal(Kind::SaState, &body(true).emit()).unwrap();
+    b.open(&d2, NOW).unwrap();
+    assert_eq!(b.open(&d2, NOW), Err(Reject::Replay));
+    assert_eq!(b.open(&d1, NOW), Err(Reject::Replay));
+}
+
+#[test]
+fn wrong_key_and_tampering_are_rejected_and_change_nothing() {
+    let (mut a, mut b) = pair();
+    let mut other = Sealer::new(&key(2), epoch(NOW, 33)).unwrap();
+    let d = other.seal(Kind::SaState, &body(true).emit()).unwrap();
+    assert_eq!(b.open(&d, NOW), Err(Reject::Auth));
+    assert_eq!(b.peer_epoch(), None);
+    let good = a.seal(Kind::SaState, &body(true).emit()).unwrap();
+    // Every single-bit flip of header (after the magic/version/kind) or
+    // body fails authentication or the header check.
+    for i in 0..good.len() {
+        let mut t = good.clone();
+        t[i] ^= 0x01;
+        assert!(b.open(&t, NOW).is_err(), "flip at byte {i} accepted");
+    }
+    assert_eq!(b.peer_epoch(), None);
+    // The original still opens: the forgeries moved no counter.
+    assert!(b.open(&good, NOW).is_ok());
+}
+
+#[test]
+fn reflection_stale_epoch_and_skew() {
+    let own = epoch(NOW - 4000, 22);
+    let mut b = Opener::new(key(1), own);
+    // Our own datagram sent back to us.
+    let mut me = Sealer::new(&key(1), own).unwrap();
+    let d = me.seal(Kind::Heartbeat, &body(false).emit()).unwrap();
+    assert_eq!(b.open(&d, NOW), Err(Reject::Reflected));
+    // The peer restarted: the new epoch wins, the old one is stale.
+    let mut old = Sealer::new(&key(1), epoch(NOW - 9000, 1)).unwrap();
+    let mut new = Sealer::new(&key(1), epoch(NOW - 1000, 2)).unwrap();
+    let d_old = old.seal(Kind::SaState, &body(true).emit()).unwrap();
+    let d_new = new.seal(Kind::SaState, &body(true).emit()).unwrap();
+    b.open(&d_new, NOW).unwrap();
+    assert_eq!(b.open(&d_old, NOW), Err(Reject::StaleEpoch));
+    // A recorded message from a boot long ago, replayed to a receiver
+    // that just restarted: its send time is too old.
+    let mut fresh = Opener::new(key(1), own);
+    assert_eq!(fresh.open(&d_new, NOW + MAX_SKEW_MS + 1), Err(Reject::Skew));
+    assert_eq!(fresh.peer_epoch(), None);
+}
+
+#[test]
+fn nonces_differ_across_boots() {
+    // Two boots with the same start time still seal the same body and
+    // counter differently (distinct epoch keys).
+    let e1 = Epoch::fresh(NOW).unwrap();
+    let e2 = Epoch::fresh(NOW).unwrap();
+    assert_ne!(e1, e2);
+    let mut s1 = Sealer::new(&key(1), e1).unwrap();
+    let mut s2 = Sealer::new(&key(1), e2).unwrap();
+    let b = body(true).emit();
+    let d1 = s1.seal(Kind::SaState, &b).unwrap();
+    let d2 = s2.seal(Kind::SaState, &b).unwrap();
+    assert_eq!(d1[24..32], d2[24..32]);
+    assert_ne!(d1[HEADER_LEN..], d2[HEADER_LEN..]);
+}
+
+#[test]
+fn pack_splits_below_the_mtu() {
+    let r = RecordRepr {
+        dir: Dir::In,
+        spi: 1,
+        key_id: [1; 32],
+        ceiling: 5,
+        used: 0,
+        window: vec![0; 16],
+    };
+    let rs = vec![r; 40];
+    let bodies = pack(NOW, true, &rs);
+    assert!(bodies.len() > 1);
+    assert_eq!(bodies.iter().map(|b| b.records.len()).sum::<usize>(), 40);
+    let mut s = Sealer::new(&key(1), epoch(NOW, 1)).unwrap();
+    for b in &bodies {
+        assert!(s.seal(Kind::SaState, &b.emit()).unwrap().len() <= PACK_LEN);
+    }
+    assert_eq!(pack(NOW, false, &[]).len(), 1);
+}
+
+#[test]
+fn body_rejects_bad_lengths() {
+    let mut b = body(true).emit();
+    assert!(Body::new_checked(&b[..]).is_ok());
+    b.push(0);
+    assert_eq!(Body::new_checked(&b[..]).err(), Some(Reject::Malformed));
+    b.truncate(b.len() - 2);
+    assert_eq!(Body::new_checked(&b[..]).err(), Some(Reject::Malformed));
+    // A count claiming more records than there are.
+    let mut c = body(true).emit();
+    c[10..12].copy_from_slice(&u16::MAX.to_be_bytes());
+    assert_eq!(Body::new_checked(&c[..]).err(), Some(Reject::Malformed));
+    // An outbound record claiming a window.
+    let mut d = body(true).emit();
+    d[BODY_HEADER_LEN + 2..BODY_HEADER_LEN + 4].copy_from_slice(&1u16.to_be_bytes());
+    assert!(Body::new_checked(&d[..]).is_err());
+}
+
+fn record() -> impl Strategy<Value = RecordRepr> {
+    (
+        any::<bool>(),
+        any::<u32>(),
+        any::<[u8; 32]>(),
+        any::<u64>(),
+        any::<u64>(),
+        prop::collection::vec(any::<u64>(), 0..40),
+    )
+        .prop_map(|(out, spi, key_id, ceiling, used, window)| RecordRepr {
+            dir: if out { Dir::Out } else { Dir::In },
+            spi,
+            key_id,
+            ceiling,
+            used,
+            window: if out { Vec::new() } else { window },
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn body_round_trips(sent in any::<u64>(), master in any::<bool>(),
+                        records in prop::collection::vec(record(), 0..12)) {
+        let b = BodyRepr { sent_ms: sent, master, records };
+        let bytes = b.emit();
+        let v = Body::new_checked(&bytes[..]).unwrap();
+        prop_assert_eq!(usize::from(v.count()), v.records().count());
+        prop_assert_eq!(BodyRepr::parse(&v), b);
+    }
+
+    #[test]
+    fn decoders_never_panic(data in prop::collection::vec(any::<u8>(), 0..600)) {
+        if let Ok(h) = Header::new_checked(&data[..]) {
+            let _ = (h.kind(), h.epoch(), h.counter(), h.aad().len(), h.sealed().len());
+        }
+        if let Ok(b) = Body::new_checked(&data[..]) {
+            let r = BodyRepr::parse(&b);
+            prop_assert_eq!(r.emit(), data.clone());
+        }
+        let (_, mut o) = pair();
+        prop_assert!(o.open(&data, NOW).is_err());
+        prop_assert_eq!(o.peer_epoch(), None);
+    }
+
+    #[test]
+    fn seal_open_any_body(records in prop::collection::vec(record(), 0..6),
+                          flip in any::<prop::sample::Index>()) {
+        let (mut a, mut b) = pair();
+        let body = BodyRepr { sent_ms: NOW, master: true, records };
+        let d = a.seal(Kind::SaState, &body.emit()).unwrap();
+        let mut t = d.clone();
+        let i = flip.index(t.len());
+        t[i] ^= 0x80;
+        prop_assert!(b.open(&t, NOW).is_err());
+        prop_assert_eq!(b.open(&d, NOW).unwrap().body, body);
+        prop_assert_eq!(b.open(&d, NOW), Err(Reject::Replay));
+    }
+}

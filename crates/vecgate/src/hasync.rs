@@ -1,0 +1,416 @@
+//! The HA state sync (issue 16): the active tells the standby, over a
+//! kernel UDP socket on a dedicated link (`[ha] sync_local` /
+//! `sync_peer`), where each static ESP SA stands; the standby keeps it and
+//! starts from there when VRRP makes it master.
+//!
+//! - The active sends every static SA's reserved outbound ceiling and
+//!   inbound replay window every `sync_interval_ms`, and each new
+//!   outbound ceiling as soon as it is durable, *before* the workers may
+//!   use it ([`crate::sastate::set_reserve_hook`]). The standby sends a
+//!   heartbeat at the same interval so that each side sees the link.
+//! - The standby moves each outbound SA's next number past the active's
+//!   ceiling plus [`JUMP_MARGIN`] as the ceilings arrive
+//!   ([`crate::sastate::follow_outbound`]; the sastate ticker reserves
+//!   above it), and again, durably and at once, when it becomes master
+//!   ([`take_over`], called by the VRRP thread before it takes the virtual
+//!   addresses); it adopts the inbound replay windows then.
+//! - Messages are sealed ([`vecgate_ha::sync`]); a datagram that does not
+//!   authenticate, is replayed or is not from `sync_peer` is counted by
+//!   reason and changes nothing.
+//!
+//! The sync never decides who is active: VRRP alone does.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{info, warn};
+use vecgate_config::HaSync;
+use vecgate_ha::sync::{
+    pack, BodyRepr, Dir, Epoch, Kind, Opener, RecordRepr, Reject, Sealer, SyncKey, KEY_LEN,
+};
+use vecgate_ipsec::seqstore::KeyId;
+
+use crate::sastate::{self, SaSnapshot};
+
+/// How far past the active's synced ceiling the new active starts: one
+/// outbound reservation at its largest (`Planner::outbound`'s max block).
+/// The active sends every ceiling before it uses it and resends them all
+/// every interval, so this covers one lost message; a sync link that is
+/// down covers nothing (the README says what then happens).
+pub const JUMP_MARGIN: u64 = 1 << 26;
+
+/// Rejections counted besides [`Reject`]'s: not from `sync_peer`.
+pub const REJECT_SOURCE: &str = "source";
+
+/// What `show ha`, `/ha` and the metrics report.
+#[derive(Clone, Debug, Default)]
+pub struct SyncStatus {
+    pub local: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
+    /// A message from the peer arrived within the dead interval.
+    pub up: bool,
+    /// The peer's role in its last message.
+    pub peer_master: Option<bool>,
+    pub last_received: Option<SystemTime>,
+    /// Our clock minus the peer's send time of its last message (ms).
+    pub lag_ms: Option<i64>,
+    /// Static SAs whose state the peer sent us (outbound, inbound).
+    pub synced_out: usize,
+    pub synced_in: usize,
+    pub sent: u64,
+    pub received: u64,
+    pub send_errors: u64,
+    /// Rejected datagrams by reason.
+    pub rejected: Vec<(&'static str, u64)>,
+    pub takeovers: u64,
+    /// When the last takeover ran and how many SAs it moved.
+    pub last_takeover: Option<(SystemTime, usize)>,
+}
+
+/// The peer's last word about one SA.
+#[derive(Clone, Debug)]
+struct Stored {
+    dir: Dir,
+    spi: u32,
+    ceiling: u64,
+    window: Vec<u64>,
+}
+
+struct Sync {
+    cfg: HaSync,
+    sock: UdpSocket,
+    master: AtomicBool,
+    tx: Mutex<Sealer>,
+    rx: Mutex<Opener>,
+    peer: Mutex<HashMap<KeyId, Stored>>,
+    status: Mutex<SyncStatus>,
+    rejected: Mutex<HashMap<&'static str, u64>>,
+    sent: AtomicU64,
+    send_errors: AtomicU64,
+    /// When the last message from the peer arrived.
+    last_rx: Mutex<Option<Instant>>,
+}
+
+static SYNC: OnceLock<Sync> = OnceLock::new();
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Reads the key file: a private regular file owned by the user vecgate
+/// runs as, holding 64 hex digits.
+pub fn read_key(cfg: &HaSync) -> Result<SyncKey, String> {
+    use vecgate_config::secret::{read_owned_secret_file, MAX_SECRET_LEN};
+    let what = || format!("[ha] sync_key_file {}", cfg.key_file.display());
+    let text = read_owned_secret_file(
+        &cfg.key_file,
+        MAX_SECRET_LEN,
+        rustix::process::geteuid().as_raw(),
+    )
+    .map_err(|e| format!("{}: {e}", what()))?;
+    let text =
+        std::str::from_utf8(&text).map_err(|_| format!("{}: must hold hex digits only", what()))?;
+    let bytes = zeroize::Zeroizing::new(
+        vecgate_config::ipsec::parse_key_hex(text).map_err(|e| format!("{}: {e}", what()))?,
+    );
+    SyncKey::new(&bytes).ok_or_else(|| {
+        format!(
+            "{}: {} bytes, the sync key is {KEY_LEN} bytes (64 hex digits; e.g. `openssl rand -hex 32`)",
+            what(),
+            bytes.len()
+        )
+    })
+}
+
+/// Opens the socket and starts the sync thread.
+pub fn start(cfg: &HaSync, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>, String> {
+    let key = read_key(cfg)?;
+    let sock =
+        UdpSocket::bind(cfg.local).map_err(|e| format!("[ha] sync_local {}: {e}", cfg.local))?;
+    let wait = Duration::from_millis(u64::from(cfg.interval_ms).clamp(10, 50));
+    sock.set_read_timeout(Some(wait))
+        .map_err(|e| format!("[ha] sync_local {}: {e}", cfg.local))?;
+    let epoch = Epoch::fresh(now_ms()).map_err(|e| format!("state sync: {e}"))?;
+    let sealer = Sealer::new(&key, epoch).map_err(|e| format!("state sync: {e}"))?;
+    let s = Sync {
+        cfg: cfg.clone(),
+        sock,
+        master: AtomicBool::new(false),
+        tx: Mutex::new(sealer),
+        rx: Mutex::new(Opener::new(key, epoch)),
+        peer: Mutex::new(HashMap::new()),
+        status: Mutex::new(SyncStatus {
+            local: Some(cfg.local),
+            peer: Some(cfg.peer),
+            ..SyncStatus::default()
+        }),
+        rejected: Mutex::new(HashMap::new()),
+        sent: AtomicU64::new(0),
+        send_errors: AtomicU64::new(0),
+        last_rx: Mutex::new(None),
+    };
+    SYNC.set(s)
+        .map_err(|_| "state sync started twice".to_string())?;
+    sastate::set_reserve_hook(Box::new(|snap| {
+        if let Some(s) = SYNC.get() {
+            if s.master.load(Ordering::Acquire) {
+                s.send(Kind::SaState, std::slice::from_ref(snap));
+            }
+        }
+    }));
+    info!(local = %cfg.local, peer = %cfg.peer, interval_ms = cfg.interval_ms, "state sync listening");
+    std::thread::Builder::new()
+        .name("vg-hasync".into())
+        .spawn(move || run(stop))
+        .map_err(|e| format!("spawning the state sync thread: {e}"))
+}
+
+fn record(s: &SaSnapshot) -> RecordRepr {
+    RecordRepr {
+        dir: if s.outbound { Dir::Out } else { Dir::In },
+        spi: s.spi,
+        key_id: s.key.0,
+        ceiling: s.ceiling,
+        used: s.used,
+        window: s.window.clone(),
+    }
+}
+
+impl Sync {
+    /// Seals and sends `snaps` (as many datagrams as they need).
+    fn send(&self, kind: Kind, snaps: &[SaSnapshot]) {
+        let records: Vec<RecordRepr> = snaps.iter().map(record).collect();
+        let master = self.master.load(Ordering::Acquire);
+        for body in pack(now_ms(), master, &records) {
+            let d = lock(&self.tx).seal(kind, &body.emit());
+            match d.map(|d| self.sock.send_to(&d, self.cfg.peer)) {
+                Ok(Ok(_)) => {
+                    self.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {
+                    self.send_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn reject(&self, why: &'static str) {
+        *lock(&self.rejected).entry(why).or_default() += 1;
+    }
+
+    /// One datagram from `from`.
+    fn receive(&self, data: &[u8], from: SocketAddr) {
+        if from != self.cfg.peer {
+            self.reject(REJECT_SOURCE);
+            return;
+        }
+        let opened = match lock(&self.rx).open(data, now_ms()) {
+            Ok(o) => o,
+            Err(r) => {
+                self.reject(r.as_str());
+                return;
+            }
+        };
+        if opened.new_epoch {
+            info!(peer = %from, "state sync: the peer started a new session (it restarted, or we did)");
+        }
+        *lock(&self.last_rx) = Some(Instant::now());
+        let b = &opened.body;
+        {
+            let mut st = lock(&self.status);
+            st.received += 1;
+            st.peer_master = Some(b.master);
+            st.last_received = Some(SystemTime::now());
+            st.lag_ms = Some(now_ms() as i64 - b.sent_ms as i64);
+        }
+        if opened.kind == Kind::SaState && b.master {
+            self.store(b);
+        }
+    }
+
+    /// Keeps the active's SA state; outbound SAs follow its ceilings now.
+    fn store(&self, b: &BodyRepr) {
+        if self.master.load(Ordering::Acquire) {
+            // Both claim master: VRRP decides, the sync keeps out.
+            return;
+        }
+        let mut peer = lock(&self.peer);
+        for r in &b.records {
+            let key = KeyId(r.key_id);
+            let e = peer.entry(key).or_insert_with(|| Stored {
+                dir: r.dir,
+                spi: r.spi,
+                ceiling: 0,
+                window: Vec::new(),
+            });
+            if r.ceiling >= e.ceiling || r.dir != e.dir {
+                *e = Stored {
+                    dir: r.dir,
+                    spi: r.spi,
+                    ceiling: r.ceiling,
+                    window: r.window.clone(),
+                };
+            }
+            if r.dir == Dir::Out {
+                sastate::follow_outbound(&key, e.ceiling.saturating_add(JUMP_MARGIN + 1));
+            }
+        }
+        let mut st = lock(&self.status);
+        st.synced_out = peer.values().filter(|s| s.dir == Dir::Out).count();
+        st.synced_in = peer.len() - st.synced_out;
+    }
+
+    fn link_up(&self) -> bool {
+        let dead = Duration::from_millis(u64::from(self.cfg.interval_ms) * 3)
+            .max(Duration::from_millis(500));
+        lock(&self.last_rx).is_some_and(|t| t.elapsed() < dead)
+    }
+
+    fn publish(&self) {
+        let mut st = lock(&self.status);
+        st.sent = self.sent.load(Ordering::Relaxed);
+        st.send_errors = self.send_errors.load(Ordering::Relaxed);
+        let rej = lock(&self.rejected);
+        st.rejected = Reject::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .chain([REJECT_SOURCE])
+            .map(|r| (r, rej.get(r).copied().unwrap_or(0)))
+            .collect();
+    }
+}
+
+fn run(stop: Arc<AtomicBool>) {
+    let Some(s) = SYNC.get() else { return };
+    let interval = Duration::from_millis(u64::from(s.cfg.interval_ms));
+    let mut last_send = Instant::now() - interval;
+    let mut was_up = false;
+    let mut buf = vec![0u8; vecgate_ha::sync::MAX_DATAGRAM + 1];
+    while !stop.load(Ordering::Relaxed) {
+        match s.sock.recv_from(&mut buf) {
+            Ok((n, from)) if n <= vecgate_ha::sync::MAX_DATAGRAM => s.receive(&buf[..n], from),
+            Ok(_) => s.reject(Reject::Malformed.as_str()),
+            Err(_) => {}
+        }
+        if last_send.elapsed() >= interval {
+            last_send = Instant::now();
+            if s.master.load(Ordering::Acquire) {
+                s.send(Kind::SaState, &sastate::snapshot());
+            } else {
+                s.send(Kind::Heartbeat, &[]);
+            }
+            let up = s.link_up();
+            if up != was_up {
+                was_up = up;
+                if up {
+                    info!(peer = %s.cfg.peer, "state sync up");
+                } else {
+                    warn!(peer = %s.cfg.peer, "state sync down: no message from the peer for 3 intervals");
+                }
+            }
+            lock(&s.status).up = up;
+            s.publish();
+        }
+    }
+}
+
+/// VRRP made us master: before the virtual addresses are taken, every
+/// outbound SA the peer synced jumps past its ceiling plus
+/// [`JUMP_MARGIN`] (durably), and every inbound SA adopts its window.
+pub fn take_over() {
+    let Some(s) = SYNC.get() else { return };
+    if s.master.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let up = s.link_up();
+    let peer = lock(&s.peer).clone();
+    let mut moved = 0;
+    for (key, p) in &peer {
+        match p.dir {
+            Dir::Out => {
+                let to = p.ceiling.saturating_add(JUMP_MARGIN + 1);
+                if let Some((sa, next)) = sastate::take_over_outbound(key, to) {
+                    moved += 1;
+                    info!(spi = format_args!("{:#010x}", p.spi), peer_ceiling = p.ceiling, next,
+                          "state sync: taking over {sa}: sends from {next}, past the old active's ceiling");
+                }
+            }
+            Dir::In => {
+                if let Some((sa, top)) = sastate::adopt_window(key, p.ceiling, &p.window) {
+                    moved += 1;
+                    info!(
+                        spi = format_args!("{:#010x}", p.spi),
+                        top, "state sync: taking over {sa}: replay window from the old active"
+                    );
+                }
+            }
+        }
+    }
+    if !up {
+        warn!(
+            synced_sas = peer.len(),
+            "state sync: becoming master while the sync link is down: static SAs start from the last state received (or their own), which may be older than what the old active sent"
+        );
+    }
+    let mut st = lock(&s.status);
+    st.takeovers += 1;
+    st.last_takeover = Some((SystemTime::now(), moved));
+}
+
+/// VRRP says whether we are master of any group now.
+pub fn set_master(master: bool) {
+    if let Some(s) = SYNC.get() {
+        if !master && s.master.swap(false, Ordering::AcqRel) {
+            info!("state sync: no longer master: the peer's state is kept from now on");
+        }
+    }
+}
+
+/// The sync's status, if `[ha]` configures one.
+pub fn status() -> Option<SyncStatus> {
+    let s = SYNC.get()?;
+    s.publish();
+    Some(lock(&s.status).clone())
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The status as `/ha` reports it.
+pub fn info(s: &SyncStatus) -> vecgate_control::model::HaSyncInfo {
+    vecgate_control::model::HaSyncInfo {
+        local: s.local.map(|a| a.to_string()).unwrap_or_default(),
+        peer: s.peer.map(|a| a.to_string()).unwrap_or_default(),
+        state: if s.up { "up" } else { "down" }.to_owned(),
+        peer_role: s
+            .peer_master
+            .map(|m| if m { "master" } else { "backup" }.to_owned()),
+        last_sync_unix: s.last_received.map(unix),
+        lag_ms: s.lag_ms,
+        synced_outbound_sas: s.synced_out as u64,
+        synced_inbound_sas: s.synced_in as u64,
+        messages_sent: s.sent,
+        messages_received: s.received,
+        send_errors: s.send_errors,
+        rejected: s
+            .rejected
+            .iter()
+            .map(|(r, n)| ((*r).to_owned(), *n))
+            .collect(),
+        takeovers: s.takeovers,
+        last_takeover_unix: s.last_takeover.map(|t| unix(t.0)),
+        last_takeover_sas: s.last_takeover.map_or(0, |t| t.1 as u64),
+    }
+}
