@@ -379,7 +379,10 @@ pub fn set_master(master: bool) {
 pub fn status() -> Option<SyncStatus> {
     let s = SYNC.get()?;
     s.publish();
-    Some(lock(&s.status).clone())
+    let up = s.link_up();
+    let mut st = lock(&s.status).clone();
+    st.up = up;
+    Some(st)
 }
 
 fn unix(t: SystemTime) -> f64 {
