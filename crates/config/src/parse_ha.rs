@@ -150,23 +150,19 @@ pub(super) fn read(
     )
 }
 
-/// A `sync_local` / `sync_peer` value: a unicast address and a port.
+/// A `sync_local` / `sync_peer` value: ADDRESS:PORT, unicast, port set.
 fn sock(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Option<SocketAddr> {
-    let s = r.string(key, false)?;
-    match s.parse::<SocketAddr>() {
-        Ok(a) if a.port() != 0 && !a.ip().is_unspecified() && !a.ip().is_multicast() => Some(a),
-        _ => {
-            let at = r.key_pos(key);
-            r.err(
-                at,
-                format!(
-                    "{key} = \"{s}\" must be a unicast address and a port, e.g. \"192.0.2.1:4790\" or \"[2001:db8::1]:4790\""
-                ),
-            );
-            r.broken = true;
-            None
-        }
+    let a = r.socket_addr(key)?;
+    if a.port() == 0 || a.ip().is_unspecified() || a.ip().is_multicast() {
+        let at = r.key_pos(key);
+        r.err(
+            at,
+            format!("{key} = \"{a}\" must be a unicast address and a non-zero port"),
+        );
+        r.broken = true;
+        return None;
     }
+    Some(a)
 }
 
 /// The `sync_*` keys: all of local, peer and key file, or none.

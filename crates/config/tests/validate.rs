@@ -1040,7 +1040,14 @@ fn ha_sync_keys() {
             "{LAN}[ha]\nsync_local = \"192.0.2.1\"\nsync_peer = \"192.0.2.2:4790\"\nsync_key_file = \"/k\"\n"
         )),
         9,
-        "must be a unicast address and a port",
+        "is not ADDRESS:PORT",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\nsync_local = \"0.0.0.0:4790\"\nsync_peer = \"192.0.2.2:4790\"\nsync_key_file = \"/k\"\n"
+        )),
+        9,
+        "must be a unicast address and a non-zero port",
     );
     one(
         &with_gw(&format!(
