@@ -223,7 +223,6 @@ impl Sync {
         if opened.new_epoch {
             info!(peer = %from, "state sync: the peer started a new session (it restarted, or we did)");
         }
-        *lock(&self.last_rx) = Some(Instant::now());
         let b = &opened.body;
         {
             let mut st = lock(&self.status);
@@ -235,6 +234,9 @@ impl Sync {
         if opened.kind == Kind::SaState && b.master {
             self.store(b);
         }
+        // After the store: a takeover waiting for the peer's first word
+        // finds its state.
+        *lock(&self.last_rx) = Some(Instant::now());
     }
 
     /// Keeps the active's SA state; outbound SAs follow its ceilings now.
@@ -269,9 +271,13 @@ impl Sync {
         st.synced_in = peer.len() - st.synced_out;
     }
 
+    /// No message for this long: the sync is down.
+    fn dead_interval(&self) -> Duration {
+        Duration::from_millis(u64::from(self.cfg.interval_ms) * 3).max(Duration::from_millis(500))
+    }
+
     fn link_up(&self) -> bool {
-        let dead = Duration::from_millis(u64::from(self.cfg.interval_ms) * 3)
-            .max(Duration::from_millis(500));
+        let dead = self.dead_interval();
         lock(&self.last_rx).is_some_and(|t| t.elapsed() < dead)
     }
 
@@ -328,9 +334,18 @@ fn run(stop: Arc<AtomicBool>) {
 /// [`JUMP_MARGIN`] (durably), and every inbound SA adopts its window.
 pub fn take_over() {
     let Some(s) = SYNC.get() else { return };
-    if s.master.swap(true, Ordering::AcqRel) {
+    if s.master.load(Ordering::Acquire) {
         return;
     }
+    // Nothing heard from the peer since we started (both started at
+    // once, or we came back and preempt it): give its first message a
+    // few intervals to arrive, or we would start from our own, older
+    // state while it may still be sending.
+    let first = Instant::now();
+    while lock(&s.last_rx).is_none() && first.elapsed() < s.dead_interval() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    s.master.store(true, Ordering::Release);
     let up = s.link_up();
     let peer = lock(&s.peer).clone();
     let mut moved = 0;
