@@ -124,6 +124,8 @@ pub struct HaPair {
     /// Where the API sockets are (removed on drop).
     pub dir: PathBuf,
     tunnel: Box<dyn Fn(Member) -> String>,
+    /// More `[ha]` keys per member of the pair (the state sync's).
+    ha_keys: Box<dyn Fn(Member) -> String>,
     gws: [Option<Gateway>; 3],
     /// Killed members: their logs are printed if the test fails.
     dead: Vec<Gateway>,
@@ -192,9 +194,16 @@ impl HaPair {
             opts,
             dir,
             tunnel: Box::new(tunnel),
+            ha_keys: Box::new(|_| String::new()),
             gws: [None, None, None],
             dead: Vec::new(),
         }
+    }
+
+    /// Adds `keys(member)` to each pair member's `[ha]` table (e.g. the
+    /// state sync's `sync_*` keys), for gateways started from now on.
+    pub fn set_ha_keys(&mut self, keys: impl Fn(Member) -> String + 'static) {
+        self.ha_keys = Box::new(keys);
     }
 
     pub fn ns(&self, m: Member) -> &Netns {
@@ -278,7 +287,7 @@ addresses = ["192.0.2.{o}/24"]
 priority = {priority}
 interval_cs = {}
 preempt = {}
-
+{}
 [[ha.group]]
 vrid = {LAN_VRID}
 interface = "lan0"
@@ -289,7 +298,9 @@ vrid = {WAN_VRID}
 interface = "wan0"
 addresses = ["{WAN_VIP}"]
 "#,
-                    h.interval_cs, h.preempt
+                    h.interval_cs,
+                    h.preempt,
+                    (self.ha_keys)(m)
                 );
                 if h.ipv6 {
                     c += &format!(

@@ -1,0 +1,308 @@
+//! The HA state sync with static-key ESP (issue 16, test (b)): a pair
+//! a1/a2 sharing VRRP addresses, a static ESP tunnel from the underlay
+//! virtual address to gb, and a sync link between a1 and a2
+//! (`[ha] sync_*`, a kernel veth). During a paced TCP transfer and 10 ms
+//! pings, a1 (master) is killed with `kill -9`; a2 takes over.
+//!
+//! Judges, all in this run: the transfer's bytes (SHA-256 at both ends,
+//! one connection), a capture of the underlay read by tshark (every ESP
+//! packet's sender MAC, SPI and sequence number: a2's first number is
+//! above a1's last, and no (SPI, sequence) pair appears twice), and gb's
+//! own drop counters (no replay, too-old or replay-not-durable drops).
+
+mod common;
+
+use common::ha_pair::*;
+use common::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
+
+const SPI_AB: u32 = 0x1001;
+const SPI_BA: u32 = 0x2001;
+const SYNC_A1: &str = "10.250.0.1:4790";
+const SYNC_A2: &str = "10.250.0.2:4790";
+
+/// Sends `n` random bytes over one TCP connection, paced to take `secs`
+/// seconds, then prints "sha256 bytes" (as ha_failover's sender).
+const PACED_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+d = os.urandom(n)
+for i in range(300):
+    try:
+        s = socket.create_connection((addr, port), timeout=30)
+        break
+    except (ConnectionRefusedError, OSError):
+        time.sleep(0.1)
+s.settimeout(60)
+t0 = time.monotonic()
+step = 1 << 16
+for off in range(0, n, step):
+    due = t0 + secs * off / n
+    now = time.monotonic()
+    if due > now:
+        time.sleep(due - now)
+    s.sendall(d[off:off + step])
+s.close()
+print(hashlib.sha256(d).hexdigest(), n)
+"#;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Test key of `spi` (a fixture, not a secret): key ‖ salt for aes128gcm16.
+fn key(spi: u32) -> Vec<u8> {
+    (0..20u32)
+        .map(|i| (i * 31 + (spi >> 8) * 5 + spi + 7) as u8)
+        .collect()
+}
+
+/// The static ESP tunnel of `m`; key files in `dir`.
+fn esp(m: Member, dir: &Path) -> String {
+    let (local, remote, far, out, inn) = match m {
+        Member::B => (GB_WAN, WAN_VIP, "10.1.0.0/24", SPI_BA, SPI_AB),
+        _ => (WAN_VIP, GB_WAN, "10.2.0.0/24", SPI_AB, SPI_BA),
+    };
+    let dir = dir.display();
+    format!(
+        r#"
+[[tunnel]]
+name = "t0"
+kind = "ipsec"
+local = "{local}"
+remote = "{remote}"
+traffic = ["{far}"]
+
+[[tunnel.sa]]
+direction = "out"
+spi = {out:#x}
+algorithm = "aes128gcm16"
+key_file = "{dir}/{out:x}.hex"
+
+[[tunnel.sa]]
+direction = "in"
+spi = {inn:#x}
+algorithm = "aes128gcm16"
+key_file = "{dir}/{inn:x}.hex"
+"#
+    )
+}
+
+/// (sender MAC, SPI, sequence number) of every ESP packet to gb.
+fn esp_packets(pcap: &Path) -> Vec<(String, String, u64)> {
+    tshark(
+        pcap,
+        &format!("esp && ip.dst == {GB_WAN}"),
+        "-e eth.src -e esp.spi -e esp.sequence",
+    )
+    .iter()
+    .filter_map(|l| {
+        let mut f = l.split('\t');
+        let mac = f.next()?.to_string();
+        let spi = f.next()?.to_string();
+        let seq = f.next()?.trim().parse().ok()?;
+        Some((mac, spi, seq))
+    })
+    .collect()
+}
+
+/// gb's (or a member's) ESP receive drops that would mean a lost or
+/// repeated sequence number.
+fn replay_drops(api: &str) -> u64 {
+    ["replay", "too-old", "replay-not-durable"]
+        .iter()
+        .map(|r| counter(api, "esp-decrypt", r))
+        .sum()
+}
+
+fn sync_of(p: &HaPair, m: Member) -> serde_json::Value {
+    p.show_ha(m)
+        .as_array()
+        .and_then(|v| v.first().cloned())
+        .map_or(serde_json::Value::Null, |g| g["sync"].clone())
+}
+
+fn spawn_transfer(p: &HaPair, files: &mut TempFiles, bytes: usize, secs: u64) -> (Child, Child) {
+    let rxs = files.write("rx.py", TCP_RX);
+    let txs = files.write("tx.py", PACED_TX);
+    let rx = p.h2.spawn(&format!("python3 {rxs} {H2} 7200"));
+    let tx =
+        p.h1.spawn(&format!("python3 {txs} {H2} 7200 {bytes} {secs}"));
+    (rx, tx)
+}
+
+#[test]
+fn static_esp_kill9_new_active_sends_past_the_old_one() {
+    let dir = std::env::temp_dir().join(unique("hes"));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    for spi in [SPI_AB, SPI_BA] {
+        write_secret(&dir.join(format!("{spi:x}.hex")), hex(&key(spi)));
+    }
+    let sync_key = dir.join("sync.key");
+    write_secret(&sync_key, hex(&[0x5a; 32]));
+    let d = dir.clone();
+    let mut p = HaPair::new(
+        HaOpts {
+            preempt: false,
+            ..HaOpts::default()
+        },
+        move |m| esp(m, &d),
+    );
+    // The sync link: a kernel veth between the pair, not a dataplane port.
+    veth(&p.a1, "sync0", &p.a2, "sync0");
+    p.a1.sh("ip addr add 10.250.0.1/30 dev sync0");
+    p.a2.sh("ip addr add 10.250.0.2/30 dev sync0");
+    let key_path = sync_key.display().to_string();
+    p.set_ha_keys(move |m| {
+        let (local, peer) = if m == Member::A1 {
+            (SYNC_A1, SYNC_A2)
+        } else {
+            (SYNC_A2, SYNC_A1)
+        };
+        format!(
+            "sync_local = \"{local}\"\nsync_peer = \"{peer}\"\nsync_key_file = \"{key_path}\"\n"
+        )
+    });
+    p.start(Member::B);
+    p.start(Member::A1);
+    p.wait_roles(Member::A1, None, 30);
+    p.start(Member::A2);
+    p.wait_roles(Member::A1, Some(Member::A2), 30);
+    warm_up(&p.h1, H2);
+
+    // The standby hears the active: both static SAs synced.
+    let mut y = serde_json::Value::Null;
+    assert!(
+        wait_until(30, || {
+            y = sync_of(&p, Member::A2);
+            y["state"] == "up"
+                && y["peer_role"] == "master"
+                && y["synced_outbound_sas"] == 1
+                && y["synced_inbound_sas"] == 1
+        }),
+        "a2's state sync: {y}"
+    );
+    let mut y1 = serde_json::Value::Null;
+    assert!(
+        wait_until(30, || {
+            y1 = sync_of(&p, Member::A1);
+            y1["state"] == "up" && y1["peer_role"] == "backup"
+        }),
+        "a1's state sync: {y1}"
+    );
+    let m2 = p.metrics(Member::A2);
+    assert!(
+        m2.lines().any(
+            |l| l.starts_with("vecgate_ha_sync_messages_received_total{") && !l.ends_with(" 0")
+        ),
+        "a2's metrics: no sync message received\n{m2}"
+    );
+
+    let wmac1 = p.mac(Member::A1, "wan0");
+    let wmac2 = p.mac(Member::A2, "wan0");
+    let mut cap = Capture::start_filtered(&p.sw, "br1", "esp");
+    let api_b = p.api(Member::B);
+    let api_a2 = p.api(Member::A2);
+    let drops_b = replay_drops(&api_b);
+    let drops_a2 = replay_drops(&api_a2);
+
+    // kill -9 of a1 in the middle of 24 s of data and 30 s of pings.
+    let n = 3000u64;
+    let ping = p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n} -w 90 {H2}"));
+    let mut files = TempFiles::default();
+    let (rx, tx) = spawn_transfer(&p, &mut files, 24 << 20, 24);
+    std::thread::sleep(Duration::from_secs(8));
+    p.kill9(Member::A1);
+    p.wait_roles(Member::A2, None, 30);
+
+    let sent = tx.wait_with_output().expect("sender");
+    let got = rx.wait_with_output().expect("receiver");
+    let (s, g) = (
+        String::from_utf8_lossy(&sent.stdout),
+        String::from_utf8_lossy(&got.stdout),
+    );
+    assert!(
+        sent.status.success() && !s.trim().is_empty(),
+        "the sender failed (connection lost?): {}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert_eq!(
+        g.trim(),
+        s.trim(),
+        "the receiver saw other bytes: {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
+    let ok = answered(&out, n);
+    eprintln!("kill -9 with static ESP: {ok}/{n} pings answered");
+    assert!(
+        (n - 20..=n).all(|k| out.contains(&format!("icmp_seq={k} "))),
+        "pings did not resume after the failover:\n{out}"
+    );
+
+    // The independent observer: tshark over the underlay capture.
+    let pcap = cap.stop().to_path_buf();
+    let pkts = esp_packets(&pcap);
+    let ab: Vec<&(String, String, u64)> = pkts
+        .iter()
+        .filter(|p| p.1.ends_with(&format!("{SPI_AB:x}")))
+        .collect();
+    let old_last = ab.iter().filter(|p| p.0 == wmac1).map(|p| p.2).max();
+    let new_first = ab.iter().filter(|p| p.0 == wmac2).map(|p| p.2).min();
+    let mut seen: HashMap<(&str, u64), usize> = HashMap::new();
+    for p in &pkts {
+        *seen.entry((p.1.as_str(), p.2)).or_default() += 1;
+    }
+    let repeated: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
+    eprintln!(
+        "ESP to gb: {} packets; a1's last sequence number {old_last:?}, a2's first {new_first:?}",
+        pkts.len()
+    );
+    let (Some(old_last), Some(new_first)) = (old_last, new_first) else {
+        panic!("the capture lacks ESP from a1 ({wmac1}) or a2 ({wmac2}): {pkts:?}");
+    };
+    assert!(
+        new_first > old_last,
+        "a2 started at {new_first}, not above a1's last {old_last}"
+    );
+    assert!(
+        repeated.is_empty(),
+        "(SPI, sequence) pairs seen twice: {repeated:?}"
+    );
+    // a2 said where it would start; the wire agrees.
+    let log = p.gw(Member::A2).log_text();
+    assert!(
+        log.contains("taking over") && log.contains("past the old active's ceiling"),
+        "a2 did not take over the synced SA:\n{log}"
+    );
+    let y = sync_of(&p, Member::A2);
+    assert_eq!(y["takeovers"], 1, "a2's state sync: {y}");
+    assert_eq!(y["last_takeover_sas"], 2, "a2's state sync: {y}");
+
+    // gb's replay window dropped nothing a2 sent, and a2's nothing of gb's.
+    let db = replay_drops(&api_b) - drops_b;
+    let da2 = replay_drops(&api_a2) - drops_a2;
+    eprintln!("replay drops during the failover: gb {db}, a2 {da2}");
+    assert_eq!(
+        db,
+        0,
+        "gb dropped ESP as replays: {:?}",
+        show_errors(&api_b)
+    );
+    assert_eq!(
+        da2,
+        0,
+        "a2 dropped ESP as replays: {:?}",
+        show_errors(&api_a2)
+    );
+}
