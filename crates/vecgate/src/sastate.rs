@@ -698,3 +698,97 @@ pub fn adopt_window(key: &KeyId, top: u64, ring: &[u64]) -> Option<(SaIdentity, 
     g.restore(top, ring);
     Some((e.sa.clone(), top))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vecgate_ipsec::seqstore::Take;
+    use vecgate_ipsec::{Algorithm, Lifetime, TunnelEndpoints};
+    use zeroize::Zeroizing;
+
+    fn sa(spi: u32, key: &[u8]) -> SaConfig {
+        SaConfig {
+            spi,
+            algorithm: Algorithm::AesGcm128,
+            key: Zeroizing::new(key.to_vec()),
+            esn: false,
+            replay_window: 64,
+            lifetime: Lifetime::default(),
+            tunnel: TunnelEndpoints {
+                local: std::net::Ipv4Addr::new(192, 0, 2, 1).into(),
+                remote: std::net::Ipv4Addr::new(192, 0, 2, 2).into(),
+            },
+            encap: None,
+            df: true,
+        }
+    }
+
+    /// The HA sync's paths on the process's one state directory (one test:
+    /// the state is global): the standby follows the active's ceiling,
+    /// never moves down, and taking over starts past the peer's ceiling
+    /// with a durable, published ceiling above it; an inbound SA adopts a
+    /// window ahead of its own and rejects what it says was seen.
+    #[test]
+    fn ha_follow_take_over_and_adopt_window() {
+        let dir = std::env::temp_dir().join(format!("vg-sastate-ha-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = vecgate_config::parse(&format!(
+            "[gateway]\nname = \"t\"\nstate_dir = \"{}\"\n",
+            dir.display()
+        ))
+        .unwrap();
+        init(&cfg).unwrap();
+        let (k_out, k_in) = ([1u8; 20], [2u8; 20]);
+        let out = outbound("t0", sa(0x1001, &k_out)).unwrap();
+        let inb = inbound("t0", sa(0x2001, &k_in)).unwrap();
+        let id_out = KeyId::of(Algorithm::AesGcm128, &k_out);
+        let id_in = KeyId::of(Algorithm::AesGcm128, &k_in);
+        tick();
+        let c = out.seq_counter().clone();
+        assert!(c.ceiling() >= 1, "the ticker reserved a first block");
+
+        // Standby: follow the active's ceiling, never back.
+        let (_, before) = follow_outbound(&id_out, 10_000).unwrap();
+        assert_eq!((before, c.next()), (1, 10_000));
+        assert_eq!(follow_outbound(&id_out, 5), None);
+        assert_eq!(c.next(), 10_000);
+
+        // Takeover: past the peer's ceiling, usable at once, durable.
+        let to = 1u64 << 30;
+        let (_, next) = take_over_outbound(&id_out, to).unwrap();
+        assert_eq!(next, to);
+        assert!(c.ceiling() > to);
+        assert_eq!(c.take(1), Take::Ok(to..to + 1));
+        let rec = Store::peek(&dir, &id_out).unwrap().unwrap();
+        assert!(
+            rec.ceiling >= c.ceiling(),
+            "{} < {}",
+            rec.ceiling,
+            c.ceiling()
+        );
+
+        // Inbound: adopt a window ahead of ours, never one behind.
+        let w = inb.replay_handle();
+        let ring = vec![u64::MAX; window(&w).ring().len()];
+        assert_eq!(adopt_window(&id_in, 500, &ring).map(|x| x.1), Some(500));
+        assert!(
+            window(&w).check(500).is_err(),
+            "500 was seen by the old active"
+        );
+        assert!(window(&w).check(440).is_err(), "so was 440 (all bits set)");
+        assert_eq!(adopt_window(&id_in, 400, &ring), None);
+        assert_eq!(window(&w).top(), 500);
+        let rin = Store::peek(&dir, &id_in).unwrap().unwrap();
+        assert!(rin.ceiling >= 500, "the adopted top is durable first");
+
+        let snap = snapshot();
+        assert!(snap
+            .iter()
+            .any(|s| s.outbound && s.key == id_out && s.ceiling > to));
+        assert!(snap
+            .iter()
+            .any(|s| !s.outbound && s.key == id_in && s.ceiling == 500));
+        drop((out, inb));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

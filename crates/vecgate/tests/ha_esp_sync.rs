@@ -208,6 +208,38 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
         "a2's metrics: no sync message received\n{m2}"
     );
 
+    // The sync link cut while both run: each side says so, VRRP alone
+    // keeps the roles (one master); back up, the standby hears the active
+    // again.
+    p.a2.sh("ip link set sync0 down");
+    for m in [Member::A1, Member::A2] {
+        let mut y = serde_json::Value::Null;
+        assert!(
+            wait_until(30, || {
+                y = sync_of(&p, m);
+                y["state"] == "down"
+            }),
+            "{m:?}'s state sync with the link cut: {y}"
+        );
+        assert!(
+            wait_until(10, || p.gw(m).log_contains("state sync down")),
+            "{m:?} did not log the sync going down"
+        );
+    }
+    assert!(p
+        .metrics(Member::A2)
+        .contains("vecgate_ha_sync_up{peer=\"10.250.0.1:4790\"} 0"));
+    assert!(p.all_in(Member::A1, "master") && p.all_in(Member::A2, "backup"));
+    p.a2.sh("ip link set sync0 up");
+    assert!(
+        wait_until(30, || sync_of(&p, Member::A2)["state"] == "up"
+            && sync_of(&p, Member::A1)["state"] == "up"),
+        "the sync did not come back: {} / {}",
+        sync_of(&p, Member::A1),
+        sync_of(&p, Member::A2)
+    );
+    assert_eq!(sync_of(&p, Member::A2)["rejected"]["auth"], 0);
+
     let wmac1 = p.mac(Member::A1, "wan0");
     let wmac2 = p.mac(Member::A2, "wan0");
     let mut cap = Capture::start_filtered(&p.sw, "br1", "esp");
