@@ -471,6 +471,77 @@ def scenario_smallpkt(args):
     return rows
 
 
+def pps_run(topo, frame, duration):
+    """One run of the AF_XDP generator (`vecgate-floor generate`, pinned
+    like every sender) from h1 through the hop: frames/s counted by h2's
+    veth (the referee) and the gateway's cycles per received frame."""
+    import floor_topo
+    gw_mac = floor_topo.mac(topo.r, "r-h1")
+    pids = [p for p in [topo.gateway_pid()] if p]
+    p0 = int(topo.h2.sh("cat /sys/class/net/eth0/statistics/rx_packets"))
+    c0 = sum(proc_cpu_seconds(p) for p in pids)
+    out = topo.h1.sh(" ".join(pinned("sender", [floor_topo.FLOOR, "generate", "--if", "eth0", "--dst-mac", gw_mac,
+                                                "--src", "10.1.0.2", "--dst", topo.dst, "--size", str(frame),
+                                                "--seconds", str(duration)])))
+    time.sleep(0.2)
+    got = int(topo.h2.sh("cat /sys/class/net/eth0/statistics/rx_packets")) - p0
+    c1 = sum(proc_cpu_seconds(p) for p in pids)
+    g = json.loads(out)
+    return {"pps": got / g["seconds"], "sent_pps": g["pps"],
+            "gw_cpp": (c1 - c0) * tsc_hz() / got if pids and got else None}
+
+
+def scenario_pps(args):
+    """Issue 17 item 5: small packets measured at the gateway, not the
+    sender. An AF_XDP generator (`vecgate-floor generate`) sends 60-byte
+    (64 with the FCS) and 1514-byte frames from h1 as fast as veth takes
+    them; h2's veth counts what crossed the hop: kernel forwarding, vecgate
+    (AF_PACKET, AF_XDP) and the I/O floor (AF_PACKET, AF_XDP)."""
+    if not floor_built():
+        return []
+    modes = ["kernel", "vecgate", "floor"] + (["vecgate-xdp", "floor-xdp"] if args.xdp else [])
+    topos, results = {}, {}
+    try:
+        for m in modes:
+            log(f"[pps] setting up {m}")
+            if m.endswith("-xdp"):
+                topos[m] = Router(m[:-4], workers=args.workers, driver="af_xdp")
+            else:
+                topos[m] = Router(m, workers=args.workers)
+        for frame in (60, 1514):
+            for i in range(args.runs):
+                for m in modes:
+                    log(f"[pps] {m:12s} {frame} B frames run {i + 1}/{args.runs}")
+                    try:
+                        res = pps_run(topos[m], frame, args.duration)
+                    except Exception as e:
+                        log(f"           failed: {e}")
+                        continue
+                    results.setdefault((m, frame), []).append(res)
+                    log(f"           {res['pps']:.0f} frames/s received of {res['sent_pps']:.0f}/s sent")
+    finally:
+        for t in topos.values():
+            t.close()
+    return [{"scenario": "pps", "mode": m, "frame": frame, "runs": len(runs), "pps": median_of(runs, "pps"),
+             "sent_pps": median_of(runs, "sent_pps"), "gw_cpp": median_of(runs, "gw_cpp"),
+             "all_pps": [r["pps"] for r in runs]}
+            for (m, frame), runs in sorted(results.items(), key=lambda kv: (kv[0][1], modes.index(kv[0][0])))]
+
+
+def table_pps(rows):
+    lines = ["| path | frame | frames/s received at h2 (median) | runs | generator frames/s sent | gateway cycles per "
+             "frame | distance to the floor: frames/s ratio; cycles/frame ratio |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        match = "floor-xdp" if r["mode"].endswith("-xdp") else "floor"
+        fl = next((x for x in rows if x["mode"] == match and x["frame"] == r["frame"]), None)
+        dist = f"{floor_ratio(r, fl, 'pps')}; {floor_ratio(r, fl, 'gw_cpp')}" \
+            if fl and r["mode"].startswith("vecgate") else "—"
+        lines.append(f"| {LABELS[r['mode']]} | {r['frame']} B | {fmt(r['pps'], 0)} | "
+                     f"{', '.join(fmt(x, 0) for x in r['all_pps'])} | {fmt(r['sent_pps'], 0)} | "
+                     f"{fmt(r.get('gw_cpp'), 0)} | {dist} |")
+    return "\n".join(lines)
+
+
 IO_SIZES = [1024, 4096, 16384, 65536, 262144]
 
 
@@ -670,6 +741,16 @@ def tunnel_contenders():
                   lambda: floor_topo.FloorTunnel(True)))
         c.append(("floor-gre-xdp", "I/O floor GRE twin, per-packet (hosts MTU 1476), 1500 underlay, AF_XDP",
                   lambda: floor_topo.FloorTunnel(True, driver="af_xdp")))
+    # The datacenter underlay (issue 17 item 6): jumbo frames between the
+    # gateways, as the Windows Server 2019 gateways were measured (4088).
+    for mtu in JUMBO_MTUS:
+        c.append((f"kernel-plain-{mtu}", f"Linux kernel forwarding, no tunnel, {mtu}-byte underlay (ceiling)",
+                  lambda mtu=mtu: peers.KernelPlain(underlay_mtu=mtu)))
+        for k in ("gre", "nvgre", "vxlan"):
+            c.append((f"vecgate-{k}-{mtu}", vt.LABELS[k] + f", {mtu}-byte underlay",
+                      lambda k=k, mtu=mtu: vt.VecgateTunnel(k, underlay_mtu=mtu)))
+        c.append((f"vecgate-esp-aes128gcm16-{mtu}", f"vecgate ESP aes128gcm16, {mtu}-byte underlay",
+                  lambda mtu=mtu: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_mtu=mtu)))
     c.append(("vecgate-esp-aes128gcm16-natt", "vecgate ESP aes128gcm16, NAT-T (ESP in UDP 4500), 1500 underlay",
               lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", nat_t=True)))
     c.append(("vecgate-gre-xdp", vt.LABELS["gre"] + ", 1500 AF_XDP underlay",
@@ -686,6 +767,7 @@ def tunnel_contenders():
 
 
 ESP_ALGS = ["aes128gcm16", "aes256gcm16", "aes128-sha1"]
+JUMBO_MTUS = (4088, 9000)
 
 
 def build_all(contenders, tag):
@@ -774,7 +856,7 @@ def table_tunnels(rows):
     def floor_of(r):
         """A vecgate row's floor: the GRE twin over the same underlay (the
         64K twin for 64K-MTU rows, the per-packet twin for 1500 rows)."""
-        if not r["mode"].startswith("vecgate-"):
+        if not r["mode"].startswith("vecgate-") or any(r["mode"].endswith(f"-{m}") for m in JUMBO_MTUS):
             return None
         key = "floor-gre-64k" if r["mode"].endswith("-64k") else \
             "floor-gre-xdp" if r["mode"].endswith("-xdp") else "floor-gre"
@@ -791,8 +873,12 @@ def table_tunnels(rows):
     for s in (1, 8):
         def g(key):
             return next((x["gbps"] for x in live if x["mode"] == key and x["streams"] == s), None)
-        ceil, ovs, sw = g("kernel-plain"), g("ovs-gre"), g("strongswan-aes128gcm16")
-        for suffix, what in (("", "1500 underlay"), ("-64k", "64K-MTU underlay")):
+        ovs, sw = g("ovs-gre"), g("strongswan-aes128gcm16")
+        for suffix, what in ((("", "1500 underlay"), ("-64k", "64K-MTU underlay"))
+                             + tuple((f"-{m}", f"{m}-byte underlay") for m in JUMBO_MTUS)):
+            # The ceiling: kernel forwarding over the same underlay MTU where
+            # it was measured, else over the 1500-byte one.
+            ceil = g("kernel-plain" + suffix if suffix in tuple(f"-{m}" for m in JUMBO_MTUS) else "kernel-plain")
             gre, esp = g("vecgate-gre" + suffix), g("vecgate-esp-aes128gcm16" + suffix)
             if ceil and gre:
                 notes.append(f"- {s} stream(s), {what}: vecgate GRE = **{gre / ceil:.2f}×** the no-tunnel kernel "
@@ -899,7 +985,7 @@ def table_fpm(rows):
     return "\n".join(lines)
 
 
-SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "iosize": scenario_iosize,
+SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "pps": scenario_pps, "iosize": scenario_iosize,
              "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels,
              "ike": scenario_ike, "tools": scenario_tools, "fpm": scenario_fpm}
 
@@ -1052,6 +1138,14 @@ def write_doc(mach, args, all_rows, doc):
                   "interfaces `driver = \"af_xdp\"` (an XDP program redirects every frame to one AF_XDP socket per "
                   "worker, veths with one queue per worker; no super-packets: XDP carries no GSO metadata).", "",
                   table_smallpkt(all_rows["smallpkt"]), ""]
+    if all_rows.get("pps"):
+        parts += ["## Small packets at the gateway's limit (issue 17)", "",
+                  "`vecgate-floor generate` (AF_XDP transmit on h1's veth, pinned to the sender's CPU) sends UDP "
+                  "frames as fast as the veth takes them, through the one-hop router; frames/s are counted by h2's "
+                  "veth (`rx_packets`), so the figure is the hop's, not the sending tool's. *gateway cycles per "
+                  "frame*: CPU time of the gateway process × TSC / frames received. DPDK `testpmd` as the reference "
+                  "forwarder is not in this table yet (Debian's `dpdk` is not installed).", "",
+                  table_pps(all_rows["pps"]), ""]
     if "crypto" in all_rows:
         lines = ["| cipher (openssl speed -evp, one core) | 1500 B buffers | 64 KB buffers |", "|---|---|---|"]
         for alg in ("aes-128-gcm", "aes-256-gcm", "aes-128-cbc"):
@@ -1065,7 +1159,10 @@ def write_doc(mach, args, all_rows, doc):
                   "Topology: h1 — gwA ══ underlay veth ══ gwB — h2, the same for every contender. *cycles/byte per "
                   "gateway*: CPU time of both gateway processes (vecgate, ovs-vswitchd, charon) × TSC / bytes / 2; "
                   "kernel contenders have no process (see path cycles/byte). Open vSwitch runs an L2 tunnel with hosts "
-                  "at MTU 1450 and tx offloads off, as it requires (bench/peers.py says why).", "",
+                  "at MTU 1450 and tx offloads off, as it requires (bench/peers.py says why). Rows over 4088- and "
+                  "9000-byte underlays (the datacenter case; the Windows Server 2019 gateways were measured over "
+                  "4088): hosts at MTU 1500 with TSO, only the underlay veth is jumbo; their ceiling is kernel "
+                  "forwarding over the same underlay.", "",
                   table_tunnels(all_rows["tunnels"]), ""]
     if "ntunnels" in all_rows:
         parts += ["## One tunnel vs eight tunnels (aggregate)", "",
@@ -1140,7 +1237,7 @@ def main():
         all_rows["crypto"] = crypto_ceiling()
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({"machine": mach, "rows": all_rows, "placement": PLACEMENTS}, f, indent=1)
-    for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("iosize", table_iosize),
+    for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("pps", table_pps), ("iosize", table_iosize),
                         ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels),
                         ("ike", table_ike), ("tools", table_tools), ("fpm", table_fpm)):
         if name in all_rows:

@@ -231,10 +231,21 @@ class KernelPlain(_SiteToSite):
 
     label = "kernel forwarding (no tunnel)"
 
+    def __init__(self, underlay_mtu=1500):
+        """`underlay_mtu`: the ceiling of tunnels over a jumbo underlay
+        (the hosts stay at 1500 with TSO, as in the tunnels' rows)."""
+        self.underlay_mtu = underlay_mtu
+        if underlay_mtu != 1500:
+            self.label = f"kernel forwarding (no tunnel), {underlay_mtu}-byte underlay"
+        super().__init__()
+
     def build(self):
         self.routed_hosts()
         self.gwa.sh(f"ip addr add {UNDERLAY_A}/24 dev a-u; ip route add 10.2.0.0/24 via {UNDERLAY_B}")
         self.gwb.sh(f"ip addr add {UNDERLAY_B}/24 dev b-u; ip route add 10.1.0.0/24 via {UNDERLAY_A}")
+        if self.underlay_mtu != 1500:
+            self.gwa.sh(f"ip link set a-u mtu {self.underlay_mtu}")
+            self.gwb.sh(f"ip link set b-u mtu {self.underlay_mtu}")
 
 
 class KernelVxlan(_SiteToSite):

@@ -4,6 +4,8 @@
 //! ```text
 //! vecgate-floor forward --a IF --b IF --a-peer MAC --b-peer MAC
 //!                       [--gre LOCAL,REMOTE] [--workers N] [--driver af_packet|af_xdp] [--no-vnet]
+//! vecgate-floor generate --if IF --dst-mac MAC --src IP --dst IP
+//!                        [--size BYTES] [--seconds S] [--driver af_xdp|af_packet]
 //! vecgate-floor memcpy
 //! ```
 //!
@@ -14,10 +16,12 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use vecgate_io::floor::{self, FloorConfig, Mode};
+use vecgate_io::floor::{self, FloorConfig, GenConfig, Mode};
 
 const USAGE: &str = "usage: vecgate-floor forward --a IF --b IF --a-peer MAC --b-peer MAC \
-[--gre LOCAL,REMOTE] [--workers N] [--driver af_packet|af_xdp] [--no-vnet]\n       vecgate-floor memcpy";
+[--gre LOCAL,REMOTE] [--workers N] [--driver af_packet|af_xdp] [--no-vnet]\n       \
+vecgate-floor generate --if IF --dst-mac MAC --src IP --dst IP [--size BYTES] [--seconds S] \
+[--driver af_xdp|af_packet]\n       vecgate-floor memcpy";
 
 fn mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split(':').collect();
@@ -73,6 +77,37 @@ fn parse_forward(args: &[String]) -> Result<FloorConfig, String> {
     Ok(cfg)
 }
 
+fn parse_generate(args: &[String]) -> Result<GenConfig, String> {
+    let mut cfg = GenConfig {
+        ifname: String::new(),
+        driver: "af_xdp".into(),
+        dst_mac: [0; 6],
+        src: Ipv4Addr::UNSPECIFIED,
+        dst: Ipv4Addr::UNSPECIFIED,
+        frame_len: 60,
+        seconds: 3.0,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let v = it.next().ok_or(format!("{flag} needs a value"))?;
+        let ip = |s: &str| s.parse::<Ipv4Addr>().map_err(|_| format!("bad IPv4 '{s}'"));
+        match flag.as_str() {
+            "--if" => cfg.ifname = v.clone(),
+            "--driver" => cfg.driver = v.clone(),
+            "--dst-mac" => cfg.dst_mac = mac(v)?,
+            "--src" => cfg.src = ip(v)?,
+            "--dst" => cfg.dst = ip(v)?,
+            "--size" => cfg.frame_len = v.parse().map_err(|_| format!("bad --size '{v}'"))?,
+            "--seconds" => cfg.seconds = v.parse().map_err(|_| format!("bad --seconds '{v}'"))?,
+            other => return Err(format!("unknown option '{other}'")),
+        }
+    }
+    if cfg.ifname.is_empty() {
+        return Err("--if is required".into());
+    }
+    Ok(cfg)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -84,6 +119,28 @@ fn main() -> ExitCode {
                 64u64 << 10
             );
             ExitCode::SUCCESS
+        }
+        Some("generate") => {
+            let cfg = match parse_generate(&args[1..]) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("vecgate-floor: {e}\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            };
+            match floor::generate(&cfg) {
+                Ok((sent, secs)) => {
+                    println!(
+                        "{{\"sent\": {sent}, \"seconds\": {secs:.3}, \"pps\": {:.0}}}",
+                        sent as f64 / secs.max(1e-9)
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("vecgate-floor: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Some("forward") => {
             let cfg = match parse_forward(&args[1..]) {
