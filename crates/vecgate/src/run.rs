@@ -888,6 +888,34 @@ pub fn api_tls(cfg: &Config) -> Result<Option<vecgate_control::Tls>> {
     }
 }
 
+/// Routes from FRR's zebra (dplane_fpm_nl), into the same
+/// build-and-publish as the API's route changes: the `[routing] fpm`
+/// listener, and a tenant VRF's own zebra through its namespace's
+/// listener (host_tap::open).
+fn start_fpm(
+    cfg: &Config,
+    ctl: &Arc<vecgate_control::Control>,
+    tenant_fpm: Vec<vecgate_control::fpm::Source>,
+) -> Result<()> {
+    let mut sources = tenant_fpm;
+    if let Some(addr) = cfg.routing.fpm {
+        use vecgate_control::fpm;
+        let l = fpm::listen(addr).map_err(|e| anyhow!("FPM server on {addr}: {e}"))?;
+        info!(%addr, "FPM server listening for zebra (dplane_fpm_nl)");
+        sources.push(fpm::Source {
+            listener: l,
+            label: addr.to_string(),
+            settings: fpm::FpmSettings::from_config(&cfg.routing),
+            vrf: None,
+        });
+    }
+    if !sources.is_empty() {
+        vecgate_control::fpm::spawn(ctl.clone(), sources)
+            .map_err(|e| anyhow!("FPM server thread: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Starts the management API on `gateway.api` with access control `auth`.
 #[allow(clippy::too_many_arguments)]
 fn start_api(
@@ -952,26 +980,7 @@ fn start_api(
             st.lock().unwrap_or_else(|e| e.into_inner()).clone()
         }));
     }
-    // Routes from FRR's zebra (dplane_fpm_nl), into the same
-    // build-and-publish as the API's route changes.
-    // A tenant VRF's own zebra comes in through its namespace's listener
-    // (host_tap::open).
-    let mut sources = tenant_fpm;
-    if let Some(addr) = cfg.routing.fpm {
-        use vecgate_control::fpm;
-        let l = fpm::listen(addr).map_err(|e| anyhow!("FPM server on {addr}: {e}"))?;
-        info!(%addr, "FPM server listening for zebra (dplane_fpm_nl)");
-        sources.push(fpm::Source {
-            listener: l,
-            label: addr.to_string(),
-            settings: fpm::FpmSettings::from_config(&cfg.routing),
-            vrf: None,
-        });
-    }
-    if !sources.is_empty() {
-        vecgate_control::fpm::spawn(ctl.clone(), sources)
-            .map_err(|e| anyhow!("FPM server thread: {e}"))?;
-    }
+    start_fpm(cfg, &ctl, tenant_fpm)?;
     let handle = vecgate_control::serve(&cfg.gateway.api, ctl.clone(), auth, tls)
         .map_err(|e| anyhow!("management API on {}: {e}", cfg.gateway.api))?;
     Ok((handle, ctl))
