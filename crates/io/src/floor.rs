@@ -402,6 +402,9 @@ pub struct GenConfig {
     pub dst: Ipv4Addr,
     pub frame_len: usize,
     pub seconds: f64,
+    /// Stop after this many frames (the kernel took them all) or after
+    /// `seconds`, whichever comes first.
+    pub count: Option<u64>,
 }
 
 /// The small-packet generator (issue 17 item 5): sends `cfg`'s frames as
@@ -435,8 +438,10 @@ pub fn generate(cfg: &GenConfig) -> Result<(u64, f64), IoError> {
     let mut burst = Vec::with_capacity(BURST);
     let (mut sent, mut seq) = (0u64, 0u16);
     let start = Instant::now();
-    while start.elapsed().as_secs_f64() < cfg.seconds {
-        while burst.len() < BURST {
+    let limit = cfg.count.unwrap_or(u64::MAX);
+    while sent < limit && start.elapsed().as_secs_f64() < cfg.seconds {
+        let want = usize::try_from(limit - sent).unwrap_or(BURST).min(BURST);
+        while burst.len() < want {
             let Some(mut p) = pool.alloc() else { break };
             seq = seq.wrapping_add(1);
             frame[34..36].copy_from_slice(&(40000 + (seq & 7)).to_be_bytes());

@@ -5,7 +5,7 @@
 //! vecgate-floor forward --a IF --b IF --a-peer MAC --b-peer MAC
 //!                       [--gre LOCAL,REMOTE] [--workers N] [--driver af_packet|af_xdp] [--no-vnet]
 //! vecgate-floor generate --if IF --dst-mac MAC --src IP --dst IP
-//!                        [--size BYTES] [--seconds S] [--driver af_xdp|af_packet]
+//!                        [--size BYTES] [--seconds S] [--count N] [--driver af_xdp|af_packet]
 //! vecgate-floor memcpy
 //! ```
 //!
@@ -21,7 +21,7 @@ use vecgate_io::floor::{self, FloorConfig, GenConfig, Mode};
 const USAGE: &str = "usage: vecgate-floor forward --a IF --b IF --a-peer MAC --b-peer MAC \
 [--gre LOCAL,REMOTE] [--workers N] [--driver af_packet|af_xdp] [--no-vnet]\n       \
 vecgate-floor generate --if IF --dst-mac MAC --src IP --dst IP [--size BYTES] [--seconds S] \
-[--driver af_xdp|af_packet]\n       vecgate-floor memcpy";
+[--count N] [--driver af_xdp|af_packet]\n       vecgate-floor memcpy";
 
 fn mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split(':').collect();
@@ -86,6 +86,7 @@ fn parse_generate(args: &[String]) -> Result<GenConfig, String> {
         dst: Ipv4Addr::UNSPECIFIED,
         frame_len: 60,
         seconds: 3.0,
+        count: None,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -99,6 +100,7 @@ fn parse_generate(args: &[String]) -> Result<GenConfig, String> {
             "--dst" => cfg.dst = ip(v)?,
             "--size" => cfg.frame_len = v.parse().map_err(|_| format!("bad --size '{v}'"))?,
             "--seconds" => cfg.seconds = v.parse().map_err(|_| format!("bad --seconds '{v}'"))?,
+            "--count" => cfg.count = Some(v.parse().map_err(|_| format!("bad --count '{v}'"))?),
             other => return Err(format!("unknown option '{other}'")),
         }
     }
