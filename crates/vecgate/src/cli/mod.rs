@@ -578,57 +578,8 @@ fn ha_table(v: &Value) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let rows: Vec<Vec<String>> = v
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| {
-            let last = &g["last_transition"];
-            let last = match last["at_unix"].as_f64() {
-                Some(at) => format!(
-                    "{} ({}) {:.0}s ago",
-                    s(&last["to"]),
-                    s(&last["reason"]),
-                    (now - at).max(0.0)
-                ),
-                None => "-".into(),
-            };
-            let tracked: Vec<String> = g["tracked"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    let up = if t["up"].as_bool() == Some(true) {
-                        "up"
-                    } else {
-                        "down"
-                    };
-                    format!("{}:{up}", s(&t["interface"]))
-                })
-                .collect();
-            let mut preempt = s(&g["preempt"]);
-            if let Some(h) = g["preempt_held_secs"].as_u64().filter(|h| *h > 0) {
-                preempt.push_str(&format!(" (held {h}s)"));
-            }
-            vec![
-                s(&g["interface"]),
-                s(&g["vrid"]),
-                s(&g["family"]),
-                s(&g["state"]),
-                format!("{}/{}", s(&g["priority"]), s(&g["effective_priority"])),
-                preempt,
-                format!("{}cs", s(&g["advert_interval_cs"])),
-                s(&g["master"]),
-                last,
-                if tracked.is_empty() {
-                    "-".into()
-                } else {
-                    tracked.join(",")
-                },
-                s(&g["addresses"]),
-            ]
-        })
-        .collect();
+    let groups = || v.as_array().into_iter().flatten();
+    let rows: Vec<Vec<String>> = groups().map(|g| ha_row(g, now)).collect();
     let mut out = table(
         &[
             "Interface",
@@ -645,54 +596,101 @@ fn ha_table(v: &Value) -> String {
         ],
         &rows,
     );
-    let sync = v
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| &g["sync"])
-        .find(|y| y.is_object());
-    if let Some(y) = sync {
-        let last = y["last_sync_unix"]
-            .as_f64()
-            .map_or("never".to_owned(), |at| {
-                format!("{:.1}s ago", (now - at).max(0.0))
-            });
-        let rejected: u64 = y["rejected"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(_, n)| n.as_u64())
-            .sum();
-        let why: Vec<String> = y["rejected"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+    if let Some(y) = groups().map(|g| &g["sync"]).find(|y| y.is_object()) {
         if !out.ends_with('\n') {
             out.push('\n');
         }
-        out.push_str(&format!(
-            "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound; messages sent {}, received {}, rejected {rejected}{}; takeovers {}\n",
-            s(&y["local"]),
-            s(&y["peer"]),
-            s(&y["state"]),
-            s(&y["peer_role"]),
-            s(&y["lag_ms"]),
-            s(&y["synced_outbound_sas"]),
-            s(&y["synced_inbound_sas"]),
-            s(&y["messages_sent"]),
-            s(&y["messages_received"]),
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", why.join(", "))
-            },
-            s(&y["takeovers"]),
-        ));
+        out.push_str(&ha_sync_line(y, now));
     }
     out
+}
+
+/// One virtual router's row of `show ha`.
+fn ha_row(g: &Value, now: f64) -> Vec<String> {
+    let last = &g["last_transition"];
+    let last = match last["at_unix"].as_f64() {
+        Some(at) => format!(
+            "{} ({}) {:.0}s ago",
+            s(&last["to"]),
+            s(&last["reason"]),
+            (now - at).max(0.0)
+        ),
+        None => "-".into(),
+    };
+    let tracked: Vec<String> = g["tracked"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let up = if t["up"].as_bool() == Some(true) {
+                "up"
+            } else {
+                "down"
+            };
+            format!("{}:{up}", s(&t["interface"]))
+        })
+        .collect();
+    let mut preempt = s(&g["preempt"]);
+    if let Some(h) = g["preempt_held_secs"].as_u64().filter(|h| *h > 0) {
+        preempt.push_str(&format!(" (held {h}s)"));
+    }
+    vec![
+        s(&g["interface"]),
+        s(&g["vrid"]),
+        s(&g["family"]),
+        s(&g["state"]),
+        format!("{}/{}", s(&g["priority"]), s(&g["effective_priority"])),
+        preempt,
+        format!("{}cs", s(&g["advert_interval_cs"])),
+        s(&g["master"]),
+        last,
+        if tracked.is_empty() {
+            "-".into()
+        } else {
+            tracked.join(",")
+        },
+        s(&g["addresses"]),
+    ]
+}
+
+/// The state-sync line of `show ha` (`now`: Unix time, seconds).
+fn ha_sync_line(y: &Value, now: f64) -> String {
+    let last = y["last_sync_unix"]
+        .as_f64()
+        .map_or("never".to_owned(), |at| {
+            format!("{:.1}s ago", (now - at).max(0.0))
+        });
+    let rejected: u64 = y["rejected"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    let why: Vec<String> = y["rejected"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    format!(
+        "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound; messages sent {}, received {}, rejected {rejected}{}; takeovers {}\n",
+        s(&y["local"]),
+        s(&y["peer"]),
+        s(&y["state"]),
+        s(&y["peer_role"]),
+        s(&y["lag_ms"]),
+        s(&y["synced_outbound_sas"]),
+        s(&y["synced_inbound_sas"]),
+        s(&y["messages_sent"]),
+        s(&y["messages_received"]),
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", why.join(", "))
+        },
+        s(&y["takeovers"]),
+    )
 }
 
 /// `vecgate ha …`: high-availability verbs.
@@ -1189,6 +1187,36 @@ fn plan_text(v: &Value, dry_run: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ha_table_shows_each_router_and_the_sync_line() {
+        let v = serde_json::json!([{
+            "interface": "lan0", "vrid": 7, "family": "ipv4", "state": "master",
+            "priority": 200, "effective_priority": 190, "preempt": true,
+            "preempt_held_secs": 30, "advert_interval_cs": 100, "master": "10.1.0.1",
+            "last_transition": null, "tracked": [{"interface": "wan", "up": false}],
+            "addresses": ["10.1.0.254"],
+            "sync": {"local": "a", "peer": "b", "state": "up", "peer_role": "backup",
+                     "last_sync_unix": null, "lag_ms": 3, "synced_outbound_sas": 1,
+                     "synced_inbound_sas": 2, "messages_sent": 5, "messages_received": 6,
+                     "rejected": {"auth": 2, "stale": 0}, "takeovers": 1}
+        }]);
+        let out = ha_table(&v);
+        let row = out.lines().nth(1).unwrap();
+        for cell in [
+            "lan0",
+            "master",
+            "200/190",
+            "on (held 30s)",
+            "100cs",
+            "wan:down",
+        ] {
+            assert!(row.contains(cell), "{cell} missing in {row}");
+        }
+        assert!(out.ends_with(
+            "State sync a -> b: up, peer backup, last sync never, lag 3 ms; synced SAs 1 outbound, 2 inbound; messages sent 5, received 6, rejected 2 (auth 2); takeovers 1\n"
+        ), "{out}");
+    }
 
     #[test]
     fn table_aligns() {
