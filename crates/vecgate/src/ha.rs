@@ -9,6 +9,14 @@
 //! ([`Command::Announce`]: gratuitous ARP / unsolicited NA); releasing
 //! removes them, so a backup neither answers ARP/ND for nor accepts
 //! traffic to them. Every transition is logged and kept for `show`.
+//!
+//! A planned switchover is make-before-break: the resigning master sends
+//! priority 0 but keeps the addresses (and so its tunnels' local ends)
+//! until it hears the new master's first advertisement, which goes out
+//! with its gratuitous ARP / NA, or Master_Down_Interval passes. Released
+//! at once, traffic still sent to it during the peer's Skew_Time (RFC 5798
+//! §6.4.2) would be lost; a plain router forwards it anyway, a tunnel end
+//! cannot.
 
 use crossbeam_channel::{Receiver, Sender};
 use dataplane::ike_punt::Punt;
@@ -68,6 +76,9 @@ struct Group {
     track: Vec<(String, String, bool)>,
     /// Priority lost per tracked interface that is down.
     penalty: u8,
+    /// After a switchover: the addresses are still held until this
+    /// deadline or the new master's first advert (module doc).
+    draining: Option<Instant>,
 }
 
 /// A planned switchover asked for through the API, answered on `reply`.
@@ -141,6 +152,7 @@ fn groups(cfg: &Config, macs: &[[u8; 6]]) -> Vec<Group> {
             last_wall: None,
             track,
             penalty: h.group_track_penalty(g),
+            draining: None,
         });
     }
     out
@@ -230,9 +242,22 @@ impl Speaker {
         }
         let mut tables_changed = false;
         let mut announce = false;
+        let switchover = actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::Transition {
+                    reason: Reason::Switchover,
+                    ..
+                }
+            )
+        });
         for a in actions {
             let g = &mut self.groups[i];
             match a {
+                // Make-before-break (module doc): keep them for now.
+                Action::ReleaseAddresses if switchover => {
+                    g.draining = Some(Instant::now() + g.m.master_down_interval());
+                }
                 Action::SendAdvert { priority } => {
                     if let Some(frame) = advert_frame(g, priority) {
                         let _ = self.w.mailbox.try_send(Command::SendFrame {
@@ -243,6 +268,7 @@ impl Speaker {
                 }
                 Action::TakeAddresses | Action::ReleaseAddresses => {
                     let take = matches!(a, Action::TakeAddresses);
+                    g.draining = None;
                     let mut held = self.w.held.lock().unwrap_or_else(|e| e.into_inner());
                     let v = held.entry(g.port).or_default();
                     v.retain(|x| !g.vips.contains(x));
@@ -253,6 +279,12 @@ impl Speaker {
                 }
                 Action::Announce => announce = true,
                 Action::Transition { from, to, reason } => {
+                    if reason != Reason::Switchover && g.draining.take().is_some() {
+                        // Any other transition ends the drain: from backup
+                        // the machine releases nothing itself.
+                        Self::release(&self.w.held, g);
+                        tables_changed = true;
+                    }
                     g.last_wall = Some((SystemTime::now(), to, reason));
                     info!(
                         vrid = g.m.config().vrid,
@@ -278,6 +310,27 @@ impl Speaker {
                 .mailbox
                 .try_send(Command::Announce(self.groups[i].port));
         }
+    }
+
+    /// Removes the group's addresses from [`Held`] (the caller rebuilds).
+    fn release(held: &Held, g: &Group) {
+        let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = held.get_mut(&g.port) {
+            v.retain(|x| !g.vips.contains(x));
+        }
+    }
+
+    /// Ends group `i`'s drain after a switchover (module doc): the new
+    /// master was heard, or it is time.
+    fn end_drain(&mut self, i: usize, why: &str) {
+        let g = &mut self.groups[i];
+        if g.draining.take().is_none() {
+            return;
+        }
+        Self::release(&self.w.held, g);
+        info!(vrid = g.m.config().vrid, interface = %g.interface, why,
+              "VRRP switchover: virtual addresses released");
+        (self.w.rebuild)();
     }
 
     fn status(&self, g: &Group, now: Instant) -> GroupStatus {
@@ -376,6 +429,18 @@ impl Speaker {
                     },
                 );
                 self.apply(i, a);
+                let g = &self.groups[i];
+                let other = r.priority != wire::vrrp::PRIORITY_STOP && src != g.m.config().primary;
+                if other && g.m.state() == State::Backup {
+                    self.end_drain(i, "the new master advertised");
+                } else if other && g.m.state() == State::Master {
+                    // A peer that thinks it is master (it missed our adverts
+                    // for a while) announced the addresses from its MAC;
+                    // it backs off on our advert, but the hosts' entries
+                    // would stay on it: announce again (keepalived's
+                    // vrrp_garp_lower_prio_repeat does the same).
+                    let _ = self.w.mailbox.try_send(Command::Announce(g.port));
+                }
             }
         }
     }
@@ -457,6 +522,9 @@ pub fn start(
                 for i in 0..s.groups.len() {
                     let a = s.groups[i].m.poll(now);
                     s.apply(i, a);
+                    if s.groups[i].draining.is_some_and(|t| t <= now) {
+                        s.end_drain(i, "no new master heard");
+                    }
                 }
                 if now.duration_since(last_links) >= Duration::from_millis(100) {
                     last_links = now;
