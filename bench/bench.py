@@ -737,7 +737,7 @@ def tunnel_contenders():
     if floor_built():
         import floor_topo
         c.append(("floor-gre-64k", "I/O floor GRE twin, 64K-MTU underlay", lambda: floor_topo.FloorTunnel(False)))
-        c.append(("floor-gre", "I/O floor GRE twin, per-packet (hosts MTU 1476, no TSO), 1500 underlay",
+        c.append(("floor-gre", "I/O floor GRE twin, per-packet (hosts MTU 1476, TSO off), 1500 underlay",
                   lambda: floor_topo.FloorTunnel(True)))
         c.append(("floor-gre-xdp", "I/O floor GRE twin, per-packet (hosts MTU 1476), 1500 underlay, AF_XDP",
                   lambda: floor_topo.FloorTunnel(True, driver="af_xdp")))
@@ -1123,8 +1123,8 @@ def write_doc(mach, args, all_rows, doc):
               "own work costs. Its AF_XDP form writes each frame once from the receiving socket's UMEM into the "
               "sending socket's (copy mode on veth) behind the same header, completing checksums the sender left "
               "partial, as vecgate's AF_XDP receive does. Every vecgate row is shown next to its floor: the 64K "
-              "twin for 64K-MTU underlays, the per-packet twin (hosts at MTU 1476 without TSO, so every frame "
-              "crosses every ring on its own) for 1500-byte underlays — a stricter floor than vecgate's case, "
+              "twin for 64K-MTU underlays, the per-packet twin (hosts at MTU 1476 with TSO off: their kernel "
+              "segments each 64 KB skb in software before the veth, so every frame crosses every ring on its own) for 1500-byte underlays — a stricter floor than vecgate's case, "
               "whose hosts hand it super-packets that it segments.", ""]
     if "router" in all_rows:
         parts += ["## Routing: kernel forwarding vs vecgate (issue 3)", "",

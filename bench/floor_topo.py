@@ -27,10 +27,12 @@ def static_gateway(host, gw_ip, gw_mac):
 
 
 def per_packet_hosts(*hosts, mtu=1500):
-    """Hosts that send every frame at most `mtu` long: no TSO/GSO (so no
-    super-packet reaches the gateway) but checksum offload kept."""
+    """Hosts that send every frame at most `mtu` long: TSO off, GSO kept,
+    so the hosts' TCP still builds 64 KB skbs (as for vecgate's rows) and
+    their kernel segments each in software just before the veth: no
+    super-packet reaches the gateway. Checksum offload stays on."""
     for h in hosts:
-        h.sh(f"ip link set eth0 mtu {mtu}; ethtool -K eth0 tso off gso off >/dev/null")
+        h.sh(f"ip link set eth0 mtu {mtu}; ethtool -K eth0 tso off >/dev/null")
 
 
 def wait_ready(logpath, proc, what):
@@ -60,7 +62,7 @@ class FloorTunnel(_SiteToSite):
 
     `per_packet=False`: hosts keep TSO/GSO, the underlay has a 64K MTU, 64 KB
     super-packets cross whole (the twin of vecgate's 64K-MTU-underlay rows).
-    `per_packet=True`: hosts send frames of at most 1476 bytes (no TSO/GSO)
+    `per_packet=True`: hosts send frames of at most 1476 bytes (TSO off)
     so the GRE packets fit a 1500-byte underlay: every frame crosses every
     ring on its own (the per-packet floor of vecgate's 1500-underlay rows,
     which take super-packets from the hosts and segment them)."""
@@ -71,7 +73,7 @@ class FloorTunnel(_SiteToSite):
         self.per_packet = per_packet or driver == "af_xdp"
         self.workers = workers
         self.driver = driver
-        self.label = ("I/O floor GRE twin, per-packet (hosts MTU 1476, no TSO), 1500 underlay" if self.per_packet
+        self.label = ("I/O floor GRE twin, per-packet (hosts MTU 1476, TSO off), 1500 underlay" if self.per_packet
                       else "I/O floor GRE twin, 64K-MTU underlay") + (", AF_XDP" if driver == "af_xdp" else "")
         super().__init__()
 
