@@ -78,7 +78,19 @@ def veth(a, aif, b, bif, queues=1):
 # ovs-vswitchd, charon) on CPUs 0-1, where vecgate and vecgate-floor pin
 # worker i to the i-th CPU themselves. Kernel datapaths have no process:
 # their softirq work runs on the CPU of whichever side hands them a packet.
-PINS = {"sender": "0", "receiver": "1", "gateway": "0-1"}
+def _pins():
+    """Sender on the first CPU this process may use, receiver on the
+    second (the first again on a 1-CPU machine), gateways on all of them:
+    CPUs 0, 1 and 0-1 on the project's 2-core machine."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1 and cpus == list(range(cpus[0], cpus[-1] + 1)):
+        every = f"{cpus[0]}-{cpus[-1]}"
+    else:
+        every = ",".join(map(str, cpus))
+    return {"sender": str(cpus[0]), "receiver": str(cpus[min(1, len(cpus) - 1)]), "gateway": every}
+
+
+PINS = _pins()
 # Observed placement per contender: label -> {"sender", "receiver",
 # "gateway"} as the kernel reports it (/proc/PID/task/*/status).
 PLACEMENTS = {}
@@ -579,7 +591,7 @@ def veth_rx_bytes(ns, dev):
 # Both tools placed the same way: sender on CPU 0, receiver on CPU 1 (on
 # this 2-core machine unpinned runs of one tool differ by up to 2x, because
 # the scheduler may put both ends on one core or split them).
-TOOL_PINS = {"sender": "0", "receiver": "1"}
+TOOL_PINS = {role: PINS[role] for role in ("sender", "receiver")}
 
 
 def tools_run(topo, tool, duration, io_size):
