@@ -4,7 +4,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench clean
+.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench bench-ha clean
 
 all: build
 
@@ -56,6 +56,11 @@ fuzz-smoke:
 
 bench: deps release floor
 	bash bench/run.sh
+
+# HA failover gap (issue 16): a vecgate pair with GRE next to Linux routers
+# with keepalived, kill -9 and planned switchover, medians of 5 (~4 min).
+bench-ha: deps release
+	/usr/bin/python3 bench/ha_failover.py
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+"""HA failover benchmark (issue 16): the gap h1's pings to h2 see when the
+active gateway of a pair dies (`kill -9`) and when it hands over on purpose
+(planned switchover), for
+
+- vecgate: two vecgates sharing VRRP virtual addresses on the LAN and the
+  underlay, a GRE tunnel from the underlay address to a third vecgate;
+- kernel: two Linux routers (kernel forwarding) with keepalived 2.2.7
+  VRRPv3 on the same addresses, routing (no tunnel, no state to carry) to
+  a third Linux router;
+
+in one run, the same topology and the same timers (advertisements every
+100 ms, so Master_Down_Interval = 300 ms + skew, RFC 5798 §6.1):
+
+    h1 ── br0 ── {a1 (150), a2 (100)} ── br1 ── gb ── h2
+
+- kill: vecgate gets `kill -9` (its dataplane dies with it). keepalived's
+  SIGKILL leaves the address on the dead router's interface, where the
+  kernel goes on answering for it, so the kernel router's death is its two
+  bridge ports set down, then all its keepalived processes SIGKILLed.
+- switchover: `vecgate ha switchover` (priority 0, RFC 5798 §6.4.3) on one
+  side, SIGTERM to the master's keepalived (it sends priority 0) on the
+  other.
+
+The gap: ping -D -i 0.01 from h1; the time between the replies either
+side of the longest run of lost sequence numbers (0 if none was lost), and
+the number lost. Medians of ROUNDS rounds, contenders interleaved per
+round. Prints a markdown table.
+
+    python3 bench/ha_failover.py [--rounds 5]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+
+LAN_VIP, WAN_VIP, GB_WAN, H2 = "10.1.0.1", "192.0.2.1", "192.0.2.2", "10.2.0.2"
+INTERVAL_CS = 10
+PINGS = 500  # 5 s at 10 ms
+
+
+def wait(pred, secs, what):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"timed out: {what}")
+
+
+class Pair:
+    """The namespaces and links; gateways are started per round."""
+
+    def __init__(self):
+        self.sw, self.h1, self.h2 = bench.NS("sw"), bench.NS("h1"), bench.NS("h2")
+        self.a = {"a1": bench.NS("a1"), "a2": bench.NS("a2")}
+        self.gb = bench.NS("gb")
+        self.nss = [self.sw, self.h1, self.h2, self.a["a1"], self.a["a2"], self.gb]
+        self.dir = tempfile.mkdtemp(prefix="vghab")
+        for br in ("br0", "br1"):
+            self.sw.sh(f"ip link add {br} type bridge mcast_snooping 0 && ip link set {br} up")
+        for ns, port, local, br in [
+            (self.h1, "ph1", "eth0", "br0"),
+            (self.a["a1"], "pa1l", "lan0", "br0"),
+            (self.a["a2"], "pa2l", "lan0", "br0"),
+            (self.a["a1"], "pa1w", "wan0", "br1"),
+            (self.a["a2"], "pa2w", "wan0", "br1"),
+            (self.gb, "pgbw", "wan0", "br1"),
+        ]:
+            bench.veth(self.sw, port, ns, local)
+            self.sw.sh(f"ip link set {port} master {br}")
+        bench.veth(self.h2, "eth0", self.gb, "lan0")
+        self.h1.sh(f"ip addr add 10.1.0.2/24 dev eth0 && ip route add default via {LAN_VIP}")
+        self.h2.sh(f"ip addr add {H2}/24 dev eth0 && ip route add default via 10.2.0.1")
+        self.procs = {}
+
+    def close(self):
+        self.stop_all()
+        for ns in self.nss:
+            ns.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.procs = {}
+
+    def ports(self, who, state):
+        """Set the bridge ports of a1/a2 up or down (the kernel router's
+        death and return)."""
+        n = who[1]
+        for port in (f"pa{n}l", f"pa{n}w"):
+            self.sw.sh(f"ip link set {port} {state}")
+
+    def ping(self):
+        return self.h1.popen(["ping", "-D", "-n", "-i", "0.01", "-c", str(PINGS), "-w", "60", H2],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def warm(self):
+        # Every round starts from empty neighbour tables on the hosts and
+        # the far router (the previous round's master may still be there).
+        for ns in (self.h1, self.h2, self.gb):
+            ns.sh("ip neigh flush all", check=False)
+        wait(lambda: subprocess.run(["ip", "netns", "exec", self.h1.name, "ping", "-c", "1", "-W", "1", H2],
+                                    capture_output=True).returncode == 0, 30, "h1 reaches h2")
+
+
+def gap(out):
+    """(lost, gap ms) of ping -D output."""
+    at = {}
+    for line in out.splitlines():
+        if " bytes from " not in line:
+            continue
+        try:
+            ts = float(line[1:line.index("]")])
+            seq = int(line.split("icmp_seq=")[1].split()[0])
+        except (ValueError, IndexError):
+            continue
+        if 1 <= seq <= PINGS:
+            at[seq] = ts
+    seqs = sorted(at)
+    if not seqs or seqs[-1] < PINGS:
+        # No recovery before the pings ended: an unbounded gap.
+        return PINGS - len(at), float("inf")
+    best = (0, 0.0)
+    for a, b in zip(seqs, seqs[1:]):
+        if b - a - 1 > best[0]:
+            best = (b - a - 1, (at[b] - at[a]) * 1000)
+    return PINGS - len(at), best[1]
+
+
+class Vecgate:
+    label = "vecgate (GRE)"
+
+    def __init__(self, pair):
+        self.p = pair
+
+    def sock(self, who):
+        return os.path.join(self.p.dir, f"{who}.sock")
+
+    def config(self, who):
+        sock = self.sock(who)
+        state = os.path.join(self.p.dir, f"{who}.state")
+        head = f'[gateway]\nname = "hab{who}"\napi = "unix:{sock}"\nstate_dir = "{state}"\n'
+        if who == "gb":
+            return head + f"""
+[[interface]]
+name = "lan0"
+host = "lan0"
+driver = "af_packet"
+addresses = ["10.2.0.1/24"]
+
+[[interface]]
+name = "wan0"
+host = "wan0"
+driver = "af_packet"
+addresses = ["{GB_WAN}/24"]
+
+[[tunnel]]
+name = "t0"
+kind = "gre"
+local = "{GB_WAN}"
+remote = "{WAN_VIP}"
+
+[[route]]
+prefix = "10.1.0.0/24"
+via = "t0"
+"""
+        o = 11 if who == "a1" else 12
+        prio = 150 if who == "a1" else 100
+        return head + f"""
+[[interface]]
+name = "lan0"
+host = "lan0"
+driver = "af_packet"
+addresses = ["10.1.0.{o}/24"]
+
+[[interface]]
+name = "wan0"
+host = "wan0"
+driver = "af_packet"
+addresses = ["192.0.2.{o}/24"]
+
+[ha]
+priority = {prio}
+interval_cs = {INTERVAL_CS}
+preempt = false
+
+[[ha.group]]
+vrid = 10
+interface = "lan0"
+addresses = ["{LAN_VIP}"]
+
+[[ha.group]]
+vrid = 20
+interface = "wan0"
+addresses = ["{WAN_VIP}"]
+
+[[tunnel]]
+name = "t0"
+kind = "gre"
+local = "{WAN_VIP}"
+remote = "{GB_WAN}"
+
+[[route]]
+prefix = "10.2.0.0/24"
+via = "t0"
+"""
+
+    def start(self, who):
+        ns = self.p.gb if who == "gb" else self.p.a[who]
+        path = os.path.join(self.p.dir, f"{who}.toml")
+        with open(path, "w") as f:
+            f.write(self.config(who))
+        log = open(os.path.join(self.p.dir, f"{who}.log"), "w")
+        self.p.procs[who] = ns.popen([bench.GATEWAY, "run", "--config", path],
+                                     stdout=log, stderr=subprocess.STDOUT)
+        wait(lambda: os.path.exists(self.sock(who)), 30, f"{who} API")
+
+    def states(self, who):
+        r = subprocess.run([bench.VECGATE, "show", "ha", "--json", "--api", f"unix:{self.sock(who)}"],
+                           capture_output=True, text=True)
+        try:
+            return [g["state"] for g in json.loads(r.stdout)]
+        except (ValueError, KeyError, TypeError):
+            return []
+
+    def master(self, who):
+        s = self.states(who)
+        return bool(s) and all(x == "master" for x in s)
+
+    def setup(self):
+        # A fresh state directory and no stale socket per start.
+        for f in os.listdir(self.p.dir):
+            path = os.path.join(self.p.dir, f)
+            if f.endswith(".state"):
+                shutil.rmtree(path, ignore_errors=True)
+            elif f.endswith(".sock"):
+                os.unlink(path)
+        self.start("gb")
+        self.start("a1")
+        wait(lambda: self.master("a1"), 30, "a1 master")
+        self.start("a2")
+        wait(lambda: self.states("a2") and all(x == "backup" for x in self.states("a2")), 30, "a2 backup")
+        self.p.warm()
+
+    def roles_ok(self):
+        b = self.states("a2")
+        return self.master("a1") and bool(b) and all(x == "backup" for x in b)
+
+    def kill(self):
+        self.p.procs["a1"].send_signal(signal.SIGKILL)
+        self.p.procs["a1"].wait()
+
+    def switchover(self):
+        subprocess.run([bench.VECGATE, "ha", "switchover", "--api", f"unix:{self.sock('a1')}"],
+                       check=True, capture_output=True)
+
+    def teardown(self):
+        self.p.stop_all()
+
+
+class Kernel:
+    label = "Linux routers + keepalived"
+
+    def __init__(self, pair):
+        self.p = pair
+
+    def setup(self):
+        p = self.p
+        p.gb.sh("ip addr flush dev lan0; ip addr flush dev wan0; "
+                f"ip addr add 10.2.0.1/24 dev lan0; ip addr add {GB_WAN}/24 dev wan0; "
+                f"sysctl -qw net.ipv4.ip_forward=1; ip route replace 10.1.0.0/24 via {WAN_VIP}")
+        for who, o, prio in (("a1", 11, 150), ("a2", 12, 100)):
+            ns = p.a[who]
+            ns.sh(f"ip addr flush dev lan0; ip addr flush dev wan0; "
+                  f"ip addr add 10.1.0.{o}/24 dev lan0; ip addr add 192.0.2.{o}/24 dev wan0; "
+                  f"sysctl -qw net.ipv4.ip_forward=1; ip route replace 10.2.0.0/24 via {GB_WAN}")
+            conf = os.path.join(p.dir, f"k{who}.conf")
+            inst = ""
+            for name, ifn, vrid, vip in (("L", "lan0", 10, LAN_VIP), ("W", "wan0", 20, WAN_VIP)):
+                inst += (f"vrrp_instance {name} {{\n state BACKUP\n interface {ifn}\n virtual_router_id {vrid}\n"
+                         f" priority {prio}\n advert_int {INTERVAL_CS / 100}\n nopreempt\n"
+                         f" virtual_ipaddress {{ {vip}/24 }}\n}}\n")
+            with open(conf, "w") as f:
+                f.write("global_defs { vrrp_version 3\n vrrp_garp_master_delay 0 }\n"
+                        "vrrp_sync_group G { group { L W } }\n" + inst)
+            d = p.dir
+            p.procs[who] = ns.popen(["keepalived", "-n", "-l", "-D", "-P", "-f", conf,
+                                     "-p", f"{d}/k{who}.pid", "-r", f"{d}/k{who}v.pid"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if who == "a1":
+                wait(lambda: self.holds("a1"), 30, "a1 keepalived master")
+        time.sleep(1)
+        p.warm()
+
+    def roles_ok(self):
+        return self.holds("a1") and not self.holds_any("a2")
+
+    def holds_any(self, who):
+        out = self.p.a[who].sh("ip -4 addr show", check=False)
+        return f"inet {LAN_VIP}/" in out or f"inet {WAN_VIP}/" in out
+
+    def holds(self, who):
+        out = self.p.a[who].sh("ip -4 addr show", check=False)
+        return f"inet {LAN_VIP}/" in out and f"inet {WAN_VIP}/" in out
+
+    def kill(self):
+        # Off the wire first, then every keepalived process SIGKILLed: the
+        # VRRP child gets SIGTERM when its parent dies (PR_SET_PDEATHSIG)
+        # and would send priority 0, a clean stop, not a crash.
+        self.p.ports("a1", "down")
+        bench.sh(f"ip netns pids {self.p.a['a1'].name} | xargs -r kill -9", check=False)
+        self.p.procs["a1"].wait()
+
+    def switchover(self):
+        self.p.procs["a1"].send_signal(signal.SIGTERM)
+
+    def teardown(self):
+        # Every keepalived process (parent and VRRP child), so the next
+        # round's does not find a live pid file and exit.
+        for who in ("a1", "a2"):
+            bench.sh(f"ip netns pids {self.p.a[who].name} | xargs -r kill -9", check=False)
+        self.p.stop_all()
+        for f in os.listdir(self.p.dir):
+            if f.endswith(".pid"):
+                os.unlink(os.path.join(self.p.dir, f))
+        self.p.ports("a1", "up")
+        for who in ("a1", "a2"):
+            self.p.a[who].sh("ip addr flush dev lan0; ip addr flush dev wan0", check=False)
+        self.p.gb.sh("ip addr flush dev lan0; ip addr flush dev wan0", check=False)
+
+
+def round_(contender, event):
+    contender.setup()
+    try:
+        ping = contender.p.ping()
+        time.sleep(1.5)
+        if not contender.roles_ok():
+            # a1 must be the one master when the event hits it.
+            ping.kill()
+            ping.communicate()
+            return None
+        getattr(contender, event)()
+        out, _ = ping.communicate(timeout=120)
+        return gap(out)
+    finally:
+        contender.teardown()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    pair = Pair()
+    rows = {}
+    try:
+        contenders = [Vecgate(pair), Kernel(pair)]
+        for r in range(args.rounds):
+            for c in contenders:
+                for event in ("kill", "switchover"):
+                    got = round_(c, event)
+                    if got is None:
+                        bench.log(f"round {r + 1}: {c.label} {event}: a1 not the one master, round skipped")
+                        continue
+                    lost, ms = got
+                    bench.log(f"round {r + 1}: {c.label} {event}: {lost} lost, gap {ms:.0f} ms")
+                    rows.setdefault((c.label, event), []).append((lost, ms))
+    finally:
+        pair.close()
+    print(f"Advertisement interval {INTERVAL_CS * 10} ms, pings every 10 ms, medians of {args.rounds}"
+          f" ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n")
+    print("| pair | event | gap (ms) | pings lost | per round (ms) |")
+    print("|---|---|---:|---:|---|")
+    for (label, event), v in rows.items():
+        ms = statistics.median(x[1] for x in v)  # inf: no recovery
+        lost = statistics.median(x[0] for x in v)
+        each = ", ".join(f"{x[1]:.0f}" for x in v)
+        print(f"| {label} | {'kill -9' if event == 'kill' else 'planned switchover'} | {ms:.0f} | {lost:g} | {each} |")
+
+
+if __name__ == "__main__":
+    main()
