@@ -1,10 +1,12 @@
-//! The HA state sync's datagrams: header and body views, the repr round
-//! trip, and the opener (wrong key, replays, any bytes) never panicking
-//! and never accepting what it did not seal.
+//! The HA state sync's datagrams: header, SA body and routes body views,
+//! the repr round trips, and the opener (wrong key, replays, any bytes)
+//! never panicking and never accepting what it did not seal.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vecgate_ha::sync::{Body, BodyRepr, Epoch, Header, Kind, Opener, Sealer, SyncKey};
+use vecgate_ha::sync::{
+    Body, BodyRepr, Epoch, Header, Kind, Opener, RoutesBody, RoutesRepr, Sealer, SyncKey,
+};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = Header::new_checked(data) {
@@ -25,6 +27,11 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(got.map(|g| g.body), Ok(r));
             assert!(o.open(&d, 0).is_err(), "a replay opened");
         }
+    }
+    if let Ok(b) = RoutesBody::new_checked(data) {
+        let r = RoutesRepr::parse(&b);
+        assert_eq!(r.routes.len(), usize::from(b.count()));
+        assert_eq!(r.emit(), data);
     }
     // Unsealed input never opens, and changes nothing.
     let key = SyncKey::new(&[3; 32]).unwrap();

@@ -420,6 +420,15 @@ fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
         sas.get_or_create(&l)
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
+    let routes = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ha_sync_routes",
+        "Static routes in the last route set applied from the active",
+        routes.clone(),
+    );
+    routes
+        .get_or_create(&l)
+        .set(i64::try_from(y.synced_routes).unwrap_or(i64::MAX));
     if let Some(lag) = y.lag_ms {
         let g = Family::<Labels, Gauge>::default();
         reg.register(
@@ -449,6 +458,16 @@ fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
             "vecgate_ha_sync_takeovers",
             "Takeovers of the synced state (this gateway became master)",
             y.takeovers,
+        ),
+        (
+            "vecgate_ha_sync_route_changes",
+            "Static routes added or removed to follow the active's",
+            y.route_changes,
+        ),
+        (
+            "vecgate_ha_sync_route_errors",
+            "Static routes of the active this gateway refused (e.g. via a tunnel it lacks)",
+            y.route_errors,
         ),
     ] {
         let f = counter_family(reg, name, help);

@@ -688,6 +688,11 @@ pub struct HaSyncInfo {
     /// Unix time of the last one and the SAs it moved.
     pub last_takeover_unix: Option<f64>,
     pub last_takeover_sas: u64,
+    /// Static routes in the last route set applied from the active, the
+    /// changes (additions, removals) and the refusals it took.
+    pub synced_routes: u64,
+    pub route_changes: u64,
+    pub route_errors: u64,
 }
 
 /// The last state change of a virtual router.

@@ -35,8 +35,17 @@
 //!         | ceiling or top (8) | used (8) | window words × 8
 //! ```
 //!
-//! Views ([`Header`], [`Body`], [`Record`]) check lengths once in
-//! `new_checked`; getters after it cannot go out of bounds.
+//! A [`Kind::Routes`] body carries one chunk of the active's static routes
+//! (a set is named by its generation and split into chunks):
+//!
+//! ```text
+//! body:  sent ms (8) | role (1) | 0 (1) | route count (2) | generation (8)
+//!        | chunk (2) | chunks (2) | routes
+//! route: vrf len (1) | prefix len (1) | via len (1) | 0 (1) | vrf | prefix | via
+//! ```
+//!
+//! Views ([`Header`], [`Body`], [`Record`], [`RoutesBody`]) check lengths
+//! once in `new_checked`; getters after it cannot go out of bounds.
 
 use aws_lc_rs::{aead, hkdf};
 use std::fmt;
@@ -69,6 +78,8 @@ pub enum Kind {
     Heartbeat,
     /// Role and the static SAs' sequence state.
     SaState,
+    /// Role and one chunk of the active's static routes.
+    Routes,
 }
 
 impl Kind {
@@ -76,12 +87,14 @@ impl Kind {
         match self {
             Kind::Heartbeat => 1,
             Kind::SaState => 2,
+            Kind::Routes => 3,
         }
     }
     pub fn from_code(c: u8) -> Option<Kind> {
         match c {
             1 => Some(Kind::Heartbeat),
             2 => Some(Kind::SaState),
+            3 => Some(Kind::Routes),
             _ => None,
         }
     }
@@ -437,6 +450,209 @@ pub fn pack(sent_ms: u64, master: bool, records: &[RecordRepr]) -> Vec<BodyRepr>
         .collect()
 }
 
+// ------------------------------------------------------------------ routes
+
+pub const ROUTES_HEADER_LEN: usize = 24;
+
+/// A route as the API names it: VRF, prefix, next hop (interface, tunnel
+/// or address), each at most 255 bytes of UTF-8.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RouteRepr {
+    pub vrf: String,
+    pub prefix: String,
+    pub via: String,
+}
+
+impl RouteRepr {
+    fn buffer_len(&self) -> usize {
+        4 + self.vrf.len() + self.prefix.len() + self.via.len()
+    }
+    fn fits(&self) -> bool {
+        self.vrf.len() <= 255 && self.prefix.len() <= 255 && self.via.len() <= 255
+    }
+}
+
+/// An opened [`Kind::Routes`] body.
+#[derive(Debug, Clone, Copy)]
+pub struct RoutesBody<T: AsRef<[u8]>>(T);
+
+impl<T: AsRef<[u8]>> RoutesBody<T> {
+    /// Checks the chunk numbers, that the routes exactly fill the body and
+    /// that every string is UTF-8.
+    pub fn new_checked(buf: T) -> Result<Self, Reject> {
+        let b = buf.as_ref();
+        if b.len() < ROUTES_HEADER_LEN || b.len() > MAX_DATAGRAM || b[8] > 1 || b[9] != 0 {
+            return Err(Reject::Malformed);
+        }
+        let (chunk, chunks) = (
+            u16::from_be_bytes([b[20], b[21]]),
+            u16::from_be_bytes([b[22], b[23]]),
+        );
+        if chunks == 0 || chunk >= chunks {
+            return Err(Reject::Malformed);
+        }
+        let count = usize::from(u16::from_be_bytes([b[10], b[11]]));
+        let mut at = ROUTES_HEADER_LEN;
+        for _ in 0..count {
+            let h = b.get(at..at + 4).ok_or(Reject::Malformed)?;
+            if h[3] != 0 {
+                return Err(Reject::Malformed);
+            }
+            let mut p = at + 4;
+            for l in [h[0], h[1], h[2]] {
+                let f = b.get(p..p + usize::from(l)).ok_or(Reject::Malformed)?;
+                std::str::from_utf8(f).map_err(|_| Reject::Malformed)?;
+                p += usize::from(l);
+            }
+            at = p;
+        }
+        if at != b.len() {
+            return Err(Reject::Malformed);
+        }
+        Ok(RoutesBody(buf))
+    }
+    pub fn sent_ms(&self) -> u64 {
+        be64(self.0.as_ref())
+    }
+    pub fn master(&self) -> bool {
+        self.0.as_ref()[8] == 1
+    }
+    pub fn count(&self) -> u16 {
+        let b = self.0.as_ref();
+        u16::from_be_bytes([b[10], b[11]])
+    }
+    /// Names the whole route set this chunk belongs to.
+    pub fn generation(&self) -> u64 {
+        be64(&self.0.as_ref()[12..20])
+    }
+    pub fn chunk(&self) -> u16 {
+        let b = self.0.as_ref();
+        u16::from_be_bytes([b[20], b[21]])
+    }
+    pub fn chunks(&self) -> u16 {
+        let b = self.0.as_ref();
+        u16::from_be_bytes([b[22], b[23]])
+    }
+    /// The routes (checked UTF-8: never lossy).
+    pub fn routes(&self) -> Vec<RouteRepr> {
+        let b = self.0.as_ref();
+        let mut out = Vec::new();
+        let mut at = ROUTES_HEADER_LEN;
+        while let Some(h) = b.get(at..at + 4) {
+            let mut p = at + 4;
+            let mut f = [String::new(), String::new(), String::new()];
+            for (i, l) in [h[0], h[1], h[2]].into_iter().enumerate() {
+                let l = usize::from(l);
+                f[i] = b
+                    .get(p..p + l)
+                    .map(|x| String::from_utf8_lossy(x).into_owned())
+                    .unwrap_or_default();
+                p += l;
+            }
+            let [vrf, prefix, via] = f;
+            out.push(RouteRepr { vrf, prefix, via });
+            at = p;
+        }
+        out
+    }
+}
+
+/// One chunk of a route set, as the control plane builds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutesRepr {
+    pub sent_ms: u64,
+    pub master: bool,
+    pub generation: u64,
+    pub chunk: u16,
+    pub chunks: u16,
+    pub routes: Vec<RouteRepr>,
+}
+
+impl RoutesRepr {
+    pub fn parse<T: AsRef<[u8]>>(b: &RoutesBody<T>) -> RoutesRepr {
+        RoutesRepr {
+            sent_ms: b.sent_ms(),
+            master: b.master(),
+            generation: b.generation(),
+            chunk: b.chunk(),
+            chunks: b.chunks(),
+            routes: b.routes(),
+        }
+    }
+
+    /// The body's bytes; routes with a field over 255 bytes are left out
+    /// (the API's names and prefixes are far shorter).
+    pub fn emit(&self) -> Vec<u8> {
+        let rs: Vec<&RouteRepr> = self
+            .routes
+            .iter()
+            .filter(|r| r.fits())
+            .take(usize::from(u16::MAX))
+            .collect();
+        let mut out = Vec::with_capacity(
+            ROUTES_HEADER_LEN + rs.iter().map(|r| r.buffer_len()).sum::<usize>(),
+        );
+        out.extend_from_slice(&self.sent_ms.to_be_bytes());
+        out.push(u8::from(self.master));
+        out.push(0);
+        out.extend_from_slice(&(rs.len() as u16).to_be_bytes());
+        out.extend_from_slice(&self.generation.to_be_bytes());
+        out.extend_from_slice(&self.chunk.to_be_bytes());
+        out.extend_from_slice(&self.chunks.to_be_bytes());
+        for r in rs {
+            out.extend_from_slice(&[
+                r.vrf.len() as u8,
+                r.prefix.len() as u8,
+                r.via.len() as u8,
+                0,
+            ]);
+            out.extend_from_slice(r.vrf.as_bytes());
+            out.extend_from_slice(r.prefix.as_bytes());
+            out.extend_from_slice(r.via.as_bytes());
+        }
+        out
+    }
+}
+
+/// Splits a route set into chunks that each seal into at most
+/// [`PACK_LEN`] bytes (at least one, so an empty set is sent too; at
+/// most `u16::MAX` chunks).
+pub fn pack_routes(
+    sent_ms: u64,
+    master: bool,
+    generation: u64,
+    routes: &[RouteRepr],
+) -> Vec<RoutesRepr> {
+    let room = PACK_LEN - HEADER_LEN - TAG_LEN - ROUTES_HEADER_LEN;
+    let mut chunks: Vec<Vec<RouteRepr>> = vec![Vec::new()];
+    let mut used = 0;
+    for r in routes.iter().filter(|r| r.fits()) {
+        let l = r.buffer_len();
+        if used + l > room && chunks.last().is_some_and(|c| !c.is_empty()) {
+            chunks.push(Vec::new());
+            used = 0;
+        }
+        used += l;
+        if let Some(c) = chunks.last_mut() {
+            c.push(r.clone());
+        }
+    }
+    chunks.truncate(usize::from(u16::MAX));
+    let n = chunks.len() as u16;
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, routes)| RoutesRepr {
+            sent_ms,
+            master,
+            generation,
+            chunk: i as u16,
+            chunks: n,
+            routes,
+        })
+        .collect()
+}
+
 // ------------------------------------------------------------------ crypto
 
 /// Why a message could not be sealed.
@@ -556,7 +772,10 @@ pub struct Opened {
     pub counter: u64,
     /// A new epoch of the peer (it restarted, or we did).
     pub new_epoch: bool,
+    /// Send time, role and (for [`Kind::SaState`]) the SA records.
     pub body: BodyRepr,
+    /// [`Kind::Routes`]: the chunk of routes.
+    pub routes: Option<RoutesRepr>,
 }
 
 /// Opens the peer's messages and keeps its epoch and last counter.
@@ -612,12 +831,23 @@ impl Opener {
                 .map_err(|_| Reject::Auth)?
                 .len()
         };
-        let body = Body::new_checked(&buf[..plain_len])?;
+        let plain = &buf[..plain_len];
+        let (repr, routes) = match h.kind() {
+            Kind::Routes => {
+                let r = RoutesRepr::parse(&RoutesBody::new_checked(plain)?);
+                let b = BodyRepr {
+                    sent_ms: r.sent_ms,
+                    master: r.master,
+                    records: Vec::new(),
+                };
+                (b, Some(r))
+            }
+            _ => (BodyRepr::parse(&Body::new_checked(plain)?), None),
+        };
         let new_epoch = fresh.is_some();
-        if new_epoch && body.sent_ms().abs_diff(now_ms) > MAX_SKEW_MS {
+        if new_epoch && repr.sent_ms.abs_diff(now_ms) > MAX_SKEW_MS {
             return Err(Reject::Skew);
         }
-        let repr = BodyRepr::parse(&body);
         match fresh {
             Some(k) => self.current = Some((epoch, k, counter)),
             None => {
@@ -632,6 +862,7 @@ impl Opener {
             counter,
             new_epoch,
             body: repr,
+            routes,
         })
     }
 }

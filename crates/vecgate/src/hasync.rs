@@ -18,6 +18,13 @@
 //!   authenticate, is replayed or is not from `sync_peer` is counted by
 //!   reason and changes nothing.
 //!
+//! - Static routes (the running configuration's `[[route]]`s, those added
+//!   through the API included) follow the same way: the active sends its
+//!   route set when it changes and every [`ROUTES_EVERY`] intervals, in
+//!   chunks named by a generation; the standby, once it has every chunk of
+//!   a generation, adds, changes and removes its own routes through the
+//!   API's own calls until they are the active's.
+//!
 //! The sync never decides who is active: VRRP alone does.
 
 use std::collections::HashMap;
@@ -28,7 +35,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{info, warn};
 use vecgate_config::HaSync;
 use vecgate_ha::sync::{
-    pack, BodyRepr, Dir, Epoch, Kind, Opener, RecordRepr, Reject, Sealer, SyncKey, KEY_LEN,
+    pack, pack_routes, BodyRepr, Dir, Epoch, Kind, Opener, RecordRepr, Reject, RouteRepr,
+    RoutesRepr, Sealer, SyncKey, KEY_LEN,
 };
 use vecgate_ipsec::seqstore::KeyId;
 
@@ -40,6 +48,9 @@ use crate::sastate::{self, SaSnapshot};
 /// every interval, so this covers one lost message; a sync link that is
 /// down covers nothing (the README says what then happens).
 pub const JUMP_MARGIN: u64 = 1 << 26;
+
+/// The active resends its route set every this many intervals.
+pub const ROUTES_EVERY: u32 = 10;
 
 /// Rejections counted besides [`Reject`]'s: not from `sync_peer`.
 pub const REJECT_SOURCE: &str = "source";
@@ -67,6 +78,11 @@ pub struct SyncStatus {
     pub takeovers: u64,
     /// When the last takeover ran and how many SAs it moved.
     pub last_takeover: Option<(SystemTime, usize)>,
+    /// Routes in the last route set applied from the peer, and the
+    /// changes (added, changed, removed) it took.
+    pub synced_routes: usize,
+    pub route_changes: u64,
+    pub route_errors: u64,
 }
 
 /// The peer's last word about one SA.
@@ -91,6 +107,11 @@ struct Sync {
     send_errors: AtomicU64,
     /// When the last message from the peer arrived.
     last_rx: Mutex<Option<Instant>>,
+    ctl: Arc<vecgate_control::Control>,
+    /// Chunks of the peer's route set being gathered: generation, chunks.
+    route_chunks: Mutex<(u64, HashMap<u16, Vec<RouteRepr>>)>,
+    /// The generation last applied.
+    routes_applied: Mutex<Option<u64>>,
 }
 
 static SYNC: OnceLock<Sync> = OnceLock::new();
@@ -132,7 +153,11 @@ pub fn read_key(cfg: &HaSync) -> Result<SyncKey, String> {
 }
 
 /// Opens the socket and starts the sync thread.
-pub fn start(cfg: &HaSync, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>, String> {
+pub fn start(
+    cfg: &HaSync,
+    ctl: Arc<vecgate_control::Control>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, String> {
     let key = read_key(cfg)?;
     let sock =
         UdpSocket::bind(cfg.local).map_err(|e| format!("[ha] sync_local {}: {e}", cfg.local))?;
@@ -157,6 +182,9 @@ pub fn start(cfg: &HaSync, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHan
         sent: AtomicU64::new(0),
         send_errors: AtomicU64::new(0),
         last_rx: Mutex::new(None),
+        ctl,
+        route_chunks: Mutex::new((0, HashMap::new())),
+        routes_applied: Mutex::new(None),
     };
     SYNC.set(s)
         .map_err(|_| "state sync started twice".to_string())?;
@@ -234,6 +262,11 @@ impl Sync {
         if opened.kind == Kind::SaState && b.master {
             self.store(b);
         }
+        if let Some(r) = &opened.routes {
+            if r.master && !self.master.load(Ordering::Acquire) {
+                self.gather_routes(r);
+            }
+        }
         // After the store: a takeover waiting for the peer's first word
         // finds its state.
         *lock(&self.last_rx) = Some(Instant::now());
@@ -271,6 +304,120 @@ impl Sync {
         st.synced_in = peer.len() - st.synced_out;
     }
 
+    /// The running configuration's static routes, sorted, and their
+    /// generation (a hash of the set).
+    fn our_routes(&self) -> (u64, Vec<RouteRepr>) {
+        use std::hash::{Hash, Hasher};
+        let mut v: Vec<RouteRepr> = self
+            .ctl
+            .config()
+            .routes
+            .iter()
+            .map(|r| RouteRepr {
+                vrf: r.vrf.clone(),
+                prefix: r.prefix.to_string(),
+                via: r.via.to_string(),
+            })
+            .collect();
+        v.sort();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        v.hash(&mut h);
+        (h.finish(), v)
+    }
+
+    fn send_routes(&self, generation: u64, routes: &[RouteRepr]) {
+        for c in pack_routes(now_ms(), true, generation, routes) {
+            let d = lock(&self.tx).seal(Kind::Routes, &c.emit());
+            match d.map(|d| self.sock.send_to(&d, self.cfg.peer)) {
+                Ok(Ok(_)) => {
+                    self.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {
+                    self.send_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Keeps a chunk; applies the set once every chunk of its generation
+    /// is here (a newer generation starts over).
+    fn gather_routes(&self, r: &RoutesRepr) {
+        if *lock(&self.routes_applied) == Some(r.generation) {
+            return;
+        }
+        let complete = {
+            let mut g = lock(&self.route_chunks);
+            if g.0 != r.generation {
+                *g = (r.generation, HashMap::new());
+            }
+            g.1.insert(r.chunk, r.routes.clone());
+            (g.1.len() == usize::from(r.chunks)).then(|| {
+                let mut all: Vec<RouteRepr> = Vec::new();
+                for i in 0..r.chunks {
+                    all.extend(g.1.remove(&i).unwrap_or_default());
+                }
+                all
+            })
+        };
+        if let Some(all) = complete {
+            self.apply_routes(&all);
+            *lock(&self.routes_applied) = Some(r.generation);
+        }
+    }
+
+    /// Makes our static routes the peer's: removes ours it lacks (or has
+    /// with another next hop), then adds its own.
+    fn apply_routes(&self, want: &[RouteRepr]) {
+        use vecgate_control::model::{RouteKey, RouteSpec};
+        let (_, have) = self.our_routes();
+        let key = |r: &RouteRepr| (r.vrf.clone(), r.prefix.clone());
+        let want_keys: HashMap<(String, String), &RouteRepr> =
+            want.iter().map(|r| (key(r), r)).collect();
+        let (mut changes, mut errors) = (0u64, 0u64);
+        for r in &have {
+            if want_keys.get(&key(r)).is_none_or(|w| w.via != r.via) {
+                match self.ctl.del_route(&RouteKey {
+                    vrf: Some(r.vrf.clone()),
+                    prefix: r.prefix.clone(),
+                }) {
+                    Ok(()) => changes += 1,
+                    Err(e) => {
+                        errors += 1;
+                        warn!(vrf = %r.vrf, prefix = %r.prefix, "state sync: removing a route the active lacks: {}", e.message);
+                    }
+                }
+            }
+        }
+        let have_now: std::collections::HashSet<RouteRepr> =
+            self.our_routes().1.into_iter().collect();
+        for r in want {
+            if have_now.contains(r) {
+                continue;
+            }
+            match self.ctl.add_route(&RouteSpec {
+                vrf: Some(r.vrf.clone()),
+                prefix: r.prefix.clone(),
+                via: r.via.clone(),
+            }) {
+                Ok(_) => changes += 1,
+                Err(e) => {
+                    errors += 1;
+                    warn!(vrf = %r.vrf, prefix = %r.prefix, via = %r.via, "state sync: adding the active's route: {}", e.message);
+                }
+            }
+        }
+        if changes > 0 || errors > 0 {
+            info!(
+                routes = want.len(),
+                changes, errors, "state sync: static routes follow the active"
+            );
+        }
+        let mut st = lock(&self.status);
+        st.synced_routes = want.len();
+        st.route_changes += changes;
+        st.route_errors += errors;
+    }
+
     /// No message for this long: the sync is down.
     fn dead_interval(&self) -> Duration {
         Duration::from_millis(u64::from(self.cfg.interval_ms) * 3).max(Duration::from_millis(500))
@@ -299,6 +446,8 @@ fn run(stop: Arc<AtomicBool>) {
     let Some(s) = SYNC.get() else { return };
     let interval = Duration::from_millis(u64::from(s.cfg.interval_ms));
     let mut last_send = Instant::now() - interval;
+    let mut routes_sent: Option<u64> = None;
+    let mut ticks = 0u32;
     let mut was_up = false;
     let mut buf = vec![0u8; vecgate_ha::sync::MAX_DATAGRAM + 1];
     while !stop.load(Ordering::Relaxed) {
@@ -309,10 +458,17 @@ fn run(stop: Arc<AtomicBool>) {
         }
         if last_send.elapsed() >= interval {
             last_send = Instant::now();
+            ticks = ticks.wrapping_add(1);
             if s.master.load(Ordering::Acquire) {
                 s.send(Kind::SaState, &sastate::snapshot());
+                let (generation, routes) = s.our_routes();
+                if routes_sent != Some(generation) || ticks.is_multiple_of(ROUTES_EVERY) {
+                    s.send_routes(generation, &routes);
+                    routes_sent = Some(generation);
+                }
             } else {
                 s.send(Kind::Heartbeat, &[]);
+                routes_sent = None;
             }
             let up = s.link_up();
             if up != was_up {
@@ -430,5 +586,8 @@ pub fn info(s: &SyncStatus) -> vecgate_control::model::HaSyncInfo {
         takeovers: s.takeovers,
         last_takeover_unix: s.last_takeover.map(|t| unix(t.0)),
         last_takeover_sas: s.last_takeover.map_or(0, |t| t.1 as u64),
+        synced_routes: s.synced_routes as u64,
+        route_changes: s.route_changes,
+        route_errors: s.route_errors,
     }
 }

@@ -493,7 +493,7 @@ fn start_ha(
     // The state sync first: the speaker's first transition to master
     // takes over what it has received. It stops with `stop`.
     if let Some(y) = cfg.ha.as_ref().and_then(|h| h.sync.as_ref()) {
-        crate::hasync::start(y, stop.clone()).map_err(|e| anyhow!(e))?;
+        crate::hasync::start(y, ctl.clone(), stop.clone()).map_err(|e| anyhow!(e))?;
     }
     Ok(match (vrrp_punt, mailbox0) {
         (Some(p), Some(mb)) => {

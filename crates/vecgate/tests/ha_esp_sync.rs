@@ -208,6 +208,44 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
         "a2's metrics: no sync message received\n{m2}"
     );
 
+    // A route added live on the active reaches the standby, and so does
+    // its removal.
+    let routes_of = |m: Member| {
+        sh(&format!(
+            "curl -s --unix-socket {} http://vecgate/routes",
+            p.sock(m)
+        ))
+    };
+    let added = sh(&format!(
+        "curl -s -w ' %{{http_code}}' --unix-socket {} -X POST -H 'Content-Type: application/json' -d '{{\"prefix\":\"10.3.0.0/24\",\"via\":\"t0\"}}' http://vecgate/routes",
+        p.sock(Member::A1)
+    ));
+    assert!(
+        added.trim().ends_with("200") || added.trim().ends_with("201"),
+        "POST /routes on a1: {added}"
+    );
+    assert!(
+        wait_until(30, || routes_of(Member::A2).contains("10.3.0.0/24")),
+        "a2 never got a1's new route: {}",
+        routes_of(Member::A2)
+    );
+    let deleted = sh(&format!(
+        "curl -s -w ' %{{http_code}}' --unix-socket {} -X DELETE 'http://vecgate/routes?prefix=10.3.0.0/24'",
+        p.sock(Member::A1)
+    ));
+    assert!(
+        deleted.trim().ends_with("204") || deleted.trim().ends_with("200"),
+        "DELETE /routes on a1: {deleted}"
+    );
+    assert!(
+        wait_until(30, || !routes_of(Member::A2).contains("10.3.0.0/24")),
+        "a2 kept a route a1 removed: {}",
+        routes_of(Member::A2)
+    );
+    let y = sync_of(&p, Member::A2);
+    assert_eq!(y["route_changes"], 2, "a2's state sync: {y}");
+    assert_eq!(y["route_errors"], 0, "a2's state sync: {y}");
+
     // The sync link cut while both run: each side says so, VRRP alone
     // keeps the roles (one master); back up, the standby hears the active
     // again.

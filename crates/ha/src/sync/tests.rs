@@ -226,3 +226,71 @@ proptest! {
         prop_assert_eq!(b.open(&d, NOW), Err(Reject::Replay));
     }
 }
+
+fn route(i: usize) -> RouteRepr {
+    RouteRepr {
+        vrf: "default".into(),
+        prefix: format!("10.{}.{}.0/24", i / 256, i % 256),
+        via: "t0".into(),
+    }
+}
+
+#[test]
+fn routes_round_trip_pack_and_open() {
+    let rs: Vec<RouteRepr> = (0..300).map(route).collect();
+    let chunks = pack_routes(NOW, true, 42, &rs);
+    assert!(chunks.len() > 1);
+    assert!(chunks.iter().all(|c| c.chunks as usize == chunks.len()));
+    let (mut a, mut b) = pair();
+    let mut back = Vec::new();
+    for c in &chunks {
+        let d = a.seal(Kind::Routes, &c.emit()).unwrap();
+        assert!(d.len() <= PACK_LEN);
+        let o = b.open(&d, NOW).unwrap();
+        assert_eq!(o.kind, Kind::Routes);
+        let r = o.routes.unwrap();
+        assert_eq!((r.generation, r.master), (42, true));
+        back.extend(r.routes);
+    }
+    assert_eq!(back, rs);
+    // An empty set is one chunk.
+    assert_eq!(pack_routes(NOW, true, 1, &[]).len(), 1);
+}
+
+#[test]
+fn routes_body_rejects_bad_input() {
+    let c = &pack_routes(NOW, true, 7, &[route(1), route(2)])[0];
+    let good = c.emit();
+    assert!(RoutesBody::new_checked(&good[..]).is_ok());
+    // chunk >= chunks, chunks = 0
+    let mut x = good.clone();
+    x[20..22].copy_from_slice(&1u16.to_be_bytes());
+    assert!(RoutesBody::new_checked(&x[..]).is_err());
+    let mut x = good.clone();
+    x[22..24].copy_from_slice(&0u16.to_be_bytes());
+    assert!(RoutesBody::new_checked(&x[..]).is_err());
+    // Not UTF-8.
+    let mut x = good.clone();
+    x[ROUTES_HEADER_LEN + 4] = 0xff;
+    assert!(RoutesBody::new_checked(&x[..]).is_err());
+    // Trailing or missing bytes.
+    let mut x = good.clone();
+    x.push(0);
+    assert!(RoutesBody::new_checked(&x[..]).is_err());
+    assert!(RoutesBody::new_checked(&good[..good.len() - 1]).is_err());
+    // An SA body sealed as routes does not open as routes.
+    let (mut a, mut b) = pair();
+    let d = a.seal(Kind::Routes, &body(true).emit()).unwrap();
+    assert_eq!(b.open(&d, NOW), Err(Reject::Malformed));
+}
+
+proptest! {
+    #[test]
+    fn routes_decoder_never_panics_and_round_trips(data in prop::collection::vec(any::<u8>(), 0..400)) {
+        if let Ok(b) = RoutesBody::new_checked(&data[..]) {
+            let r = RoutesRepr::parse(&b);
+            prop_assert_eq!(r.routes.len(), usize::from(b.count()));
+            prop_assert_eq!(r.emit(), data.clone());
+        }
+    }
+}

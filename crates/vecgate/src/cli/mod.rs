@@ -674,7 +674,7 @@ fn ha_sync_line(y: &Value, now: f64) -> String {
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
     format!(
-        "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound; messages sent {}, received {}, rejected {rejected}{}; takeovers {}\n",
+        "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound, routes {}; messages sent {}, received {}, rejected {rejected}{}; takeovers {}\n",
         s(&y["local"]),
         s(&y["peer"]),
         s(&y["state"]),
@@ -682,6 +682,7 @@ fn ha_sync_line(y: &Value, now: f64) -> String {
         s(&y["lag_ms"]),
         s(&y["synced_outbound_sas"]),
         s(&y["synced_inbound_sas"]),
+        s(&y["synced_routes"]),
         s(&y["messages_sent"]),
         s(&y["messages_received"]),
         if why.is_empty() {
