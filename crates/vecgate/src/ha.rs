@@ -298,9 +298,7 @@ impl Speaker {
                 }
             }
         }
-        // Leaving master (of every group): the sync stores the peer's
-        // state again and stops sending ours.
-        crate::hasync::set_master(self.groups.iter().any(|g| g.m.state() == State::Master));
+        self.sync_role();
         if tables_changed {
             (self.w.rebuild)();
         }
@@ -330,7 +328,21 @@ impl Speaker {
         Self::release(&self.w.held, g);
         info!(vrid = g.m.config().vrid, interface = %g.interface, why,
               "VRRP switchover: virtual addresses released");
+        self.sync_role();
         (self.w.rebuild)();
+    }
+
+    /// Tells the state sync whether we still send from the addresses
+    /// (master of a group, or draining after a switchover). Once we do
+    /// not, it stores the peer's state and follows its sequence numbers;
+    /// while draining it must not, or our last packets would jump past
+    /// the new master's and push the far end's replay window beyond them.
+    fn sync_role(&self) {
+        crate::hasync::set_master(
+            self.groups
+                .iter()
+                .any(|g| g.m.state() == State::Master || g.draining.is_some()),
+        );
     }
 
     fn status(&self, g: &Group, now: Instant) -> GroupStatus {
