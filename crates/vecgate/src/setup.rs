@@ -398,6 +398,27 @@ mod tests {
         assert_eq!(d.ifaces["wan"], 0);
     }
 
+    /// A tunnel whose local end is a VRRP virtual address sends only while
+    /// the address is held; other tunnels always.
+    #[test]
+    fn only_the_holder_of_a_virtual_address_sends_from_it() {
+        let mut text = String::from(
+            "[gateway]\nname = \"g\"\n[[interface]]\nname = \"wan\"\nhost = \"veth0\"\ndriver = \"af_packet\"\naddresses = [\"192.0.2.1/24\"]\n",
+        );
+        text.push_str(
+            "[ha]\n[[ha.group]]\nvrid = 20\ninterface = \"wan\"\naddresses = [\"192.0.2.100\"]\n",
+        );
+        let c = vecgate_config::parse(&text).expect("test config parses");
+        let vip: IpAddr = "192.0.2.100".parse().unwrap();
+        let own: IpAddr = "192.0.2.1".parse().unwrap();
+        let mut held = HashMap::new();
+        assert!(standby_end(&c, vip, &held), "backup: drop");
+        assert!(!standby_end(&c, own, &held), "not a virtual address");
+        held.insert(0u16, vec![vip]);
+        assert!(!standby_end(&c, vip, &held), "master: send");
+        assert!(!standby_end(&cfg(&["a"]), vip, &HashMap::new()), "no [ha]");
+    }
+
     /// An interface added live takes the next free port of the shared
     /// range; removing an interface renumbers nothing, and its port is
     /// not handed out at once.
