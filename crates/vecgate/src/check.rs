@@ -101,6 +101,13 @@ fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
             r,
         );
     }
+    if let Some(y) = cfg.ha.as_ref().and_then(|h| h.sync.as_ref()) {
+        judge(
+            "sync_key_file",
+            &y.key_file,
+            crate::hasync::read_key(y).map(drop),
+        );
+    }
     for t in &cfg.tunnels {
         let Some(x) = &t.ipsec else { continue };
         for sa in &x.sas {

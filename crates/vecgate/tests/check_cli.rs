@@ -132,3 +132,62 @@ fn missing_file_exits_2() {
     assert!(stderr.contains("cannot read"), "{stderr}");
     assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
 }
+
+/// `[ha] sync_key_file` is read as `vecgate run` reads it: 64 hex digits
+/// in a private file of vecgate's user; a missing one is only a note.
+#[test]
+fn ha_sync_key_file_is_checked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("vecgate-check-sync-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("sync.key");
+    let cfg = |key: &Path| {
+        TempFile::new(&format!(
+            "[gateway]\nname = \"gw\"\nstate_dir = \"{}/state\"\n\n[ha]\nsync_local = \"192.0.2.1:4790\"\nsync_peer = \"192.0.2.2:4790\"\nsync_key_file = \"{}\"\n",
+            dir.display(),
+            key.display()
+        ))
+    };
+    let write = |text: &str, mode: u32| {
+        std::fs::write(&key, text).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // Good: 32 bytes, 0600.
+    write(&"ab".repeat(32), 0o600);
+    let f = cfg(&key);
+    let out = check(&f.0);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Exposed, short, missing.
+    write(&"ab".repeat(32), 0o644);
+    let out = check(&f.0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sync_key_file") && err.contains("chmod 600"),
+        "{err}"
+    );
+    write(&"ab".repeat(16), 0o600);
+    let out = check(&f.0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the sync key is 32 bytes"), "{err}");
+    let missing = cfg(&dir.join("nope.key"));
+    let out = check(&missing.0);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("sync_key_file") && text.contains("not checked"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
