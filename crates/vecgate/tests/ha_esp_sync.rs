@@ -9,6 +9,9 @@
 //! packet's sender MAC, SPI and sequence number: a2's first number is
 //! above a1's last, and no (SPI, sequence) pair appears twice), and gb's
 //! own drop counters (no replay, too-old or replay-not-durable drops).
+//! Then a1 returns as backup and a planned switchover hands the SA back
+//! to it during another transfer: byte-exact, a1's first number above
+//! a2's last, no pair twice across both captures (gb's drops printed).
 
 mod common;
 
@@ -125,13 +128,41 @@ fn sync_of(p: &HaPair, m: Member) -> serde_json::Value {
         .map_or(serde_json::Value::Null, |g| g["sync"].clone())
 }
 
-fn spawn_transfer(p: &HaPair, files: &mut TempFiles, bytes: usize, secs: u64) -> (Child, Child) {
+fn spawn_transfer(
+    p: &HaPair,
+    files: &mut TempFiles,
+    port: u16,
+    bytes: usize,
+    secs: u64,
+) -> (Child, Child) {
     let rxs = files.write("rx.py", TCP_RX);
     let txs = files.write("tx.py", PACED_TX);
-    let rx = p.h2.spawn(&format!("python3 {rxs} {H2} 7200"));
+    let rx = p.h2.spawn(&format!("python3 {rxs} {H2} {port}"));
     let tx =
-        p.h1.spawn(&format!("python3 {txs} {H2} 7200 {bytes} {secs}"));
+        p.h1.spawn(&format!("python3 {txs} {H2} {port} {bytes} {secs}"));
     (rx, tx)
+}
+
+/// Waits for a transfer's ends; asserts the bytes arrived exactly, on the
+/// sender's one connection.
+fn check_transfer(rx: Child, tx: Child) {
+    let sent = tx.wait_with_output().expect("sender");
+    let got = rx.wait_with_output().expect("receiver");
+    let (s, g) = (
+        String::from_utf8_lossy(&sent.stdout),
+        String::from_utf8_lossy(&got.stdout),
+    );
+    assert!(
+        sent.status.success() && !s.trim().is_empty(),
+        "the sender failed (connection lost?): {}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert_eq!(
+        g.trim(),
+        s.trim(),
+        "the receiver saw other bytes: {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
 }
 
 #[test]
@@ -290,28 +321,12 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
     let n = 3000u64;
     let ping = p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n} -w 90 {H2}"));
     let mut files = TempFiles::default();
-    let (rx, tx) = spawn_transfer(&p, &mut files, 24 << 20, 24);
+    let (rx, tx) = spawn_transfer(&p, &mut files, 7200, 24 << 20, 24);
     std::thread::sleep(Duration::from_secs(8));
     p.kill9(Member::A1);
     p.wait_roles(Member::A2, None, 30);
 
-    let sent = tx.wait_with_output().expect("sender");
-    let got = rx.wait_with_output().expect("receiver");
-    let (s, g) = (
-        String::from_utf8_lossy(&sent.stdout),
-        String::from_utf8_lossy(&got.stdout),
-    );
-    assert!(
-        sent.status.success() && !s.trim().is_empty(),
-        "the sender failed (connection lost?): {}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    assert_eq!(
-        g.trim(),
-        s.trim(),
-        "the receiver saw other bytes: {}",
-        String::from_utf8_lossy(&got.stderr)
-    );
+    check_transfer(rx, tx);
     let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
     let ok = answered(&out, n);
     eprintln!("kill -9 with static ESP: {ok}/{n} pings answered");
@@ -374,5 +389,68 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
         0,
         "a2 dropped ESP as replays: {:?}",
         show_errors(&api_a2)
+    );
+
+    // a1 comes back (backup: no preemption), follows a2, and a planned
+    // switchover hands the SA back to it during another transfer: a1
+    // starts past everything a2 sent, and no (SPI, sequence) pair of
+    // either capture repeats.
+    p.start(Member::A1);
+    p.wait_roles(Member::A2, Some(Member::A1), 30);
+    let mut y = serde_json::Value::Null;
+    assert!(
+        wait_until(30, || {
+            y = sync_of(&p, Member::A1);
+            y["state"] == "up" && y["peer_role"] == "master" && y["synced_outbound_sas"] == 1
+        }),
+        "a1's state sync after its restart: {y}"
+    );
+    let mut cap2 = Capture::start_filtered(&p.sw, "br1", "esp");
+    let drops_b = replay_drops(&api_b);
+    let n2 = 1500u64;
+    let ping =
+        p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n2} -w 90 {H2}"));
+    let (rx, tx) = spawn_transfer(&p, &mut files, 7201, 12 << 20, 12);
+    std::thread::sleep(Duration::from_secs(5));
+    let sw = std::process::Command::new(vecgate_bin())
+        .args(["ha", "switchover", "--json", "--api", &p.api(Member::A2)])
+        .output()
+        .expect("vecgate ha switchover");
+    assert!(
+        sw.status.success(),
+        "switchover: {}",
+        String::from_utf8_lossy(&sw.stderr)
+    );
+    p.wait_roles(Member::A1, Some(Member::A2), 30);
+    check_transfer(rx, tx);
+    let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
+    let pcap2 = cap2.stop().to_path_buf();
+    let pkts2 = esp_packets(&pcap2);
+    let ab2: Vec<&(String, String, u64)> = pkts2
+        .iter()
+        .filter(|p| p.1.ends_with(&format!("{SPI_AB:x}")))
+        .collect();
+    let a2_last = ab2.iter().filter(|p| p.0 == wmac2).map(|p| p.2).max();
+    let a1_first = ab2.iter().filter(|p| p.0 == wmac1).map(|p| p.2).min();
+    let db = replay_drops(&api_b) - drops_b;
+    eprintln!(
+        "switchover with static ESP: {}/{n2} pings answered; a2's last sequence number {a2_last:?}, a1's first {a1_first:?}; gb's replay drops {db}",
+        answered(&out, n2)
+    );
+    let (Some(a2_last), Some(a1_first)) = (a2_last, a1_first) else {
+        panic!("the capture lacks ESP from a2 or a1: {pkts2:?}");
+    };
+    assert!(
+        a1_first > a2_last,
+        "a1 started at {a1_first}, not above a2's last {a2_last}"
+    );
+    let mut all: HashMap<(&str, u64), usize> = HashMap::new();
+    for p in pkts.iter().chain(pkts2.iter()) {
+        *all.entry((p.1.as_str(), p.2)).or_default() += 1;
+    }
+    let repeated: Vec<_> = all.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "(SPI, sequence) pairs seen twice: {repeated:?}"
     );
 }
