@@ -1199,7 +1199,7 @@ mod tests {
             "addresses": ["10.1.0.254"],
             "sync": {"local": "a", "peer": "b", "state": "up", "peer_role": "backup",
                      "last_sync_unix": null, "lag_ms": 3, "synced_outbound_sas": 1,
-                     "synced_inbound_sas": 2, "messages_sent": 5, "messages_received": 6,
+                     "synced_inbound_sas": 2, "synced_routes": 4, "messages_sent": 5, "messages_received": 6,
                      "rejected": {"auth": 2, "stale": 0}, "takeovers": 1}
         }]);
         let out = ha_table(&v);
@@ -1215,7 +1215,7 @@ mod tests {
             assert!(row.contains(cell), "{cell} missing in {row}");
         }
         assert!(out.ends_with(
-            "State sync a -> b: up, peer backup, last sync never, lag 3 ms; synced SAs 1 outbound, 2 inbound; messages sent 5, received 6, rejected 2 (auth 2); takeovers 1\n"
+            "State sync a -> b: up, peer backup, last sync never, lag 3 ms; synced SAs 1 outbound, 2 inbound, routes 4; messages sent 5, received 6, rejected 2 (auth 2); takeovers 1\n"
         ), "{out}");
     }
 
