@@ -210,3 +210,52 @@ key_file = "{dir}/{in_key}.hex"
         "the receiving kernel accepted every segment"
     );
 }
+
+/// VXLAN over a 9000-byte underlay: the peer packs wire packets of several
+/// of the sender's segments each, and gwB must hand them to h2 (MTU 1500)
+/// as super-packets of h2's MSS. Before, gwB answered "fragmentation
+/// needed (MTU 1500)" to every one and no TCP crossed (issue 17's jumbo
+/// rows found it).
+#[test]
+fn vxlan_over_a_jumbo_underlay_carries_tcp_byte_exact() {
+    let t = topo();
+    t.ga.sh("ip link set a-u mtu 9000");
+    t.gb.sh("ip link set b-u mtu 9000");
+    let tun = |side: char| {
+        let (me, peer, remote, addr, via) = if side == 'a' {
+            (
+                "192.0.2.1",
+                "192.0.2.2",
+                "10.2.0.0/24",
+                "10.9.0.1",
+                "10.9.0.2",
+            )
+        } else {
+            (
+                "192.0.2.2",
+                "192.0.2.1",
+                "10.1.0.0/24",
+                "10.9.0.2",
+                "10.9.0.1",
+            )
+        };
+        format!(
+            "{}\n[[tunnel]]\nname = \"t\"\nkind = \"vxlan\"\nlocal = \"{me}\"\nremote = \"{peer}\"\nkey = 5000\nvrf = \"blue\"\naddresses = [\"{addr}/24\"]\n\n[[route]]\nvrf = \"blue\"\nprefix = \"{remote}\"\nvia = \"{via}\"\n",
+            base(&t, side)
+        )
+    };
+    let _a = Gateway::start(&t.ga, &tun('a'));
+    let _b = Gateway::start(&t.gb, &tun('b'));
+    common::warm_up(&t.h1, "10.2.0.2");
+    let icmp0 =
+        t.h1.sh("nstat -az IcmpInDestUnreachs | awk '/IcmpInDestUnreachs/ {print $2}'");
+    tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 32 << 20);
+    let icmp1 =
+        t.h1.sh("nstat -az IcmpInDestUnreachs | awk '/IcmpInDestUnreachs/ {print $2}'");
+    assert_eq!(
+        icmp0.trim(),
+        icmp1.trim(),
+        "no 'fragmentation needed' came back to the sender"
+    );
+    assert!(counter(&api(&t, 'b'), "ip-rewrite", "marked-super-packets") > 0);
+}

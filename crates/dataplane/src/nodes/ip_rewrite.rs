@@ -100,10 +100,16 @@ impl Node for IpRewrite {
                 // whole over a large-MTU underlay: hand it on as a
                 // super-packet of egress-MSS segments (offload::tso) rather
                 // than asking the sender to fragment what it already cut.
+                // One that is a super-packet already (coalesced, or packed
+                // in UDP GSO) carries the peer's large segments: they shrink
+                // to the egress MSS.
                 let marked = too_big
-                    && o.gso == Gso::None
                     && p.meta.flags & flags::DECAP != 0
-                    && tso::mark(&mut p, 0, mtu) == Ok(true);
+                    && if o.gso == Gso::None {
+                        tso::mark(&mut p, 0, mtu) == Ok(true)
+                    } else {
+                        tso::shrink(&mut p, 0, mtu) == Ok(true)
+                    };
                 if marked {
                     next.count(E::MarkedSuperPackets as u16, 1);
                 }

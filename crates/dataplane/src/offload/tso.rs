@@ -99,6 +99,53 @@ pub fn mark(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadErro
     Ok(true)
 }
 
+/// Lowers a TCP super-packet's segment size to what fits `mtu`. A packet
+/// decapsulated from a large-MTU underlay carries the peer's large segments
+/// (multiples of the sender's MSS, tunnel-encap's `big_mss`), which the
+/// hosts' link cannot take; any smaller size is as valid for TCP
+/// segmentation. `Ok(false)` if its segments already fit.
+pub fn shrink(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadError> {
+    let o = pkt.meta.offload;
+    if !matches!(o.gso, Gso::TcpV4 | Gso::TcpV6) {
+        return Err(OffloadError::Unsupported);
+    }
+    let d = pkt.data();
+    let ip = hdr::parse_ip(d, l3, true)?;
+    if ip.proto != PROTO_TCP || ip.is_fragment(d) {
+        return Err(OffloadError::Unsupported);
+    }
+    let thl = hdr::tcp_hdr_len(d, &ip)?;
+    let hdrs = ip.l4 - l3 + thl;
+    if mtu <= hdrs {
+        return Err(OffloadError::MtuTooSmall);
+    }
+    let mss = (mtu - hdrs).min(usize::from(u16::MAX));
+    if usize::from(o.gso_size) <= mss {
+        return Ok(false);
+    }
+    if o.needs_csum {
+        // A partial checksum must start at this TCP header to be reused.
+        if usize::from(o.csum_start) != ip.l4 || o.csum_offset != 16 {
+            return Err(OffloadError::BadCsumOffsets);
+        }
+    } else {
+        if !o.csum_valid && !verify_l4_at(&d[..ip.end], l3) {
+            return Err(OffloadError::Malformed);
+        }
+        pkt.truncate(ip.end);
+        let d = pkt.data_mut();
+        let pseudo = fold(hdr::pseudo_sum(d, &ip, ip.end - ip.l4));
+        hdr::tcp_mut(d, ip.l4).set_checksum(pseudo);
+        pkt.meta.offload.needs_csum = true;
+        pkt.meta.offload.csum_valid = false;
+        pkt.meta.offload.csum_start = ip.l4 as u16;
+        pkt.meta.offload.csum_offset = 16;
+    }
+    pkt.meta.offload.gso_size = mss as u16;
+    pkt.meta.offload.hdr_len = (ip.l4 + thl) as u16;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +233,26 @@ mod tests {
         let p = big_tcp(&mut pool, 100);
         assert_eq!(mss_for(&p, 14, 1500).unwrap(), 1448);
         assert_eq!(mss_for(&p, 14, 40), Err(OffloadError::MtuTooSmall));
+    }
+
+    #[test]
+    fn large_segments_shrink_to_the_egress_mss() {
+        let mut pool = Pool::new(64);
+        let mut p = big_tcp(&mut pool, 30_000);
+        // As a 9000-byte underlay's peer cut it: 8 × 1448-byte segments.
+        assert!(mark(&mut p, 14, 52 + 8 * 1448).unwrap());
+        assert_eq!(p.meta.offload.gso_size, 8 * 1448);
+        assert!(shrink(&mut p, 14, 1500).unwrap());
+        assert_eq!(p.meta.offload.gso_size, 1448);
+        assert_eq!(p.meta.offload.hdr_len, 66);
+        assert!(!shrink(&mut p, 14, 1500).unwrap(), "already fits");
+        let mut segs = Vec::with_capacity(32);
+        let n = gso::segment_with(&p, &gso::SegmentSpec::plain(14), &mut pool, &mut segs).unwrap();
+        assert_eq!(n, 30_000usize.div_ceil(1448));
+        assert!(segs
+            .iter()
+            .all(|s| s.len() - 14 <= 1500 && verify_l4_at(s.data(), 14)));
+        let mut plain = big_tcp(&mut pool, 3000);
+        assert_eq!(shrink(&mut plain, 14, 1500), Err(OffloadError::Unsupported));
     }
 }
