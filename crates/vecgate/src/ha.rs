@@ -338,10 +338,9 @@ impl Speaker {
     /// while draining it must not, or our last packets would jump past
     /// the new master's and push the far end's replay window beyond them.
     fn sync_role(&self) {
-        crate::hasync::set_master(
-            self.groups
-                .iter()
-                .any(|g| g.m.state() == State::Master || g.draining.is_some()),
+        crate::hasync::set_role(
+            self.groups.iter().any(|g| g.m.state() == State::Master),
+            self.groups.iter().any(|g| g.draining.is_some()),
         );
     }
 

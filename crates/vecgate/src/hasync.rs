@@ -98,6 +98,9 @@ struct Sync {
     cfg: HaSync,
     sock: UdpSocket,
     master: AtomicBool,
+    /// Master of a VRRP group now (not merely draining after a
+    /// switchover).
+    elected: AtomicBool,
     tx: Mutex<Sealer>,
     rx: Mutex<Opener>,
     peer: Mutex<HashMap<KeyId, Stored>>,
@@ -170,6 +173,7 @@ pub fn start(
         cfg: cfg.clone(),
         sock,
         master: AtomicBool::new(false),
+        elected: AtomicBool::new(false),
         tx: Mutex::new(sealer),
         rx: Mutex::new(Opener::new(key, epoch)),
         peer: Mutex::new(HashMap::new()),
@@ -275,7 +279,21 @@ impl Sync {
     /// Keeps the active's SA state; outbound SAs follow its ceilings now.
     fn store(&self, b: &BodyRepr) {
         if self.master.load(Ordering::Acquire) {
-            // Both claim master: VRRP decides, the sync keeps out.
+            // Both claim master (a backup that took over for a moment
+            // under load, or a split): VRRP decides who stays; meanwhile
+            // an elected master never falls behind the numbers the other
+            // reserved, or once the other steps down the far end would
+            // drop ours as too old until they passed its.
+            if self.elected.load(Ordering::Acquire) {
+                for r in b.records.iter().filter(|r| r.dir == Dir::Out) {
+                    let to = r.ceiling.saturating_add(1);
+                    if let Some((sa, next)) = sastate::take_over_outbound(&KeyId(r.key_id), to) {
+                        if next == to {
+                            warn!(peer_ceiling = r.ceiling, "state sync: the peer claims master too: {sa} moves past its ceiling");
+                        }
+                    }
+                }
+            }
             return;
         }
         let mut peer = lock(&self.peer);
@@ -490,6 +508,7 @@ fn run(stop: Arc<AtomicBool>) {
 /// [`JUMP_MARGIN`] (durably), and every inbound SA adopts its window.
 pub fn take_over() {
     let Some(s) = SYNC.get() else { return };
+    s.elected.store(true, Ordering::Release);
     if s.master.load(Ordering::Acquire) {
         return;
     }
@@ -537,10 +556,15 @@ pub fn take_over() {
     st.last_takeover = Some((SystemTime::now(), moved));
 }
 
-/// VRRP says whether we are master of any group now.
-pub fn set_master(master: bool) {
+/// VRRP says whether we are master of any group now (`elected`), and
+/// whether we still hold addresses after a switchover (`draining`); both
+/// count as sending.
+pub fn set_role(elected: bool, draining: bool) {
     if let Some(s) = SYNC.get() {
-        if !master && s.master.swap(false, Ordering::AcqRel) {
+        if !elected {
+            s.elected.store(false, Ordering::Release);
+        }
+        if !(elected || draining) && s.master.swap(false, Ordering::AcqRel) {
             info!("state sync: no longer master: the peer's state is kept from now on");
         }
     }
