@@ -23,9 +23,21 @@ const PROTO_TCP: u8 = 6;
 /// Largest TCP payload per segment for an IP MTU of `mtu`, given the packet's
 /// own IP + TCP header lengths.
 pub fn mss_for(pkt: &Packet, l3: usize, mtu: usize) -> Result<usize, OffloadError> {
-    let d = pkt.data();
+    tcp_at(pkt.data(), l3, mtu, false).map(|(_, _, mss)| mss)
+}
+
+/// The TCP packet at `l3`: its IP view, TCP header length and the payload
+/// per segment that fits `mtu` (what [`mss_for`], [`mark`] and [`shrink`]
+/// all start from). `whole`: a fragment is refused as unsupported (a
+/// fragment's payload cannot be cut into TCP segments).
+fn tcp_at(
+    d: &[u8],
+    l3: usize,
+    mtu: usize,
+    whole: bool,
+) -> Result<(hdr::Ip, usize, usize), OffloadError> {
     let ip = hdr::parse_ip(d, l3, true)?;
-    if ip.proto != PROTO_TCP {
+    if ip.proto != PROTO_TCP || (whole && ip.is_fragment(d)) {
         return Err(OffloadError::Unsupported);
     }
     let thl = hdr::tcp_hdr_len(d, &ip)?;
@@ -33,7 +45,7 @@ pub fn mss_for(pkt: &Packet, l3: usize, mtu: usize) -> Result<usize, OffloadErro
     if mtu <= hdrs {
         return Err(OffloadError::MtuTooSmall);
     }
-    Ok(mtu - hdrs)
+    Ok((ip, thl, mtu - hdrs))
 }
 
 /// Length of the IP + L4 headers of the super-packet at `l3`, read from the
@@ -61,16 +73,8 @@ pub fn mark(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadErro
         return Err(OffloadError::Unsupported);
     }
     let d = pkt.data();
-    let ip = hdr::parse_ip(d, l3, true)?;
-    if ip.proto != PROTO_TCP || ip.is_fragment(d) {
-        return Err(OffloadError::Unsupported);
-    }
-    let thl = hdr::tcp_hdr_len(d, &ip)?;
-    let hdrs = ip.l4 - l3 + thl;
-    if mtu <= hdrs {
-        return Err(OffloadError::MtuTooSmall);
-    }
-    let mss = (mtu - hdrs).min(usize::from(u16::MAX));
+    let (ip, thl, mss) = tcp_at(d, l3, mtu, true)?;
+    let mss = mss.min(usize::from(u16::MAX));
     if ip.end - ip.l4 - thl <= mss {
         return Ok(false);
     }
@@ -110,16 +114,8 @@ pub fn shrink(pkt: &mut Packet, l3: usize, mtu: usize) -> Result<bool, OffloadEr
         return Err(OffloadError::Unsupported);
     }
     let d = pkt.data();
-    let ip = hdr::parse_ip(d, l3, true)?;
-    if ip.proto != PROTO_TCP || ip.is_fragment(d) {
-        return Err(OffloadError::Unsupported);
-    }
-    let thl = hdr::tcp_hdr_len(d, &ip)?;
-    let hdrs = ip.l4 - l3 + thl;
-    if mtu <= hdrs {
-        return Err(OffloadError::MtuTooSmall);
-    }
-    let mss = (mtu - hdrs).min(usize::from(u16::MAX));
+    let (ip, thl, mss) = tcp_at(d, l3, mtu, true)?;
+    let mss = mss.min(usize::from(u16::MAX));
     if usize::from(o.gso_size) <= mss {
         return Ok(false);
     }
