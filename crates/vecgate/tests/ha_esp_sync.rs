@@ -19,38 +19,12 @@ use common::ha_pair::*;
 use common::*;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Child;
 use std::time::Duration;
 
 const SPI_AB: u32 = 0x1001;
 const SPI_BA: u32 = 0x2001;
 const SYNC_A1: &str = "10.250.0.1:4790";
 const SYNC_A2: &str = "10.250.0.2:4790";
-
-/// Sends `n` random bytes over one TCP connection, paced to take `secs`
-/// seconds, then prints "sha256 bytes" (as ha_failover's sender).
-const PACED_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-d = os.urandom(n)
-for i in range(300):
-    try:
-        s = socket.create_connection((addr, port), timeout=30)
-        break
-    except (ConnectionRefusedError, OSError):
-        time.sleep(0.1)
-s.settimeout(60)
-t0 = time.monotonic()
-step = 1 << 16
-for off in range(0, n, step):
-    due = t0 + secs * off / n
-    now = time.monotonic()
-    if due > now:
-        time.sleep(due - now)
-    s.sendall(d[off:off + step])
-s.close()
-print(hashlib.sha256(d).hexdigest(), n)
-"#;
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -126,43 +100,6 @@ fn sync_of(p: &HaPair, m: Member) -> serde_json::Value {
         .as_array()
         .and_then(|v| v.first().cloned())
         .map_or(serde_json::Value::Null, |g| g["sync"].clone())
-}
-
-fn spawn_transfer(
-    p: &HaPair,
-    files: &mut TempFiles,
-    port: u16,
-    bytes: usize,
-    secs: u64,
-) -> (Child, Child) {
-    let rxs = files.write("rx.py", TCP_RX);
-    let txs = files.write("tx.py", PACED_TX);
-    let rx = p.h2.spawn(&format!("python3 {rxs} {H2} {port}"));
-    let tx =
-        p.h1.spawn(&format!("python3 {txs} {H2} {port} {bytes} {secs}"));
-    (rx, tx)
-}
-
-/// Waits for a transfer's ends; asserts the bytes arrived exactly, on the
-/// sender's one connection.
-fn check_transfer(rx: Child, tx: Child) {
-    let sent = tx.wait_with_output().expect("sender");
-    let got = rx.wait_with_output().expect("receiver");
-    let (s, g) = (
-        String::from_utf8_lossy(&sent.stdout),
-        String::from_utf8_lossy(&got.stdout),
-    );
-    assert!(
-        sent.status.success() && !s.trim().is_empty(),
-        "the sender failed (connection lost?): {}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    assert_eq!(
-        g.trim(),
-        s.trim(),
-        "the receiver saw other bytes: {}",
-        String::from_utf8_lossy(&got.stderr)
-    );
 }
 
 #[test]
@@ -320,13 +257,12 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
     // kill -9 of a1 in the middle of 24 s of data and 30 s of pings.
     let n = 3000u64;
     let ping = p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n} -w 90 {H2}"));
-    let mut files = TempFiles::default();
-    let (rx, tx) = spawn_transfer(&p, &mut files, 7200, 24 << 20, 24);
+    let xfer = Transfer::start(&p, H2, 7200, 24 << 20, 24);
     std::thread::sleep(Duration::from_secs(8));
     p.kill9(Member::A1);
     p.wait_roles(Member::A2, None, 30);
 
-    check_transfer(rx, tx);
+    xfer.check();
     let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
     let ok = answered(&out, n);
     eprintln!("kill -9 with static ESP: {ok}/{n} pings answered");
@@ -410,7 +346,7 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
     let n2 = 1500u64;
     let ping =
         p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n2} -w 90 {H2}"));
-    let (rx, tx) = spawn_transfer(&p, &mut files, 7201, 12 << 20, 12);
+    let xfer = Transfer::start(&p, H2, 7201, 12 << 20, 12);
     std::thread::sleep(Duration::from_secs(5));
     let sw = std::process::Command::new(vecgate_bin())
         .args(["ha", "switchover", "--json", "--api", &p.api(Member::A2)])
@@ -422,7 +358,7 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
         String::from_utf8_lossy(&sw.stderr)
     );
     p.wait_roles(Member::A1, Some(Member::A2), 30);
-    check_transfer(rx, tx);
+    xfer.check();
     let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
     let pcap2 = cap2.stop().to_path_buf();
     let pkts2 = esp_packets(&pcap2);

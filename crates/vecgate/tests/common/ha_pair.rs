@@ -17,10 +17,10 @@
 //! The bridges live in a namespace of their own (`sw`), so a capture on
 //! `br0`/`br1` sees every member's frames.
 
-use super::{sh, unique, vecgate_bin, veth, wait_until, Gateway, Netns};
+use super::{sh, unique, vecgate_bin, veth, wait_until, Gateway, Netns, TempFiles, TCP_RX};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command};
 
 /// LAN virtual addresses (h1's default routes).
 pub const LAN_VIP: &str = "10.1.0.1";
@@ -404,5 +404,74 @@ impl Drop for HaPair {
         }
         self.dead.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Sends `n` random bytes over one TCP connection, paced to take `secs`
+/// seconds, then prints "sha256 bytes".
+pub const PACED_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+d = os.urandom(n)
+for i in range(300):
+    try:
+        s = socket.create_connection((addr, port), timeout=30)
+        break
+    except (ConnectionRefusedError, OSError):
+        time.sleep(0.1)
+# A stalled connection fails within 60 s; a slow one goes on.
+s.settimeout(60)
+t0 = time.monotonic()
+step = 1 << 16
+for off in range(0, n, step):
+    due = t0 + secs * off / n
+    now = time.monotonic()
+    if due > now:
+        time.sleep(due - now)
+    s.sendall(d[off:off + step])
+s.close()
+print(hashlib.sha256(d).hexdigest(), n)
+"#;
+
+/// A paced transfer h1 → h2 running in the background.
+pub struct Transfer {
+    rx: Child,
+    tx: Child,
+    files: TempFiles,
+}
+
+impl Transfer {
+    /// `bytes` over `secs` seconds from h1 to `to_addr` (h2) port `port`.
+    pub fn start(p: &HaPair, to_addr: &str, port: u16, bytes: usize, secs: u64) -> Transfer {
+        let mut files = TempFiles::default();
+        let rxs = files.write("rx.py", TCP_RX);
+        let txs = files.write("tx.py", PACED_TX);
+        let rx = p.h2.spawn(&format!("python3 {rxs} {to_addr} {port}"));
+        let tx =
+            p.h1.spawn(&format!("python3 {txs} {to_addr} {port} {bytes} {secs}"));
+        Transfer { rx, tx, files }
+    }
+
+    /// Waits for both ends; asserts the receiver got exactly what was sent
+    /// on its one connection.
+    pub fn check(self) {
+        let sent = self.tx.wait_with_output().expect("sender");
+        let got = self.rx.wait_with_output().expect("receiver");
+        let (s, g) = (
+            String::from_utf8_lossy(&sent.stdout),
+            String::from_utf8_lossy(&got.stdout),
+        );
+        assert!(
+            sent.status.success() && !s.trim().is_empty(),
+            "the sender failed (connection lost?): {}",
+            String::from_utf8_lossy(&sent.stderr)
+        );
+        assert_eq!(
+            g.trim(),
+            s.trim(),
+            "the receiver saw other bytes: {}",
+            String::from_utf8_lossy(&got.stderr)
+        );
+        drop(self.files);
     }
 }
