@@ -52,4 +52,7 @@ pub mod state;
 pub use config::{ChildPolicy, EspProposal, IkeConfig, IkeProposal, Prefix};
 pub use error::{Error, Result};
 pub use payload::Identity;
-pub use state::{Action, ChildSaKeys, Event, FailReason, Ike, InitDrop, InitStats, MAX_HALF_OPEN};
+pub use state::{
+    Action, ChildSaKeys, ChildSnapshot, Event, FailReason, Ike, InFlight, InitDrop, InitStats,
+    PendingSnapshot, SaSnapshot, MAX_HALF_OPEN,
+};

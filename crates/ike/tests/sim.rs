@@ -808,3 +808,130 @@ fn retired_selectors_take_no_new_child_but_the_others_do() {
     assert_eq!(n.b.installed.last().unwrap().policy, Some(5));
     assert!(n.b.ike.is_retired());
 }
+
+/// HA failover (issue 16): A's IKE SA moves to a fresh instance A2 as
+/// bytes (export, encode, decode, import); A2 then answers B's liveness
+/// checks, rekeys and deletes over it: no IKE_SA_INIT after the move.
+fn hand_over(n: &mut Net, cfg_a: IkeConfig) {
+    let snaps = n.a.ike.export(n.now);
+    assert_eq!(snaps.len(), 1);
+    let mut a2 = Ike::new(cfg_a).unwrap();
+    for s in snaps {
+        let bytes = s.encode().unwrap();
+        let back = vecgate_ike::SaSnapshot::decode(&bytes).unwrap();
+        assert_eq!(*back.encode().unwrap(), *bytes);
+        assert!(!format!("{back:?}").contains(&format!("{:?}", &back.keys.sk_d[..4])));
+        a2.import(back, n.now);
+    }
+    n.a = Peer {
+        ike: a2,
+        events: vec![],
+        installed: vec![],
+        removed: vec![],
+    };
+}
+
+fn ike_inits(n: &Net) -> usize {
+    // IKE_SA_INIT is exchange type 34 (RFC 7296 §3.1), at offset 18.
+    n.wire.iter().filter(|w| w.1.get(18) == Some(&34)).count()
+}
+
+fn handover_pair() -> (Net, IkeConfig) {
+    let mut n = pair(|a, b| {
+        a.dpd_interval = Some(Duration::from_secs(30));
+        b.dpd_interval = Some(Duration::from_secs(20));
+    });
+    let mut cfg_a = cfg("192.0.2.1:500", "192.0.2.2:500", b"secret-psk");
+    cfg_a.initiate = true;
+    cfg_a.dpd_interval = Some(Duration::from_secs(30));
+    n.establish();
+    (n, cfg_a)
+}
+
+#[test]
+fn handover_keeps_ike_and_child_sas() {
+    let (mut n, cfg_a) = handover_pair();
+    let old_children = n.a.installed.clone();
+    let sas = n.b.ike.ike_sas();
+    hand_over(&mut n, cfg_a);
+    n.run();
+    // The adopted child is handed to the dataplane with the same keys.
+    assert_eq!(n.a.installed.len(), 1);
+    assert_eq!(n.a.installed[0].spi_in, old_children[0].spi_in);
+    assert_eq!(*n.a.installed[0].enc_key_out, *old_children[0].enc_key_out);
+    assert_pair(&n.a.installed[0], &n.b.installed[0]);
+    assert!(n
+        .a
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::IkeAdopted { .. })));
+    let inits = ike_inits(&n);
+    // B's liveness checks are answered; A2's own ones too.
+    n.advance(Duration::from_secs(65));
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+    assert_eq!(n.a.ike.ike_sas(), sas);
+    // Both sides rekey the child over the adopted IKE SA.
+    let spi = n.a.installed[0].spi_in;
+    n.a.ike.rekey_child(spi, n.now);
+    n.run();
+    assert_pair(&n.a.installed[1], &n.b.installed[1]);
+    let spi = n.b.installed[1].spi_in;
+    n.b.ike.rekey_child(spi, n.now);
+    n.run();
+    assert_pair(&n.a.installed[2], &n.b.installed[2]);
+    // And the IKE SA itself, then a delete.
+    n.a.ike.rekey_ike(n.now);
+    n.run();
+    assert_eq!(n.a.ike.ike_sas(), n.b.ike.ike_sas());
+    assert_ne!(n.a.ike.ike_sas(), sas);
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+    assert_eq!(ike_inits(&n), inits, "no IKE_SA_INIT after the handover");
+    n.a.ike.delete_ike(n.now);
+    n.run();
+    assert!(!n.b.ike.is_established());
+}
+
+/// A's liveness check was in flight when it died: A2 retransmits the same
+/// bytes under the same message ID, and B's answer completes it.
+#[test]
+fn handover_retransmits_a_request_in_flight() {
+    let (mut n, cfg_a) = handover_pair();
+    n.drop = Box::new(|from_a, _| from_a);
+    for _ in 0..120 {
+        if n.a.ike.export(n.now)[0].pending.is_some() {
+            break;
+        }
+        n.advance(Duration::from_secs(1));
+    }
+    let in_flight = n.a.ike.export(n.now)[0].pending.clone().unwrap();
+    let sent = n.wire.iter().filter(|w| w.0).count();
+    hand_over(&mut n, cfg_a);
+    n.drop = Box::new(|_, _| false);
+    n.advance(Duration::from_secs(2));
+    let resent: Vec<_> = n.wire.iter().filter(|w| w.0).skip(sent).collect();
+    assert!(!resent.is_empty());
+    assert!(resent.iter().any(|w| w.1 == in_flight.data[0]));
+    assert!(n.a.ike.export(n.now)[0].pending.is_none());
+    n.advance(Duration::from_secs(40));
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+}
+
+/// A answered B's liveness check but the answer was lost; B repeats it to
+/// A2, which has no cached answer and answers it afresh (RFC 7296 §2.2).
+#[test]
+fn handover_answers_a_repeated_liveness_check_afresh() {
+    let (mut n, cfg_a) = handover_pair();
+    n.drop = Box::new(|from_a, _| from_a);
+    n.advance(Duration::from_secs(21));
+    hand_over(&mut n, cfg_a);
+    n.drop = Box::new(|_, _| false);
+    let before = n.wire.len();
+    n.advance(Duration::from_secs(5));
+    // A2 sent a response (flags byte 19, RESPONSE 0x20) to B's request.
+    assert!(n.wire[before..]
+        .iter()
+        .any(|w| w.0 && w.1.get(19).is_some_and(|f| f & 0x20 != 0)));
+    n.advance(Duration::from_secs(60));
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+    assert!(n.b.ike.is_established());
+}

@@ -214,6 +214,7 @@ impl Ike {
             policy,
             rekey_at,
             expire_at,
+            keys: keys.clone(),
         });
         self.actions.push_back(Action::InstallChild(keys));
         self.event(Event::ChildEstablished { spi_in, spi_out });

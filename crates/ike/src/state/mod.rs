@@ -22,10 +22,12 @@ mod lifetime;
 mod output;
 mod retransmit;
 mod sa_init;
+mod snapshot;
 mod table;
 
 pub use admission::{InitDrop, InitStats, MAX_HALF_OPEN};
 pub use output::{Action, ChildSaKeys, Event, FailReason};
+pub use snapshot::{ChildSnapshot, InFlight, PendingSnapshot, SaSnapshot};
 
 use crate::config::{ChildPolicy, IkeConfig};
 use crate::crypto;
@@ -402,6 +404,7 @@ impl Ike {
             Req::Auth { spi_in } => self.auth_response(idx, m, spi_in, now),
             Req::CreateChild { .. } => self.create_child_response(idx, m, req, now),
             Req::RekeyIke { .. } => self.ike_rekey_response(idx, m, req, now),
+            Req::Adopted => Ok(()),
             Req::DeleteChild(_) | Req::DeleteIke | Req::Dpd => {
                 self.informational_response(idx, req);
                 Ok(())

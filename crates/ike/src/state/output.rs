@@ -116,6 +116,18 @@ pub enum Event {
         /// NAT detected (or forced): IKE and ESP use the NAT-T port.
         nat: bool,
     },
+    /// An IKE SA another gateway negotiated was taken over
+    /// ([`crate::Ike::import`], HA failover): no exchange with the peer.
+    IkeAdopted {
+        /// Initiator SPI.
+        spi_i: u64,
+        /// Responder SPI.
+        spi_r: u64,
+        /// Negotiated algorithms.
+        suite: IkeSuite,
+        /// IKE and ESP use the NAT-T port.
+        nat: bool,
+    },
     /// A child SA was installed.
     ChildEstablished {
         /// Our SPI.

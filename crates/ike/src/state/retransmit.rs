@@ -6,7 +6,7 @@
 
 use super::table::{Pending, Req};
 use super::{Action, FailReason, Ike};
-use crate::message::{open_fragment, Header};
+use crate::message::{exchange, open_fragment, Header, Message};
 use crate::payload::kind;
 use std::time::Instant;
 
@@ -51,18 +51,37 @@ impl Ike {
     }
 
     /// The peer repeated its last request (`h.msg_id` is one below the
-    /// next we expect): resend our response to it.
+    /// next we expect): resend our response to it. An SA adopted from the
+    /// old active of an HA pair ([`Ike::import`]) has no cached response:
+    /// a repeated liveness check (an empty INFORMATIONAL, RFC 7296 §2.4)
+    /// is answered afresh, as its answer changes nothing; any other
+    /// request is left unanswered, since processing it again would act on
+    /// it twice, and §2.2 lets a responder that lost its cached response
+    /// stay silent (the peer then gives up on the exchange).
     pub(super) fn answer_again(&mut self, idx: usize, h: &Header, data: &[u8]) {
         let sa = &self.sas[idx];
         let Some(sk) = sa.sk.as_ref() else {
             return;
         };
-        let first_frag =
-            h.next != kind::SKF || open_fragment(data, sk).is_ok_and(|f| f.info.number == 1);
-        if let (Some((id, r)), true) = (sa.last_resp.clone(), first_frag) {
-            if id == h.msg_id {
+        if let Some((id, r)) = sa.last_resp.clone() {
+            let first_frag =
+                h.next != kind::SKF || open_fragment(data, sk).is_ok_and(|f| f.info.number == 1);
+            if id == h.msg_id && first_frag {
                 self.send_all(idx, r);
             }
+            return;
+        }
+        if h.exchange != exchange::INFORMATIONAL || h.next == kind::SKF {
+            return;
+        }
+        let empty = Message::parse_protected(data, sk).is_ok_and(|m| m.payloads.is_empty());
+        if !empty {
+            return;
+        }
+        let sa = &mut self.sas[idx];
+        if let Ok(msg) = sa.protect(exchange::INFORMATIONAL, h.msg_id, true, vec![]) {
+            sa.last_resp = Some((h.msg_id, msg.clone()));
+            self.send_all(idx, msg);
         }
     }
 

@@ -60,6 +60,9 @@ pub(super) enum Req {
     DeleteChild(u32),
     DeleteIke,
     Dpd,
+    /// A request the old active of an HA pair started ([`super::snapshot`]):
+    /// its response only moves the message IDs on.
+    Adopted,
 }
 
 pub(super) struct Pending {
@@ -79,6 +82,8 @@ pub(super) struct Child {
     pub(super) rekey_at: Option<Instant>,
     pub(super) expire_at: Option<Instant>,
     pub(super) policy: Option<u32>,
+    /// As handed to the dataplane: what [`Ike::export`] gives a standby.
+    pub(super) keys: super::ChildSaKeys,
 }
 
 pub(super) struct IkeSa {

@@ -31,10 +31,21 @@ impl ControlPlane {
                 spi_r,
                 suite,
                 nat,
+            }
+            | Event::IkeAdopted {
+                spi_i,
+                spi_r,
+                suite,
+                nat,
             } => {
                 let algorithms = suite.name();
+                let how = if matches!(e, Event::IkeAdopted { .. }) {
+                    "IKE: SA adopted from the HA peer's sync"
+                } else {
+                    "IKE: SA established"
+                };
                 info!(tunnel = %t.name, spi_i = format_args!("{spi_i:016x}"), spi_r = format_args!("{spi_r:016x}"),
-                      %algorithms, nat, "IKE: SA established");
+                      %algorithms, nat, "{how}");
                 t.state = "established";
                 t.last_error = None;
                 t.reconnect_at = None;
