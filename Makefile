@@ -4,7 +4,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench bench-ha clean
+.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench bench-ha testpmd-selftest clean
 
 all: build
 
@@ -56,6 +56,11 @@ fuzz-smoke:
 
 bench: deps release floor
 	bash bench/run.sh
+
+# DPDK testpmd, the pps scenario's reference forwarder: fails loudly when
+# its setup is broken (no ping through it, no frames crossing it).
+testpmd-selftest: deps release floor
+	/usr/bin/python3 bench/testpmd_selftest.py
 
 # HA failover gap (issue 16): a vecgate pair with GRE next to Linux routers
 # with keepalived, kill -9 and planned switchover, medians of 5 (~4 min).

@@ -210,7 +210,8 @@ class Router:
         self.r = NS("r")
         self.nss.append(self.r)
         # AF_XDP binds one socket per worker to its own rx queue.
-        q = workers if driver == "af_xdp" else 1
+        # testpmd's net_af_xdp takes one queue on veth (no ethtool channels).
+        q = workers if driver == "af_xdp" and mode != "testpmd" else 1
         veth(self.h1, "eth0", self.r, "r-h1", queues=q)
         veth(self.h2, "eth0", self.r, "r-h2", queues=q)
         self.h1.sh("ip addr add 10.1.0.2/24 dev eth0; ip route add default via 10.1.0.1")
@@ -222,6 +223,13 @@ class Router:
         elif mode == "floor":
             import floor_topo
             self.gw = floor_topo.start_router_floor(self, workers, per_packet, driver)
+        elif mode == "testpmd":
+            import testpmd
+            try:
+                self.gw = testpmd.start_router_testpmd(self)
+            except Exception:
+                self.close()
+                raise
         elif mode == "vecgate":
             cfg = os.path.join(OUT, f"{self.r.name}.toml")
             with open(cfg, "w") as f:
@@ -264,7 +272,9 @@ offloads = {str(offloads).lower()}
         return self.gw.pid
 
     def close(self):
-        if self.gw is not None:
+        if hasattr(self.gw, "close"):
+            self.gw.close()
+        elif self.gw is not None:
             self.gw.terminate()
             try:
                 self.gw.wait(5)
@@ -483,24 +493,47 @@ def scenario_smallpkt(args):
     return rows
 
 
-def pps_run(topo, frame, duration):
-    """One run of the AF_XDP generator (`vecgate-floor generate`, pinned
-    like every sender) from h1 through the hop: frames/s counted by h2's
-    veth (the referee) and the gateway's cycles per received frame."""
-    import floor_topo
-    gw_mac = floor_topo.mac(topo.r, "r-h1")
+def system_busy_seconds():
+    """CPU time all CPUs spent busy (not idle, not waiting for I/O), from
+    /proc/stat: a hop without a process (kernel forwarding) is costed here."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) / CLK_TCK
+
+
+def pps_run(topo, frame, duration, generator="floor"):
+    """One run of a generator pinned like every sender from h1 through the
+    hop: the AF_XDP generator `vecgate-floor generate`, or DPDK testpmd
+    `txonly` (`generator="testpmd"`). Frames/s counted by h2's veth (the
+    referee), the gateway's cycles per received frame (its process's CPU
+    time) and the path's (every CPU's busy time, generator included)."""
+    gw_mac = getattr(topo, "gen_dst_mac", None)
+    if gw_mac is None:
+        import floor_topo
+        gw_mac = floor_topo.mac(topo.r, "r-h1")
     pids = [p for p in [topo.gateway_pid()] if p]
-    p0 = int(topo.h2.sh("cat /sys/class/net/eth0/statistics/rx_packets"))
-    c0 = sum(proc_cpu_seconds(p) for p in pids)
-    out = topo.h1.sh(" ".join(pinned("sender", [floor_topo.FLOOR, "generate", "--if", "eth0", "--dst-mac", gw_mac,
-                                                "--src", "10.1.0.2", "--dst", topo.dst, "--size", str(frame),
-                                                "--seconds", str(duration)])))
-    time.sleep(0.2)
-    got = int(topo.h2.sh("cat /sys/class/net/eth0/statistics/rx_packets")) - p0
-    c1 = sum(proc_cpu_seconds(p) for p in pids)
-    g = json.loads(out)
-    return {"pps": got / g["seconds"], "sent_pps": g["pps"],
-            "gw_cpp": (c1 - c0) * tsc_hz() / got if pids and got else None}
+    def probe():
+        return sum(proc_cpu_seconds(p) for p in pids), system_busy_seconds()
+    if generator == "testpmd":
+        import testpmd
+        g = testpmd.txonly_run(topo, frame, duration, probe)
+        (c0, b0), (c1, b1) = g["probe"]
+        got, secs = g["received"], g["seconds"]
+    else:
+        import floor_topo
+        p0 = int(topo.h2.sh("cat /sys/class/net/eth0/statistics/rx_packets"))
+        c0, b0 = probe()
+        out = topo.h1.sh(" ".join(pinned("sender", [floor_topo.FLOOR, "generate", "--if", "eth0", "--dst-mac", gw_mac,
+                                                    "--src", "10.1.0.2", "--dst", topo.dst, "--size", str(frame),
+                                                    "--seconds", str(duration)])))
+        time.sleep(0.2)
+        got = int(topo.h2.sh("cat /sys/class/net/eth0/statistics/rx_packets")) - p0
+        c1, b1 = probe()
+        g = json.loads(out)
+        secs = g["seconds"]
+    return {"pps": got / secs, "sent_pps": g["sent_pps"] if generator == "testpmd" else g["pps"],
+            "gw_cpp": (c1 - c0) * tsc_hz() / got if pids and got else None,
+            "path_cpp": (b1 - b0) * tsc_hz() / got if got else None}
 
 
 def scenario_pps(args):
@@ -511,7 +544,15 @@ def scenario_pps(args):
     (AF_PACKET, AF_XDP) and the I/O floor (AF_PACKET, AF_XDP)."""
     if not floor_built():
         return []
-    modes = ["kernel", "vecgate", "floor"] + (["vecgate-xdp", "floor-xdp"] if args.xdp else [])
+    import testpmd
+    tp = args.xdp and testpmd.available()
+    if args.xdp and not tp:
+        log(f"bench: {testpmd.TESTPMD} missing (scripts/install-deps.sh): no testpmd rows")
+    modes = ["kernel", "vecgate", "floor"] + (["vecgate-xdp", "floor-xdp"] if args.xdp else []) + (
+        ["testpmd-xdp"] if tp else [])
+    # testpmd txonly as a second generator into the two AF_XDP forwarders:
+    # is the generator the limit?
+    txonly = ["vecgate-xdp", "testpmd-xdp"] if tp else []
     topos, results = {}, {}
     try:
         for m in modes:
@@ -531,26 +572,44 @@ def scenario_pps(args):
                         continue
                     results.setdefault((m, frame), []).append(res)
                     log(f"           {res['pps']:.0f} frames/s received of {res['sent_pps']:.0f}/s sent")
+                for m in txonly:
+                    log(f"[pps] {m:12s} {frame} B frames run {i + 1}/{args.runs}, testpmd txonly generator")
+                    try:
+                        res = pps_run(topos[m], frame, args.duration, generator="testpmd")
+                    except Exception as e:
+                        log(f"           failed: {e}")
+                        continue
+                    results.setdefault((m + "+txonly", frame), []).append(res)
+                    log(f"           {res['pps']:.0f} frames/s received of {res['sent_pps']:.0f}/s sent")
     finally:
         for t in topos.values():
             t.close()
+    order = modes + [m + "+txonly" for m in txonly]
     return [{"scenario": "pps", "mode": m, "frame": frame, "runs": len(runs), "pps": median_of(runs, "pps"),
              "sent_pps": median_of(runs, "sent_pps"), "gw_cpp": median_of(runs, "gw_cpp"),
-             "all_pps": [r["pps"] for r in runs]}
-            for (m, frame), runs in sorted(results.items(), key=lambda kv: (kv[0][1], modes.index(kv[0][0])))]
+             "path_cpp": median_of(runs, "path_cpp"), "all_pps": [r["pps"] for r in runs]}
+            for (m, frame), runs in sorted(results.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])))]
 
 
 def table_pps(rows):
     lines = ["| path | frame | frames/s received at h2 (median) | runs | generator frames/s sent | gateway cycles per "
-             "frame | distance to the floor: frames/s ratio; cycles/frame ratio |", "|---|---|---|---|---|---|---|"]
+             "frame | path cycles per frame (all CPUs) | distance to the floor: frames/s ratio; cycles/frame ratio "
+             "| vs testpmd io: frames/s ratio; cycles/frame ratio |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        match = "floor-xdp" if r["mode"].endswith("-xdp") else "floor"
+        base = r["mode"].split("+")[0]
+        match = "floor-xdp" if base.endswith("-xdp") else "floor"
         fl = next((x for x in rows if x["mode"] == match and x["frame"] == r["frame"]), None)
         dist = f"{floor_ratio(r, fl, 'pps')}; {floor_ratio(r, fl, 'gw_cpp')}" \
-            if fl and r["mode"].startswith("vecgate") else "—"
-        lines.append(f"| {LABELS[r['mode']]} | {r['frame']} B | {fmt(r['pps'], 0)} | "
+            if fl and base.startswith("vecgate") and "+" not in r["mode"] else "—"
+        # Against testpmd fed by the same generator.
+        tmode = "testpmd-xdp" + r["mode"][len(base):]
+        tp = next((x for x in rows if x["mode"] == tmode and x["frame"] == r["frame"]), None)
+        vs = f"{floor_ratio(r, tp, 'pps')}; {floor_ratio(r, tp, 'gw_cpp')}; path {floor_ratio(r, tp, 'path_cpp')}" \
+            if tp and base.endswith("-xdp") and base != "testpmd-xdp" else "—"
+        lines.append(f"| {LABELS[base]}{', testpmd txonly generator' if '+txonly' in r['mode'] else ''} | "
+                     f"{r['frame']} B | {fmt(r['pps'], 0)} | "
                      f"{', '.join(fmt(x, 0) for x in r['all_pps'])} | {fmt(r['sent_pps'], 0)} | "
-                     f"{fmt(r.get('gw_cpp'), 0)} | {dist} |")
+                     f"{fmt(r.get('gw_cpp'), 0)} | {fmt(r.get('path_cpp'), 0)} | {dist} | {vs} |")
     return "\n".join(lines)
 
 
@@ -1003,7 +1062,7 @@ SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "pps": sc
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)",
           "vecgate-xdp": "vecgate (AF_XDP)", "floor": "I/O floor (vecgate-floor, AF_PACKET)",
-          "floor-xdp": "I/O floor (vecgate-floor, AF_XDP)"}
+          "floor-xdp": "I/O floor (vecgate-floor, AF_XDP)", "testpmd-xdp": "DPDK testpmd io (net_af_xdp)"}
 
 
 def floor_ratio(v, f, key="gbps"):
@@ -1155,9 +1214,15 @@ def write_doc(mach, args, all_rows, doc):
                   "`vecgate-floor generate` (AF_XDP transmit on h1's veth, pinned to the sender's CPU) sends UDP "
                   "frames as fast as the veth takes them, through the one-hop router; frames/s are counted by h2's "
                   "veth (`rx_packets`), so the figure is the hop's, not the sending tool's. *gateway cycles per "
-                  "frame*: CPU time of the gateway process × TSC / frames received. DPDK `testpmd` as the reference "
-                  "forwarder is not in this table yet (Debian 12 ships `dpdk-testpmd` in `dpdk-dev`, which pulls systemd and "
-                  "udev among 213 packages).", "",
+                  "frame*: CPU time of the gateway process × TSC / frames received; *path cycles per frame*: busy "
+                  "time of every CPU (/proc/stat, generator included) × TSC / frames received, the only figure "
+                  "for kernel forwarding and the fair one for testpmd, whose forwarding lcore spins whether "
+                  "frames come or not. The reference forwarder is DPDK `dpdk-testpmd --forward-mode=io` on "
+                  "`net_af_xdp` vdevs bound to the same veths (bench/testpmd.py: one queue per veth, its one "
+                  "forwarding lcore on the CPU of vecgate's worker 0, no hugepages); it forwards frames "
+                  "unchanged (a wire), so the hosts address each other's MAC. Rows *testpmd txonly generator*: "
+                  "`dpdk-testpmd --forward-mode=txonly` on h1's veth (pinned to the sender's CPU) as a second "
+                  "generator, to see whether the generator limits.", "",
                   table_pps(all_rows["pps"]), ""]
     if "crypto" in all_rows:
         lines = ["| cipher (openssl speed -evp, one core) | 1500 B buffers | 64 KB buffers |", "|---|---|---|"]

@@ -9,7 +9,8 @@ PKGS=(iproute2 iputils-ping ethtool tcpdump tshark iperf3 nftables
       openvswitch-switch strongswan-charon strongswan-swanctl
       libcharon-extra-plugins libstrongswan-standard-plugins
       linux-perf cmake clang pkg-config
-      lintian prometheus systemd man-db procps frr keepalived)
+      lintian prometheus systemd man-db procps frr keepalived
+      dpdk librte-net-af-xdp23 librte-mempool-ring23)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -26,6 +27,39 @@ fi
 for svc in openvswitch-switch strongswan-starter ipsec prometheus frr; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
+
+# DPDK's testpmd, the reference forwarder of `make bench`'s pps scenario
+# (issue 17 item 5). Debian 12 ships the binary only in dpdk-dev, whose
+# dependencies pull udev, rdma-core and a systemd upgrade (213 packages).
+# The runtime is installed above (dpdk, the AF_XDP driver, the ring mempool
+# testpmd's pools need); the binary and the libraries it links that the
+# runtime lacks are unpacked, not installed, into /opt/vecgate-dpdk behind
+# /usr/local/bin/dpdk-testpmd.
+DPDK_DIR=/opt/vecgate-dpdk
+DPDK_LIB="$DPDK_DIR/usr/lib/$(uname -m)-linux-gnu"
+if ! { command -v dpdk-testpmd >/dev/null 2>&1 && [ -x "$DPDK_DIR/usr/bin/dpdk-testpmd" ] &&
+       ! LD_LIBRARY_PATH="$DPDK_LIB" ldd "$DPDK_DIR/usr/bin/dpdk-testpmd" | grep -q "not found"; }; then
+  echo "install-deps: unpacking dpdk-testpmd into $DPDK_DIR"
+  tmp=$(mktemp -d)
+  chown _apt "$tmp" 2>/dev/null || true
+  (cd "$tmp" && apt-get download -qq dpdk-dev libibverbs1 ibverbs-providers libnl-route-3-200 \
+     librte-bitratestats23 librte-bpf23 librte-bus-auxiliary23 librte-bus-dpaa23 librte-cmdline23 \
+     librte-common-dpaax23 librte-common-iavf23 librte-common-mlx5-23 librte-crypto-scheduler23 \
+     librte-cryptodev23 librte-eventdev23 librte-gro23 librte-gso23 librte-hash23 librte-ip-frag23 \
+     librte-latencystats23 librte-mempool-dpaa23 librte-metrics23 librte-net-bnxt23 librte-net-bond23 \
+     librte-net-dpaa23 librte-net-i40e23 librte-net-ice23 librte-net-ixgbe23 librte-net-mlx5-23 \
+     librte-pcapng23 librte-pdump23 librte-rcu23 librte-reorder23 librte-sched23 librte-security23 \
+     librte-timer23 >/dev/null 2>&1)
+  for f in "$tmp"/*.deb; do dpkg-deb -x "$f" "$DPDK_DIR"; done
+  rm -rf "$tmp"
+  printf '#!/bin/sh\n# dpdk-testpmd unpacked by scripts/install-deps.sh (vecgate)\nLD_LIBRARY_PATH=%s exec %s "$@"\n' \
+    "$DPDK_LIB" "$DPDK_DIR/usr/bin/dpdk-testpmd" >/usr/local/bin/dpdk-testpmd
+  chmod 755 /usr/local/bin/dpdk-testpmd
+  if LD_LIBRARY_PATH="$DPDK_LIB" ldd "$DPDK_DIR/usr/bin/dpdk-testpmd" | grep "not found"; then
+    echo "install-deps: dpdk-testpmd misses the libraries above" >&2
+    exit 1
+  fi
+fi
 
 # Rust: stable with rustfmt and clippy for the product, nightly only for cargo-fuzz.
 if ! command -v cargo >/dev/null 2>&1; then
