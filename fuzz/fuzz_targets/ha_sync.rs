@@ -1,11 +1,12 @@
-//! The HA state sync's datagrams: header, SA body and routes body views,
+//! The HA state sync's datagrams: header, SA body, routes and IKE SA body views,
 //! the repr round trips, and the opener (wrong key, replays, any bytes)
 //! never panicking and never accepting what it did not seal.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use vecgate_ha::sync::{
-    Body, BodyRepr, Epoch, Header, Kind, Opener, RoutesBody, RoutesRepr, Sealer, SyncKey,
+    Body, BodyRepr, Epoch, Header, IkeSasBody, IkeSasRepr, Kind, Opener, RoutesBody, RoutesRepr,
+    Sealer, SyncKey,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -32,6 +33,18 @@ fuzz_target!(|data: &[u8]| {
         let r = RoutesRepr::parse(&b);
         assert_eq!(r.routes.len(), usize::from(b.count()));
         assert_eq!(r.emit(), data);
+    }
+    if let Ok(b) = IkeSasBody::new_checked(data) {
+        let r = IkeSasRepr::parse(&b);
+        assert_eq!(r.sas.len(), usize::from(b.count()));
+        assert_eq!(r.emit().as_deref().map(|v| &v[..]), Some(data));
+        let key = SyncKey::new(&[3; 32]).unwrap();
+        let mut s = Sealer::new(&key, Epoch { start_ms: 1, random: 2 }).unwrap();
+        if let Ok(d) = s.seal(Kind::IkeSas, data) {
+            let mut o = Opener::new(key, Epoch { start_ms: 1, random: 3 });
+            let got = o.open(&d, r.sent_ms).map(|g| g.ike);
+            assert_eq!(got, Ok(Some(r)));
+        }
     }
     // Unsealed input never opens, and changes nothing.
     let key = SyncKey::new(&[3; 32]).unwrap();

@@ -44,12 +44,18 @@
 //! route: vrf len (1) | prefix len (1) | via len (1) | 0 (1) | vrf | prefix | via
 //! ```
 //!
-//! Views ([`Header`], [`Body`], [`Record`], [`RoutesBody`]) check lengths
-//! once in `new_checked`; getters after it cannot go out of bounds.
+//! A [`Kind::IkeSas`] body carries one tunnel's IKE SAs ([`ike_sas`]).
+//!
+//! Views ([`Header`], [`Body`], [`Record`], [`RoutesBody`], [`IkeSasBody`])
+//! check lengths once in `new_checked`; getters after it cannot go out of
+//! bounds.
 
 use aws_lc_rs::{aead, hkdf};
 use std::fmt;
 use zeroize::Zeroizing;
+
+pub mod ike_sas;
+pub use ike_sas::{pack_ike, IkeSaRepr, IkeSasBody, IkeSasRepr};
 
 pub const MAGIC: [u8; 4] = *b"VGHS";
 pub const VERSION: u8 = 1;
@@ -80,6 +86,8 @@ pub enum Kind {
     SaState,
     /// Role and one chunk of the active's static routes.
     Routes,
+    /// Role and one tunnel's established IKE SAs ([`IkeSasBody`]).
+    IkeSas,
 }
 
 impl Kind {
@@ -88,6 +96,7 @@ impl Kind {
             Kind::Heartbeat => 1,
             Kind::SaState => 2,
             Kind::Routes => 3,
+            Kind::IkeSas => 4,
         }
     }
     pub fn from_code(c: u8) -> Option<Kind> {
@@ -95,6 +104,7 @@ impl Kind {
             1 => Some(Kind::Heartbeat),
             2 => Some(Kind::SaState),
             3 => Some(Kind::Routes),
+            4 => Some(Kind::IkeSas),
             _ => None,
         }
     }
@@ -755,9 +765,10 @@ impl Sealer {
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&self.epoch.bytes());
         out.extend_from_slice(&counter.to_be_bytes());
-        let mut sealed = body.to_vec();
+        // Zeroizing: the plaintext of an IKE SA body holds keys.
+        let mut sealed = Zeroizing::new(body.to_vec());
         self.key
-            .seal_in_place_append_tag(nonce(counter), aead::Aad::from(&out[..]), &mut sealed)
+            .seal_in_place_append_tag(nonce(counter), aead::Aad::from(&out[..]), &mut *sealed)
             .map_err(|_| SealError::Crypto)?;
         out.extend_from_slice(&sealed);
         Ok(out)
@@ -776,6 +787,8 @@ pub struct Opened {
     pub body: BodyRepr,
     /// [`Kind::Routes`]: the chunk of routes.
     pub routes: Option<RoutesRepr>,
+    /// [`Kind::IkeSas`]: one tunnel's IKE SAs.
+    pub ike: Option<IkeSasRepr>,
 }
 
 /// Opens the peer's messages and keeps its epoch and last counter.
@@ -820,7 +833,8 @@ impl Opener {
             Some((e, _, _)) if epoch < *e => return Err(Reject::StaleEpoch),
             _ => fresh = Some(self.key.epoch_key(&epoch).map_err(|_| Reject::Auth)?),
         }
-        let mut buf = h.sealed().to_vec();
+        // Zeroizing: an IKE SA body opens into keys.
+        let mut buf = Zeroizing::new(h.sealed().to_vec());
         let plain_len = {
             let key = match (&fresh, &self.current) {
                 (Some(k), _) => k,
@@ -832,17 +846,21 @@ impl Opener {
                 .len()
         };
         let plain = &buf[..plain_len];
-        let (repr, routes) = match h.kind() {
+        let role = |sent_ms, master| BodyRepr {
+            sent_ms,
+            master,
+            records: Vec::new(),
+        };
+        let (repr, routes, ike) = match h.kind() {
             Kind::Routes => {
                 let r = RoutesRepr::parse(&RoutesBody::new_checked(plain)?);
-                let b = BodyRepr {
-                    sent_ms: r.sent_ms,
-                    master: r.master,
-                    records: Vec::new(),
-                };
-                (b, Some(r))
+                (role(r.sent_ms, r.master), Some(r), None)
             }
-            _ => (BodyRepr::parse(&Body::new_checked(plain)?), None),
+            Kind::IkeSas => {
+                let r = IkeSasRepr::parse(&IkeSasBody::new_checked(plain)?);
+                (role(r.sent_ms, r.master), None, Some(r))
+            }
+            _ => (BodyRepr::parse(&Body::new_checked(plain)?), None, None),
         };
         let new_epoch = fresh.is_some();
         if new_epoch && repr.sent_ms.abs_diff(now_ms) > MAX_SKEW_MS {
@@ -863,6 +881,7 @@ impl Opener {
             new_epoch,
             body: repr,
             routes,
+            ike,
         })
     }
 }
