@@ -45,6 +45,7 @@ def main():
         for dev in ("r-h1", "r-h2"):
             if not xdp_attached(topo.r, dev):
                 failures.append(f"no XDP program on {dev}: testpmd does not own it")
+        bench.udp_sink(topo)
         gens = ["testpmd"] + (["floor"] if os.path.exists(floor_topo.FLOOR) else [])
         for gen in gens:
             res = bench.pps_run(topo, 60, args.duration, generator=gen)
