@@ -429,6 +429,18 @@ fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
     routes
         .get_or_create(&l)
         .set(i64::try_from(y.synced_routes).unwrap_or(i64::MAX));
+    let ike = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ha_sync_ike_sas",
+        "IKE SAs of the active held as this standby's shadow (set=shadow), and adopted at the last takeover without renegotiation (set=adopted)",
+        ike.clone(),
+    );
+    for (set, n) in [("shadow", y.synced_ike_sas), ("adopted", y.adopted_ike_sas)] {
+        let mut l = l.clone();
+        l.push(("set".to_owned(), set.to_owned()));
+        ike.get_or_create(&l)
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
     if let Some(lag) = y.lag_ms {
         let g = Family::<Labels, Gauge>::default();
         reg.register(

@@ -693,6 +693,12 @@ pub struct HaSyncInfo {
     pub synced_routes: u64,
     pub route_changes: u64,
     pub route_errors: u64,
+    /// IKE SAs of the active held as the standby's shadow, and how many
+    /// the last takeover adopted (no renegotiation).
+    #[serde(default)]
+    pub synced_ike_sas: u64,
+    #[serde(default)]
+    pub adopted_ike_sas: u64,
 }
 
 /// The last state change of a virtual router.

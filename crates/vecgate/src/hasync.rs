@@ -25,6 +25,19 @@
 //!   a generation, adds, changes and removes its own routes through the
 //!   API's own calls until they are the active's.
 //!
+//! - IKE tunnels (issue 16 item 2): the IKE thread of the active sends
+//!   each tunnel's established IKE SAs ([`vecgate_ha::sync::IkeSasBody`],
+//!   the `vecgate_ike::SaSnapshot` of each) whenever one changes (new,
+//!   rekeyed, deleted, message IDs moved, a request started) and as a whole
+//!   every [`ROUTES_EVERY`] intervals ([`send_ike`]); the standby keeps the
+//!   latest set per tunnel as its shadow. Its IKE thread sends nothing
+//!   while it is backup ([`ike_may_send`]); on takeover it imports the
+//!   shadow ([`take_ike_shadow`]) and keys the child SAs, whose sequence
+//!   numbers and replay windows move like the static SAs' ([`on_attach`]:
+//!   child SAs are attached to [`crate::sastate`] under their key's
+//!   [`KeyId`] when a sync is configured). A tunnel without a shadow
+//!   negotiates afresh.
+//!
 //! The sync never decides who is active: VRRP alone does.
 
 use std::collections::HashMap;
@@ -35,8 +48,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{info, warn};
 use vecgate_config::HaSync;
 use vecgate_ha::sync::{
-    pack, pack_routes, BodyRepr, Dir, Epoch, Kind, Opener, RecordRepr, Reject, RouteRepr,
-    RoutesRepr, Sealer, SyncKey, KEY_LEN,
+    pack, pack_ike, pack_routes, BodyRepr, Dir, Epoch, IkeSaRepr, IkeSasRepr, Kind, Opener,
+    RecordRepr, Reject, RouteRepr, RoutesRepr, Sealer, SyncKey, KEY_LEN,
 };
 use vecgate_ipsec::seqstore::KeyId;
 
@@ -83,7 +96,14 @@ pub struct SyncStatus {
     pub synced_routes: usize,
     pub route_changes: u64,
     pub route_errors: u64,
+    /// IKE SAs in the shadow (the active's, per tunnel), and how many the
+    /// last takeover adopted.
+    pub synced_ike_sas: usize,
+    pub adopted_ike_sas: usize,
 }
+
+/// The active's IKE SAs of one tunnel: (SPIi, SPIr) to the state bytes.
+pub type IkeShadow = HashMap<(u64, u64), zeroize::Zeroizing<Vec<u8>>>;
 
 /// The peer's last word about one SA.
 #[derive(Clone, Debug)]
@@ -115,6 +135,10 @@ struct Sync {
     route_chunks: Mutex<(u64, HashMap<u16, Vec<RouteRepr>>)>,
     /// The generation last applied.
     routes_applied: Mutex<Option<u64>>,
+    /// The active's IKE SAs by tunnel name (kept while backup).
+    ike_shadow: Mutex<HashMap<String, IkeShadow>>,
+    /// A takeover happened: the IKE thread takes the shadow.
+    ike_takeover: AtomicBool,
 }
 
 static SYNC: OnceLock<Sync> = OnceLock::new();
@@ -189,6 +213,8 @@ pub fn start(
         ctl,
         route_chunks: Mutex::new((0, HashMap::new())),
         routes_applied: Mutex::new(None),
+        ike_shadow: Mutex::new(HashMap::new()),
+        ike_takeover: AtomicBool::new(false),
     };
     SYNC.set(s)
         .map_err(|_| "state sync started twice".to_string())?;
@@ -271,6 +297,11 @@ impl Sync {
                 self.gather_routes(r);
             }
         }
+        if let Some(r) = opened.ike {
+            if r.master && !self.master.load(Ordering::Acquire) {
+                self.store_ike(r);
+            }
+        }
         // After the store: a takeover waiting for the peer's first word
         // finds its state.
         *lock(&self.last_rx) = Some(Instant::now());
@@ -320,6 +351,21 @@ impl Sync {
         let mut st = lock(&self.status);
         st.synced_out = peer.values().filter(|s| s.dir == Dir::Out).count();
         st.synced_in = peer.len() - st.synced_out;
+    }
+
+    /// Keeps a tunnel's IKE SAs: a whole set replaces the tunnel's shadow,
+    /// a partial one (a set too large for a datagram) replaces its SAs.
+    fn store_ike(&self, r: IkeSasRepr) {
+        let mut sh = lock(&self.ike_shadow);
+        let t = sh.entry(r.tunnel).or_default();
+        if r.full_set {
+            t.clear();
+        }
+        for sa in r.sas {
+            t.insert((sa.spi_i, sa.spi_r), sa.state);
+        }
+        let n = sh.values().map(HashMap::len).sum();
+        lock(&self.status).synced_ike_sas = n;
     }
 
     /// The running configuration's static routes, sorted, and their
@@ -521,6 +567,9 @@ pub fn take_over() {
         std::thread::sleep(Duration::from_millis(10));
     }
     s.master.store(true, Ordering::Release);
+    // The IKE thread adopts the shadow at its next turn (its child SAs
+    // then move past the synced ceilings as they attach: [`on_attach`]).
+    s.ike_takeover.store(true, Ordering::Release);
     let up = s.link_up();
     let peer = lock(&s.peer).clone();
     let mut moved = 0;
@@ -554,6 +603,90 @@ pub fn take_over() {
     let mut st = lock(&s.status);
     st.takeovers += 1;
     st.last_takeover = Some((SystemTime::now(), moved));
+}
+
+/// Whether the IKE thread may transmit: always without a state sync; with
+/// one, only while we are master (the standby never sends on the virtual
+/// addresses, and must not answer or start exchanges of SAs it shadows).
+/// `sync_configured` is the configuration's word, as the IKE thread may
+/// start before the sync does.
+pub fn ike_may_send(sync_configured: bool) -> bool {
+    if !sync_configured {
+        return true;
+    }
+    SYNC.get().is_some_and(|s| s.master.load(Ordering::Acquire))
+}
+
+/// The active's IKE SAs of `tunnel` (each `vecgate_ike::SaSnapshot`
+/// bytes with its SPIs), sent now if we are master.
+pub fn send_ike(tunnel: &str, sas: Vec<IkeSaRepr>) {
+    let Some(s) = SYNC.get() else { return };
+    if !s.master.load(Ordering::Acquire) {
+        return;
+    }
+    for body in pack_ike(now_ms(), true, tunnel, sas) {
+        let Some(bytes) = body.emit() else { continue };
+        let d = lock(&s.tx).seal(Kind::IkeSas, &bytes);
+        match d.map(|d| s.sock.send_to(&d, s.cfg.peer)) {
+            Ok(Ok(_)) => {
+                s.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {
+                s.send_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// After a takeover, once: the shadow of the active's IKE SAs by tunnel
+/// name (then forgotten: from now on we are the one that negotiates).
+pub fn take_ike_shadow() -> Option<HashMap<String, IkeShadow>> {
+    let s = SYNC.get()?;
+    if !s.ike_takeover.swap(false, Ordering::AcqRel) {
+        return None;
+    }
+    let sh = std::mem::take(&mut *lock(&s.ike_shadow));
+    let mut st = lock(&s.status);
+    st.adopted_ike_sas = sh.values().map(HashMap::len).sum();
+    st.synced_ike_sas = 0;
+    Some(sh)
+}
+
+/// An SA whose key the old active may have used was attached to
+/// [`crate::sastate`] (an adopted IKE child SA): as master, its outbound
+/// numbers start past the synced ceiling plus [`JUMP_MARGIN`] and its
+/// replay window is the synced one, as [`take_over`] does for the SAs
+/// that existed then; as backup, it follows the active's ceiling.
+pub fn on_attach(key: &KeyId) {
+    let Some(s) = SYNC.get() else { return };
+    let Some(p) = lock(&s.peer).get(key).cloned() else {
+        return;
+    };
+    let master = s.master.load(Ordering::Acquire);
+    match p.dir {
+        Dir::Out if master => {
+            let to = p.ceiling.saturating_add(JUMP_MARGIN + 1);
+            if let Some((sa, next)) = sastate::take_over_outbound(key, to) {
+                info!(
+                    spi = format_args!("{:#010x}", p.spi),
+                    peer_ceiling = p.ceiling,
+                    next,
+                    "state sync: {sa} sends from {next}, past the old active's ceiling"
+                );
+            }
+        }
+        Dir::Out => {
+            sastate::follow_outbound(key, p.ceiling.saturating_add(JUMP_MARGIN + 1));
+        }
+        Dir::In => {
+            if let Some((sa, top)) = sastate::adopt_window(key, p.ceiling, &p.window) {
+                info!(
+                    spi = format_args!("{:#010x}", p.spi),
+                    top, "state sync: {sa}: replay window from the old active"
+                );
+            }
+        }
+    }
 }
 
 /// VRRP says whether we are master of any group now (`elected`), and
@@ -613,5 +746,7 @@ pub fn info(s: &SyncStatus) -> vecgate_control::model::HaSyncInfo {
         synced_routes: s.synced_routes as u64,
         route_changes: s.route_changes,
         route_errors: s.route_errors,
+        synced_ike_sas: s.synced_ike_sas as u64,
+        adopted_ike_sas: s.adopted_ike_sas as u64,
     }
 }

@@ -50,6 +50,7 @@ const MAX_BATCH: usize = 64;
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
 mod config;
+mod ha;
 mod keying;
 mod status;
 mod thread;
@@ -143,6 +144,8 @@ pub struct Prepared {
     status: IkeStatus,
     cmds: crossbeam_channel::Receiver<Cmd>,
     control: IkeControl,
+    /// `[ha]` has a state sync: the thread is gated by the HA role.
+    ha_sync: bool,
 }
 
 impl Prepared {
@@ -279,6 +282,7 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
 /// Without any, the thread still runs (idle: it sleeps on the punt queue)
 /// so that IKE tunnels can be added live.
 pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> {
+    let ha_sync = cfg.ha.as_ref().is_some_and(|h| h.sync.is_some());
     let mut tunnels = Vec::new();
     for (t, s) in ike_tunnels(cfg) {
         let id = reg
@@ -295,6 +299,7 @@ pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> 
         status: Arc::new(Mutex::new(Vec::new())),
         cmds,
         control: IkeControl { tx },
+        ha_sync,
     })
 }
 
@@ -322,6 +327,7 @@ fn spawn(
         status,
         cmds,
         control: _,
+        ha_sync,
     } = p;
     let mut cp = ControlPlane {
         tunnels,
@@ -337,6 +343,8 @@ fn spawn(
         unmatched_logged: 0,
         inject_failed: 0,
         inject_failed_logged: 0,
+        ha: ha_sync.then(ha::IkeHa::default),
+        sending: false,
     };
     let thread = std::thread::Builder::new()
         .name("vg-ike".into())
@@ -368,4 +376,8 @@ struct ControlPlane {
     /// Datagrams the inject queue refused, and how many were logged.
     inject_failed: u64,
     inject_failed_logged: u64,
+    /// With an HA state sync: what was sent to the standby ([`ha`]).
+    ha: Option<ha::IkeHa>,
+    /// Whether this turn may transmit (false while HA backup, [`ha`]).
+    sending: bool,
 }

@@ -8,7 +8,9 @@
 //! them); a ticker thread ([`spawn_ticker`]) writes the next block of each
 //! SA once half of the current one is used and only then publishes it to
 //! the fast path; a clean stop ([`shutdown`]) writes the exact positions.
-//! IKE child SAs are never attached: their keys are fresh every time.
+//! IKE child SAs are attached only with an HA state sync (`ike/ha.rs`):
+//! then both gateways of the pair may use their keys; otherwise their keys
+//! are fresh every time.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -158,6 +160,11 @@ pub fn init(cfg: &Config) -> Result<(), String> {
             entries: Mutex::new(HashMap::new()),
         })
         .map_err(|_| "state directory opened twice".to_string())
+}
+
+/// Whether SAs can be attached (the state directory is open and usable).
+pub fn available() -> bool {
+    state().is_ok_and(|s| s.store.is_ok())
 }
 
 fn state() -> Result<&'static SaState, String> {

@@ -24,6 +24,10 @@ impl ControlPlane {
                 remote,
                 data,
             } => {
+                // HA backup: the standby never speaks (ike/ha.rs).
+                if !self.sending {
+                    return;
+                }
                 let id = self.tunnels[i].id;
                 // A retired tunnel is gone from the tables: its last VRF.
                 let vrf = self.underlay_vrf(id).or(self.tunnels[i].underlay_vrf);
@@ -87,11 +91,18 @@ impl ControlPlane {
         // Both directions keep to what was negotiated (RFC 4301 §5.2),
         // which may be narrower than the tunnel's `traffic`.
         let sel = negotiated(k);
+        let synced = self.ha.is_some();
         let built = child_sa_configs(k).and_then(|(mut inb, mut out)| {
             inb.lifetime = limits;
             out.lifetime = limits;
-            let inb = InboundSa::new(inb).map_err(|e| e.to_string())?;
-            let out = OutboundSa::new(out).map_err(|e| e.to_string())?;
+            let (inb, out) = if synced {
+                super::ha::attach(&t.name, inb, out)?
+            } else {
+                (
+                    InboundSa::new(inb).map_err(|e| e.to_string())?,
+                    OutboundSa::new(out).map_err(|e| e.to_string())?,
+                )
+            };
             Ok((inb.with_selectors(sel.clone()), out.with_selectors(sel)))
         });
         let (inb, out) = match built {

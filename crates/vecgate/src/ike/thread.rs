@@ -23,13 +23,20 @@ impl ControlPlane {
             .collect();
         group::refresh_policies(&mut self.tunnels);
         while !stop.load(Ordering::Relaxed) {
+            // HA backup: nothing is sent, no timer runs (ike/ha.rs).
+            self.sending = self.may_send();
+            if self.sending {
+                self.adopt_shadow(&mut to_start, Instant::now());
+            }
             self.commands(&mut to_start, Instant::now());
-            if !to_start.is_empty() {
+            if !to_start.is_empty() && self.sending {
                 self.start_some(&mut to_start, Instant::now());
                 self.drain_all();
             }
             let now = Instant::now();
-            let next = group::next_timeout(&self.tunnels)
+            let timers = self.sending.then(|| group::next_timeout(&self.tunnels));
+            let next = timers
+                .flatten()
                 .into_iter()
                 .chain(self.removals.iter().map(|r| r.0))
                 .min();
@@ -46,7 +53,9 @@ impl ControlPlane {
                 self.drain_all();
             }
             let now = Instant::now();
-            group::handle_timeout(&mut self.tunnels, now);
+            if self.sending {
+                group::handle_timeout(&mut self.tunnels, now);
+            }
             self.reap_retired(now);
             self.drain_all();
             self.expire_removals(now);
@@ -54,6 +63,9 @@ impl ControlPlane {
             self.summarize(now);
             self.publish(now);
             self.publish_spis();
+            if self.sending {
+                self.sync_ike(now);
+            }
         }
         self.shutdown();
     }
@@ -251,6 +263,9 @@ impl ControlPlane {
     /// (a new IKE_SA_INIT) one whose addresses match — preferably one
     /// without an IKE SA yet — else (a NAT'd peer) the one with our address.
     fn datagram(&mut self, d: &dataplane::ike_punt::Datagram) {
+        if !self.sending {
+            return;
+        }
         let now = Instant::now();
         let pick = group::owner(
             &self.tunnels,

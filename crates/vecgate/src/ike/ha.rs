@@ -1,0 +1,137 @@
+//! The IKE thread in an HA pair with a state sync (issue 16): the standby
+//! sends nothing and adopts the active's IKE SAs when it takes over, so
+//! the peer sees the same IKE SA and child SAs (no renegotiation).
+//!
+//! - Backup ([`ControlPlane::sending`] false): no initiation, no timers
+//!   (liveness checks, rekeys, retransmissions), punted datagrams dropped,
+//!   no datagram out: the standby never speaks on the virtual addresses.
+//! - Active: each tunnel's established IKE SAs go to the standby
+//!   ([`crate::hasync::send_ike`]) whenever one changed (anything but the
+//!   clock: `SaSnapshot::change_key`), and all of them every
+//!   [`FULL_EVERY`].
+//! - Takeover: the shadow is imported ([`vecgate_ike::Ike::import`]); its
+//!   child SAs are keyed as negotiated ones, attached to
+//!   [`crate::sastate`] ([`attach`]) so their outbound numbers start past
+//!   the old active's synced ceiling and their replay windows are the
+//!   synced ones. A tunnel without a shadow negotiates as without HA.
+
+use super::ControlPlane;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+use vecgate_ha::sync::IkeSaRepr;
+use vecgate_ike::SaSnapshot;
+use vecgate_ipsec::seqstore::KeyId;
+use vecgate_ipsec::{InboundSa, OutboundSa, SaConfig};
+use zeroize::Zeroizing;
+
+/// Every tunnel's SA set is resent this often, changed or not (a lost
+/// datagram is repaired within it).
+pub const FULL_EVERY: Duration = Duration::from_secs(1);
+
+/// What the active last sent, per tunnel id.
+#[derive(Default)]
+pub(super) struct IkeHa {
+    sent: HashMap<u32, Vec<Zeroizing<Vec<u8>>>>,
+    full_at: Option<Instant>,
+}
+
+impl ControlPlane {
+    /// Whether this thread may transmit now (module doc).
+    pub(super) fn may_send(&self) -> bool {
+        crate::hasync::ike_may_send(self.ha.is_some())
+    }
+
+    /// Active: sends the SA sets that changed since last sent (all every
+    /// [`FULL_EVERY`]).
+    pub(super) fn sync_ike(&mut self, now: Instant) {
+        let Some(ha) = self.ha.as_mut() else { return };
+        let full = ha.full_at.is_none_or(|t| now >= t);
+        if full {
+            ha.full_at = Some(now + FULL_EVERY);
+        }
+        for t in &self.tunnels {
+            let mut keys = Vec::new();
+            let mut sas = Vec::new();
+            for s in t.ike.export(now) {
+                match (s.change_key(), s.encode()) {
+                    (Ok(k), Ok(state)) => {
+                        keys.push(k);
+                        sas.push(IkeSaRepr {
+                            spi_i: s.spi_i,
+                            spi_r: s.spi_r,
+                            state,
+                        });
+                    }
+                    (Err(e), _) | (_, Err(e)) => {
+                        warn!(tunnel = %t.name, "state sync: IKE SA not synced: {e}");
+                    }
+                }
+            }
+            if full || ha.sent.get(&t.id) != Some(&keys) {
+                crate::hasync::send_ike(&t.name, sas);
+                ha.sent.insert(t.id, keys);
+            }
+        }
+    }
+
+    /// Takeover: imports the active's IKE SAs, once, into the tunnels of
+    /// the same name; those no longer wait to initiate.
+    pub(super) fn adopt_shadow(&mut self, to_start: &mut Vec<u32>, now: Instant) {
+        if self.ha.is_none() {
+            return;
+        }
+        let Some(shadow) = crate::hasync::take_ike_shadow() else {
+            return;
+        };
+        for t in &mut self.tunnels {
+            let Some(sas) = shadow.get(&t.name) else {
+                if t.ike.config().initiate {
+                    info!(tunnel = %t.name, "IKE: taking over without the active's IKE SA (none synced): negotiating afresh");
+                }
+                continue;
+            };
+            let mut adopted = 0;
+            for state in sas.values() {
+                match SaSnapshot::decode(state) {
+                    Ok(s) => {
+                        t.ike.import(s, now);
+                        adopted += 1;
+                    }
+                    Err(e) => warn!(tunnel = %t.name, "IKE: synced IKE SA unusable: {e}"),
+                }
+            }
+            if adopted > 0 {
+                to_start.retain(|i| *i != t.id);
+                info!(tunnel = %t.name, ike_sas = adopted, "IKE: took over the active's IKE SAs (no renegotiation)");
+            }
+        }
+        self.drain_all();
+    }
+}
+
+/// The ESP SAs of a child with a state sync: attached to
+/// [`crate::sastate`] like static SAs (both gateways may use the key),
+/// then moved past what the old active may have used
+/// ([`crate::hasync::on_attach`]). Without a usable state directory they
+/// are plain SAs, with a warning: a takeover may then repeat numbers the
+/// far end drops as replays until they pass the old active's.
+pub(super) fn attach(
+    tunnel: &str,
+    inb: SaConfig,
+    out: SaConfig,
+) -> Result<(InboundSa, OutboundSa), String> {
+    if !crate::sastate::available() {
+        warn!(%tunnel, "IKE: no state directory: child SA sequence numbers are not synced to the HA peer");
+        let i = InboundSa::new(inb).map_err(|e| e.to_string())?;
+        let o = OutboundSa::new(out).map_err(|e| e.to_string())?;
+        return Ok((i, o));
+    }
+    let kin = KeyId::of(inb.algorithm, &inb.key);
+    let kout = KeyId::of(out.algorithm, &out.key);
+    let i = crate::sastate::inbound(tunnel, inb).map_err(String::from)?;
+    let o = crate::sastate::outbound(tunnel, out).map_err(String::from)?;
+    crate::hasync::on_attach(&kin);
+    crate::hasync::on_attach(&kout);
+    Ok((i, o))
+}

@@ -1,0 +1,284 @@
+//! The HA state sync with an IKE-keyed tunnel (issue 16, test (c)): the
+//! pair a1/a2 shares VRRP addresses, its tunnel's local end is the
+//! underlay virtual address, and gb is strongSwan charon (IKEv2 PSK,
+//! kernel-libipsec: ESP in UDP 4500). a1 negotiates the IKE SA and its
+//! child SA; the sync link carries them (and the child's sequence
+//! ceilings) to a2. During a paced TCP transfer and 10 ms pings, a1
+//! (master) is killed with `kill -9`; a2 takes over the IKE SA.
+//!
+//! Judges, all in this run: the transfer's bytes (SHA-256 at both ends,
+//! one connection); charon's own view (`swanctl --list-sas`: the same IKE
+//! SA SPIs and child SA SPIs before and after, one IKE SA; its log: no
+//! IKE_SA_INIT after the kill, no ESP sequence number or integrity
+//! failure, and its liveness checks answered); a2's `show ha` (one
+//! takeover, the IKE SA adopted) and the pings (resumed; the gap printed).
+
+#[path = "common/charon.rs"]
+mod charon;
+mod common;
+
+use charon::{cli_json, Charon, CharonCfg};
+use common::ha_pair::*;
+use common::*;
+use std::time::Duration;
+
+const PSK: &str = "ha-ike-sync-psk-0123456789";
+const SYNC_A1: &str = "10.250.0.1:4790";
+const SYNC_A2: &str = "10.250.0.2:4790";
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The pair's IKE tunnel (gb runs charon, not vecgate).
+fn ike_tunnel(psk_file: &str) -> String {
+    format!(
+        r#"
+[[tunnel]]
+name = "ike0"
+kind = "ipsec"
+local = "{WAN_VIP}"
+remote = "{GB_WAN}"
+traffic = ["10.2.0.0/24"]
+
+[tunnel.ike]
+psk_file = "{psk_file}"
+remote_id = "gw-b.example.net"
+ike_proposals = ["aes256gcm16-prfsha256-x25519"]
+esp_proposals = ["aes128gcm16"]
+initiate = true
+"#
+    )
+}
+
+/// charon's SAs as `swanctl --list-sas` prints them: the IKE SAs'
+/// "SPIi_i SPIr_r" pairs and the child SAs' (in, out) SPIs.
+#[derive(Debug, PartialEq, Eq)]
+struct CharonSas {
+    ike: Vec<(String, String)>,
+    children: Vec<(String, String)>,
+}
+
+fn charon_sas(list: &str) -> CharonSas {
+    let mut ike = Vec::new();
+    let mut children = Vec::new();
+    let mut spi_in = None;
+    for l in list.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        // "vg: #1, ESTABLISHED, IKEv2, 1a2b3c4d5e6f7a8b_i* 0102030405060708_r"
+        if w.contains(&"IKEv2,") {
+            let spi = |suffix: &str| {
+                w.iter()
+                    .find(|t| t.trim_end_matches('*').ends_with(suffix))
+                    .map(|t| t.trim_end_matches('*').trim_end_matches(suffix).to_owned())
+            };
+            if let (Some(i), Some(r)) = (spi("_i"), spi("_r")) {
+                ike.push((i, r));
+            }
+        }
+        // "    in  c1234567,  1234 bytes, ..." / "    out c7654321, ..."
+        match w.as_slice() {
+            ["in", s, ..] => spi_in = Some(s.trim_end_matches(',').to_owned()),
+            ["out", s, ..] => {
+                if let Some(i) = spi_in.take() {
+                    children.push((i, s.trim_end_matches(',').to_owned()));
+                }
+            }
+            _ => {}
+        }
+    }
+    CharonSas { ike, children }
+}
+
+fn sync_of(p: &HaPair, m: Member) -> serde_json::Value {
+    p.show_ha(m)
+        .as_array()
+        .and_then(|v| v.first().cloned())
+        .map_or(serde_json::Value::Null, |g| g["sync"].clone())
+}
+
+/// charon log lines that would mean it dropped ESP or IKE of ours.
+fn charon_failures(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| {
+            l.contains("sequence number verification failed")
+                || l.contains("ICV verification failed")
+                || l.contains("integrity check failed")
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
+    let dir = std::env::temp_dir().join(unique("his"));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    let psk = dir.join("psk");
+    write_secret(&psk, format!("{PSK}\n"));
+    let sync_key = dir.join("sync.key");
+    write_secret(&sync_key, hex(&[0x6b; 32]));
+    let psk_path = psk.display().to_string();
+    let mut p = HaPair::new(
+        HaOpts {
+            preempt: false,
+            ..HaOpts::default()
+        },
+        move |_| ike_tunnel(&psk_path),
+    );
+    // gb: a kernel router in front of charon (libipsec wants MTU-sized
+    // segments: no offloads on its path).
+    p.gb.sh(&format!(
+        "ip addr add {GB_WAN}/24 dev wan0 && ip addr add 10.2.0.1/24 dev lan0 && sysctl -qw net.ipv4.ip_forward=1"
+    ));
+    for (ns, dev) in [(&p.gb, "lan0"), (&p.gb, "wan0"), (&p.h2, "eth0")] {
+        let _ = ns.try_sh(&format!("ethtool -K {dev} tso off gso off gro off"));
+    }
+    // The sync link: a kernel veth between the pair, not a dataplane port.
+    veth(&p.a1, "sync0", &p.a2, "sync0");
+    p.a1.sh("ip addr add 10.250.0.1/30 dev sync0");
+    p.a2.sh("ip addr add 10.250.0.2/30 dev sync0");
+    let key_path = sync_key.display().to_string();
+    p.set_ha_keys(move |m| {
+        let (local, peer) = if m == Member::A1 {
+            (SYNC_A1, SYNC_A2)
+        } else {
+            (SYNC_A2, SYNC_A1)
+        };
+        format!(
+            "sync_local = \"{local}\"\nsync_peer = \"{peer}\"\nsync_key_file = \"{key_path}\"\n"
+        )
+    });
+    // charon answers; its liveness checks run every 2 s, so they cross
+    // the failover.
+    let ch = Charon::start_ext(
+        &p.gb,
+        &CharonCfg {
+            local: GB_WAN,
+            remote: WAN_VIP,
+            local_id: "gw-b.example.net",
+            remote_id: WAN_VIP,
+            local_ts: "10.2.0.0/24",
+            remote_ts: "10.1.0.0/24",
+            ike: "aes256gcm16-prfsha256-x25519",
+            esp: "aes128gcm16",
+            psk: PSK,
+            initiate: false,
+        },
+        "dpd_delay = 2s",
+        "",
+    );
+    p.start(Member::A1);
+    p.wait_roles(Member::A1, None, 30);
+    let api1 = p.api(Member::A1);
+    let mut st = serde_json::Value::Null;
+    assert!(
+        wait_until(60, || {
+            st = cli_json(&api1, "ike")[0].clone();
+            st["state"] == "established"
+                && st["child_sas"].as_array().is_some_and(|c| !c.is_empty())
+        }),
+        "a1 did not establish with charon: {st:#}\n---- a1 ----\n{}",
+        p.gw(Member::A1).log_text()
+    );
+    p.start(Member::A2);
+    p.wait_roles(Member::A1, Some(Member::A2), 30);
+    warm_up(&p.h1, H2);
+
+    // The standby holds the active's IKE SA and the child's ceilings.
+    let mut y = serde_json::Value::Null;
+    assert!(
+        wait_until(30, || {
+            y = sync_of(&p, Member::A2);
+            y["state"] == "up"
+                && y["peer_role"] == "master"
+                && y["synced_ike_sas"] == 1
+                && y["synced_outbound_sas"].as_u64().unwrap_or(0) >= 1
+        }),
+        "a2's state sync: {y}"
+    );
+    // The standby said nothing to charon: one IKE SA, a1's.
+    let before = charon_sas(&ch.wait_sas("INSTALLED", 20));
+    assert_eq!(before.ike.len(), 1, "{before:?}");
+    assert_eq!(before.children.len(), 1, "{before:?}");
+    let inits_before = ch.log().matches("IKE_SA_INIT").count();
+    let log_before = ch.log().len();
+
+    // kill -9 of a1 in the middle of 24 s of data and 30 s of pings.
+    let n = 3000u64;
+    let ping = p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n} -w 90 {H2}"));
+    let xfer = Transfer::start(&p, H2, 7300, 12 << 20, 24);
+    std::thread::sleep(Duration::from_secs(8));
+    p.kill9(Member::A1);
+    p.wait_roles(Member::A2, None, 30);
+
+    xfer.check();
+    let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
+    let ok = answered(&out, n);
+    eprintln!(
+        "kill -9 with IKE (charon): {ok}/{n} pings answered, gap about {} ms",
+        (n - ok) * 10
+    );
+    assert!(
+        (n - 20..=n).all(|k| out.contains(&format!("icmp_seq={k} "))),
+        "pings did not resume after the failover:\n{out}\n---- a2 ----\n{}",
+        p.gw(Member::A2).log_text()
+    );
+
+    // charon: the same IKE SA and child SA, no new IKE_SA_INIT, nothing
+    // of a2's dropped; its liveness checks answered by a2.
+    let after = charon_sas(&ch.swanctl(&["--list-sas"]));
+    assert_eq!(after, before, "charon's SAs changed across the failover");
+    let log = ch.log();
+    assert_eq!(
+        log.matches("IKE_SA_INIT").count(),
+        inits_before,
+        "charon saw an IKE_SA_INIT after the kill:\n{}",
+        &log[log_before.min(log.len())..]
+    );
+    let failures = charon_failures(&log);
+    assert!(failures.is_empty(), "charon dropped ESP/IKE: {failures:#?}");
+    assert!(
+        !log[log_before.min(log.len())..].contains("giving up"),
+        "charon gave up on a liveness check:\n{}",
+        &log[log_before.min(log.len())..]
+    );
+
+    // a2 says it took over, adopted the IKE SA, keyed the child past a1's
+    // ceiling.
+    let y = sync_of(&p, Member::A2);
+    assert_eq!(y["takeovers"], 1, "a2's state sync: {y}");
+    assert_eq!(y["adopted_ike_sas"], 1, "a2's state sync: {y}");
+    let a2log = p.gw(Member::A2).log_text();
+    assert!(
+        a2log.contains("took over the active's IKE SAs")
+            && a2log.contains("past the old active's ceiling"),
+        "a2 did not adopt the IKE SA and its child:\n{a2log}"
+    );
+    assert!(
+        !a2log.contains("IKE: SA established"),
+        "a2 negotiated an IKE SA of its own:\n{a2log}"
+    );
+    let st2 = cli_json(&p.api(Member::A2), "ike")[0].clone();
+    assert_eq!(st2["state"], "established", "{st2:#}");
+}
+
+#[test]
+fn charon_sas_parse() {
+    let list = "vg: #1, ESTABLISHED, IKEv2, 1a2b3c4d5e6f7a8b_i 0102030405060708_r*\n  local  'gw-b.example.net' @ 192.0.2.2[4500]\n  net: #1, reqid 1, INSTALLED, TUNNEL-in-UDP, ESP:AES_GCM_16-128\n    installed 5s ago, rekeying disabled, expires in 3595s\n    in  c1234567,  1234 bytes,    10 packets,     0s ago\n    out c7654321,  2345 bytes,    12 packets,     0s ago\n";
+    let s = charon_sas(list);
+    assert_eq!(
+        s.ike,
+        vec![("1a2b3c4d5e6f7a8b".to_owned(), "0102030405060708".to_owned())]
+    );
+    assert_eq!(
+        s.children,
+        vec![("c1234567".to_owned(), "c7654321".to_owned())]
+    );
+}
