@@ -814,6 +814,10 @@ fn retired_selectors_take_no_new_child_but_the_others_do() {
 /// checks, rekeys and deletes over it: no IKE_SA_INIT after the move.
 fn hand_over(n: &mut Net, cfg_a: IkeConfig) {
     let snaps = n.a.ike.export(n.now);
+    hand_over_from(n, cfg_a, snaps);
+}
+
+fn hand_over_from(n: &mut Net, cfg_a: IkeConfig, snaps: Vec<vecgate_ike::SaSnapshot>) {
     assert_eq!(snaps.len(), 1);
     let mut a2 = Ike::new(cfg_a).unwrap();
     for s in snaps {
@@ -934,4 +938,23 @@ fn handover_answers_a_repeated_liveness_check_afresh() {
     n.advance(Duration::from_secs(60));
     assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
     assert!(n.b.ike.is_established());
+}
+
+/// The sync lagged: A answered B's liveness check after its last export.
+/// A2's synced ID is one behind; B's next request (one ahead of it) is
+/// still taken, as the first authenticated request of an adopted SA.
+#[test]
+fn handover_with_a_stale_message_id_takes_the_peers_next_request() {
+    let (mut n, cfg_a) = handover_pair();
+    let stale = n.a.ike.export(n.now);
+    let peer_next = stale[0].peer_next;
+    n.advance(Duration::from_secs(21));
+    assert_eq!(n.a.ike.export(n.now)[0].peer_next, peer_next + 1);
+    hand_over_from(&mut n, cfg_a, stale);
+    n.run();
+    n.advance(Duration::from_secs(25));
+    assert_eq!(n.a.ike.export(n.now)[0].peer_next, peer_next + 2);
+    n.advance(Duration::from_secs(60));
+    assert!(failed(&n.a).is_empty() && failed(&n.b).is_empty());
+    assert!(n.b.ike.is_established() && n.a.ike.is_established());
 }

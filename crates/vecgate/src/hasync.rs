@@ -566,10 +566,12 @@ pub fn take_over() {
     while lock(&s.last_rx).is_none() && first.elapsed() < s.dead_interval() {
         std::thread::sleep(Duration::from_millis(10));
     }
-    s.master.store(true, Ordering::Release);
     // The IKE thread adopts the shadow at its next turn (its child SAs
     // then move past the synced ceilings as they attach: [`on_attach`]).
+    // Set before `master`: the thread that sees itself master finds it, and
+    // never initiates an IKE SA it should have adopted.
     s.ike_takeover.store(true, Ordering::Release);
+    s.master.store(true, Ordering::Release);
     let up = s.link_up();
     let peer = lock(&s.peer).clone();
     let mut moved = 0;
@@ -606,15 +608,18 @@ pub fn take_over() {
 }
 
 /// Whether the IKE thread may transmit: always without a state sync; with
-/// one, only while we are master (the standby never sends on the virtual
-/// addresses, and must not answer or start exchanges of SAs it shadows).
-/// `sync_configured` is the configuration's word, as the IKE thread may
-/// start before the sync does.
+/// one, only while we are the elected master (the standby never sends on
+/// the virtual addresses, and must not answer or start exchanges of SAs
+/// it shadows). Not while draining after a switchover: the new master
+/// has adopted the IKE SAs, and two gateways answering the peer would
+/// move the message IDs apart. `sync_configured` is the configuration's
+/// word, as the IKE thread may start before the sync does.
 pub fn ike_may_send(sync_configured: bool) -> bool {
     if !sync_configured {
         return true;
     }
-    SYNC.get().is_some_and(|s| s.master.load(Ordering::Acquire))
+    SYNC.get()
+        .is_some_and(|s| s.elected.load(Ordering::Acquire) && s.master.load(Ordering::Acquire))
 }
 
 /// The active's IKE SAs of `tunnel` (each `vecgate_ike::SaSnapshot`

@@ -243,6 +243,7 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
         &log[log_before.min(log.len())..]
     );
     let failures = charon_failures(&log);
+    // (The switchover below may overlap two senders: its drops are printed.)
     assert!(failures.is_empty(), "charon dropped ESP/IKE: {failures:#?}");
     assert!(
         !log[log_before.min(log.len())..].contains("giving up"),
@@ -267,6 +268,71 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
     );
     let st2 = cli_json(&p.api(Member::A2), "ike")[0].clone();
     assert_eq!(st2["state"], "established", "{st2:#}");
+
+    // a1 comes back as backup (no preemption): it says nothing to charon
+    // and holds a2's IKE SA as its shadow. A planned switchover hands the
+    // IKE SA back to it during another transfer, again without
+    // renegotiating.
+    p.start(Member::A1);
+    p.wait_roles(Member::A2, Some(Member::A1), 30);
+    let mut y = serde_json::Value::Null;
+    assert!(
+        wait_until(30, || {
+            y = sync_of(&p, Member::A1);
+            y["state"] == "up" && y["peer_role"] == "master" && y["synced_ike_sas"] == 1
+        }),
+        "a1's state sync after its restart: {y}"
+    );
+    let a1log = p.gw(Member::A1).log_text();
+    assert!(
+        !a1log.contains("IKE: SA established") && !a1log.contains("took over"),
+        "a1 spoke IKE as backup:\n{a1log}"
+    );
+    assert_eq!(
+        charon_sas(&ch.swanctl(&["--list-sas"])),
+        before,
+        "charon's SAs changed when a1 came back"
+    );
+    let log_mid = ch.log().len();
+    let n2 = 1500u64;
+    let ping =
+        p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n2} -w 90 {H2}"));
+    let xfer = Transfer::start(&p, H2, 7301, 6 << 20, 12);
+    std::thread::sleep(Duration::from_secs(5));
+    let sw = std::process::Command::new(vecgate_bin())
+        .args(["ha", "switchover", "--json", "--api", &p.api(Member::A2)])
+        .output()
+        .expect("vecgate ha switchover");
+    assert!(
+        sw.status.success(),
+        "switchover: {}",
+        String::from_utf8_lossy(&sw.stderr)
+    );
+    p.wait_roles(Member::A1, Some(Member::A2), 30);
+    xfer.check();
+    let out = String::from_utf8_lossy(&ping.wait_with_output().expect("ping").stdout).into_owned();
+    let log = ch.log();
+    let since = &log[log_mid.min(log.len())..];
+    eprintln!(
+        "switchover with IKE (charon): {}/{n2} pings answered; charon's ESP drops in the overlap: {}",
+        answered(&out, n2),
+        charon_failures(since).len()
+    );
+    assert_eq!(
+        charon_sas(&ch.swanctl(&["--list-sas"])),
+        before,
+        "charon's SAs changed across the switchover"
+    );
+    assert_eq!(
+        log.matches("IKE_SA_INIT").count(),
+        inits_before,
+        "charon saw an IKE_SA_INIT after the switchover:\n{since}"
+    );
+    let a1log = p.gw(Member::A1).log_text();
+    assert!(
+        a1log.contains("took over the active's IKE SAs") && !a1log.contains("IKE: SA established"),
+        "a1 did not adopt a2's IKE SA:\n{a1log}"
+    );
 }
 
 #[test]

@@ -335,7 +335,9 @@ impl Ike {
         } else if h.msg_id.wrapping_add(1) == sa.peer_next {
             self.answer_again(idx, h, data);
             return Ok(());
-        } else if h.msg_id != sa.peer_next {
+        } else if h.msg_id != sa.peer_next
+            && !(sa.adopted && h.msg_id.wrapping_sub(sa.peer_next) < snapshot::ID_SLACK)
+        {
             return Ok(());
         }
         let m = if h.next == kind::SKF {
@@ -361,6 +363,8 @@ impl Ike {
             sa.next_req = sa.next_req.wrapping_add(1);
             self.on_response(idx, &m, p.req, now)?;
         } else {
+            // Authenticated: an adopted SA's peer IDs are known from here.
+            sa.adopted = false;
             let resp = self.on_request(idx, h, &m, now)?;
             if let Some(payloads) = resp {
                 let sa = &mut self.sas[idx];

@@ -32,6 +32,12 @@ const VERSION: u8 = 1;
 const MAX_CHILDREN: usize = 64;
 const MAX_TS: usize = 16;
 const MAX_FRAGS: usize = 16;
+/// How far ahead of the synced ID an adopted SA takes the peer's first
+/// request: the requests the old active may have answered after its last
+/// sync reached us (the peer sends one at a time, RFC 7296 §2.3; a sync
+/// goes out after each). Only an authenticated request moves the ID, and
+/// only forward, so nothing old is accepted again.
+pub(super) const ID_SLACK: u32 = 16;
 
 /// What a request in flight was, so its response does what it would have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +186,7 @@ impl Ike {
         sa.spi_i = snap.spi_i;
         sa.spi_r = snap.spi_r;
         sa.state = St::Established;
+        sa.adopted = true;
         sa.sk = Some(snap.keys.sk_keys(&snap.suite, snap.initiator));
         sa.suite = Some(snap.suite);
         sa.keys = Some(snap.keys);

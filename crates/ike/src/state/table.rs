@@ -116,6 +116,10 @@ pub(super) struct IkeSa {
     pub(super) rekey_at: Option<Instant>,
     pub(super) expire_at: Option<Instant>,
     pub(super) dead: bool,
+    /// Taken over from another gateway ([`Ike::import`]) and no request of
+    /// the peer processed since: the old one may have answered requests
+    /// after its last sync, so the peer's next ID may be a little ahead.
+    pub(super) adopted: bool,
 }
 
 impl IkeSa {
@@ -159,6 +163,7 @@ impl IkeSa {
             rekey_at: None,
             expire_at: None,
             dead: false,
+            adopted: false,
         }
     }
 
