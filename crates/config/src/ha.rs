@@ -31,6 +31,7 @@
 //! sync_peer = "192.0.2.2:4790"      # the other gateway's sync_local
 //! sync_key_file = "/etc/vecgate/ha-sync.key"  # 64 hex digits, 0600, root's
 //! sync_interval_ms = 100            # periodic resend, 10..=10000, default 100
+//! max_sa_pps = 2097152              # outbound packets/s per static SA, default 2^21
 //! ```
 //!
 //! The sync link is a kernel UDP socket (a dedicated link, not a dataplane
@@ -53,6 +54,14 @@ pub const DEFAULT_INTERVAL_CS: u16 = 100;
 pub const DEFAULT_TRACK_PENALTY: u8 = 50;
 /// Default period of the state sync's resend.
 pub const DEFAULT_SYNC_INTERVAL_MS: u32 = 100;
+/// Default bound on one static SA's outbound rate with the sync on: 2^21
+/// packets/s (about 25 Gbit/s of 1500-byte packets). A standby that lost
+/// the sync link for `t` seconds jumps `t` × this on takeover, so 2^32
+/// numbers (no ESN) cover about half an hour of a dead link.
+pub const DEFAULT_MAX_SA_PPS: u64 = 1 << 21;
+/// Bounds of `max_sa_pps`.
+pub const MIN_MAX_SA_PPS: u64 = 1_000;
+pub const MAX_MAX_SA_PPS: u64 = 1 << 30;
 
 /// `[ha]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +88,15 @@ pub struct HaSync {
     pub peer: SocketAddr,
     pub key_file: PathBuf,
     pub interval_ms: u32,
+    /// The most outbound sequence numbers one static SA may reserve per
+    /// second (a token bucket of 2^26), so the standby can bound what the
+    /// active sent while the sync link was down.
+    #[serde(default = "default_max_sa_pps")]
+    pub max_sa_pps: u64,
+}
+
+fn default_max_sa_pps() -> u64 {
+    DEFAULT_MAX_SA_PPS
 }
 
 impl Default for Ha {
@@ -161,6 +179,9 @@ pub(crate) fn emit(cfg: &Config, s: &mut String, quote: fn(&str) -> String) {
         );
         if y.interval_ms != DEFAULT_SYNC_INTERVAL_MS {
             let _ = writeln!(s, "sync_interval_ms = {}", y.interval_ms);
+        }
+        if y.max_sa_pps != DEFAULT_MAX_SA_PPS {
+            let _ = writeln!(s, "max_sa_pps = {}", y.max_sa_pps);
         }
     }
     for g in &h.groups {

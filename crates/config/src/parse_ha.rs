@@ -4,8 +4,8 @@
 use super::ipsec::read_strings;
 use super::{find, tables, type_name, Reader, Source};
 use crate::ha::{
-    Ha, HaGroup, HaSync, DEFAULT_INTERVAL_CS, DEFAULT_PRIORITY, DEFAULT_SYNC_INTERVAL_MS,
-    DEFAULT_TRACK_PENALTY,
+    Ha, HaGroup, HaSync, DEFAULT_INTERVAL_CS, DEFAULT_MAX_SA_PPS, DEFAULT_PRIORITY,
+    DEFAULT_SYNC_INTERVAL_MS, DEFAULT_TRACK_PENALTY, MAX_MAX_SA_PPS, MIN_MAX_SA_PPS,
 };
 use crate::validate::{ObjPos, Pos};
 use crate::Diagnostic;
@@ -23,6 +23,7 @@ const HA_KEYS: &[&str] = &[
     "sync_peer",
     "sync_key_file",
     "sync_interval_ms",
+    "max_sa_pps",
 ];
 const GROUP_KEYS: &[&str] = &[
     "vrid",
@@ -174,6 +175,14 @@ fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
         .int("sync_interval_ms", 10..10_001, "10..=10000 milliseconds")
         .and_then(|n| u32::try_from(n).ok())
         .unwrap_or(DEFAULT_SYNC_INTERVAL_MS);
+    let max_sa_pps = r
+        .int(
+            "max_sa_pps",
+            MIN_MAX_SA_PPS as i128..MAX_MAX_SA_PPS as i128 + 1,
+            "1000..=1073741824 packets per second per SA",
+        )
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(DEFAULT_MAX_SA_PPS);
     let given = [
         (
             "sync_local",
@@ -185,7 +194,11 @@ fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
         ),
         ("sync_key_file", key_file.is_some()),
     ];
-    let any = given.iter().any(|g| g.1) || r.pos.keys.iter().any(|k| k.0 == "sync_interval_ms");
+    let any = given.iter().any(|g| g.1)
+        || r.pos
+            .keys
+            .iter()
+            .any(|k| k.0 == "sync_interval_ms" || k.0 == "max_sa_pps");
     if !any {
         return None;
     }
@@ -229,5 +242,6 @@ fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
         peer,
         key_file: key_file.into(),
         interval_ms,
+        max_sa_pps,
     })
 }

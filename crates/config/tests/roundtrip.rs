@@ -365,6 +365,11 @@ fn ha(ifs: Vec<Interface>) -> impl Strategy<Value = Ha> {
                     peer: "192.0.2.2:4791".parse().unwrap(),
                     key_file: "/etc/vecgate/ha-sync.key".into(),
                     interval_ms: u32::from(interval_cs) + 9,
+                    max_sa_pps: if priority % 4 == 1 {
+                        vecgate_config::ha::DEFAULT_MAX_SA_PPS
+                    } else {
+                        1_000 + u64::from(priority) * 7919
+                    },
                 });
                 Ha {
                     priority,

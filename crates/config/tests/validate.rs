@@ -1025,6 +1025,7 @@ fn ha_sync_keys() {
     assert_eq!(y.local, "192.0.2.1:4790".parse().unwrap());
     assert_eq!(y.peer, "192.0.2.2:4790".parse().unwrap());
     assert_eq!(y.interval_ms, 100);
+    assert_eq!(y.max_sa_pps, 1 << 21);
     assert_eq!(parse(&cfg.to_toml()).unwrap(), cfg);
     // Without the keys there is no sync.
     let cfg = parse(&with_gw(&format!("{LAN}[ha]\n"))).unwrap();
@@ -1069,5 +1070,18 @@ fn ha_sync_keys() {
         )),
         12,
         "sync_interval_ms = 5 is out of range",
+    );
+    one(
+        &with_gw(&format!(
+            "{LAN}[ha]\nsync_local = \"192.0.2.1:4790\"\nsync_peer = \"192.0.2.2:4790\"\nsync_key_file = \"/k\"\nmax_sa_pps = 10\n"
+        )),
+        12,
+        "max_sa_pps = 10 is out of range",
+    );
+    // Alone, it asks for the sync it bounds.
+    one(
+        &with_gw(&format!("{LAN}[ha]\nmax_sa_pps = 100000\n")),
+        8,
+        "missing sync_local, sync_peer, sync_key_file",
     );
 }

@@ -441,6 +441,15 @@ fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
         ike.get_or_create(&l)
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
+    let unsafe_sas = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ha_sync_unsafe_sas",
+        "Static outbound SAs a takeover retired (sync link down too long): they send nothing until re-keyed",
+        unsafe_sas.clone(),
+    );
+    unsafe_sas
+        .get_or_create(&l)
+        .set(i64::try_from(y.unsafe_sas.len()).unwrap_or(i64::MAX));
     if let Some(lag) = y.lag_ms {
         let g = Family::<Labels, Gauge>::default();
         reg.register(

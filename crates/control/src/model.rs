@@ -699,6 +699,11 @@ pub struct HaSyncInfo {
     pub synced_ike_sas: u64,
     #[serde(default)]
     pub adopted_ike_sas: u64,
+    /// Static outbound SAs a takeover could not bound (the sync link was
+    /// down too long: the old active may have used any number left): they
+    /// send nothing (`seq-unsafe-after-takeover`) until re-keyed.
+    #[serde(default)]
+    pub unsafe_sas: Vec<String>,
 }
 
 /// The last state change of a virtual router.

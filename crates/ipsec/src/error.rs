@@ -74,6 +74,11 @@ esp_errors! {
     /// selectors the peer negotiated: source, destination, protocol,
     /// ports), outbound before encryption.
     PolicyMismatch = "policy-mismatch", "inner packet outside the SA's traffic selectors";
+    /// An HA takeover could not bound the old active's sequence numbers
+    /// below the end of the space (the sync link was down too long): any
+    /// number could repeat a (key, nonce) pair, so the static SA sends
+    /// nothing until it is given a new key.
+    SeqUnsafeAfterTakeover = "seq-unsafe-after-takeover", "sequence numbers unsafe after an HA takeover, re-key the SA";
 }
 
 impl EspError {

@@ -39,7 +39,7 @@ use std::io::{self, Write};
 use std::ops::Range;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_lc_rs::digest;
@@ -114,6 +114,9 @@ pub enum Take {
     Wait,
     /// The sequence space is used up (RFC 4303 §3.3.3: never cycle).
     Exhausted,
+    /// Retired ([`SeqCounter::retire`]): an HA takeover could not prove
+    /// any number of the space unused by the old active; the key must go.
+    Retired,
 }
 
 /// Outbound sequence numbers under a durable ceiling, shared by workers.
@@ -128,6 +131,8 @@ pub struct SeqCounter {
     last: u64,
     /// Refusals at the ceiling ([`Take::Wait`]): demand for the next block.
     waits: AtomicU64,
+    /// Set by [`SeqCounter::retire`]; read only once a take has failed.
+    retired: AtomicBool,
 }
 
 impl SeqCounter {
@@ -150,6 +155,7 @@ impl SeqCounter {
             ceiling: AtomicU64::new(last),
             last,
             waits: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -163,6 +169,7 @@ impl SeqCounter {
             ceiling: AtomicU64::new(durable.min(last)),
             last,
             waits: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -177,6 +184,7 @@ impl SeqCounter {
             }) {
             Ok(start) => Take::Ok(start..start + n.min(ceiling - start + 1)),
             Err(cur) if n == 0 && cur <= ceiling => Take::Ok(cur..cur),
+            Err(_) if self.retired.load(Ordering::Relaxed) => Take::Retired,
             Err(_) if ceiling >= self.last => Take::Exhausted,
             Err(_) => {
                 self.waits.fetch_add(1, Ordering::Relaxed);
@@ -199,6 +207,19 @@ impl SeqCounter {
     pub fn skip_to(&self, n: u64) {
         self.next
             .fetch_max(n.min(self.last.saturating_add(1)), Ordering::Relaxed);
+    }
+
+    /// Hands out nothing more, for good: past the end of the space. The HA
+    /// standby taking over calls it when the numbers the old active may
+    /// have used cannot be bounded below the end (`crate::hasync`).
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        self.skip_to(self.last.saturating_add(1));
+    }
+
+    /// Whether [`SeqCounter::retire`] was called.
+    pub fn retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     /// The next number to hand out.

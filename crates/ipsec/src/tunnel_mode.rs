@@ -128,6 +128,11 @@ impl OutboundSa {
                 Ok(r)
             }
             Take::Wait => Err(EspError::SeqNotDurable),
+            Take::Retired => {
+                // An IKE SA rekeys on it (a static one only logs it).
+                self.lifetime.raise_soft();
+                Err(EspError::SeqUnsafeAfterTakeover)
+            }
             Take::Exhausted => {
                 if !self.exhausted.swap(true, Relaxed) {
                     self.lifetime.raise_hard();

@@ -45,7 +45,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use vecgate_config::HaSync;
 use vecgate_ha::sync::{
     pack, pack_ike, pack_routes, BodyRepr, Dir, Epoch, IkeSaRepr, IkeSasRepr, Kind, Opener,
@@ -55,12 +55,34 @@ use vecgate_ipsec::seqstore::KeyId;
 
 use crate::sastate::{self, SaSnapshot};
 
-/// How far past the active's synced ceiling the new active starts: one
-/// outbound reservation at its largest (`Planner::outbound`'s max block).
-/// The active sends every ceiling before it uses it and resends them all
-/// every interval, so this covers one lost message; a sync link that is
-/// down covers nothing (the README says what then happens).
-pub const JUMP_MARGIN: u64 = 1 << 26;
+/// One outbound reservation at its largest (`Planner::outbound`'s max
+/// block), and the capacity of the active's per-SA token bucket
+/// ([`crate::sastate::Bucket`]).
+pub const JUMP_MARGIN: u64 = crate::sastate::BUCKET_CAPACITY;
+
+/// Slack added to the time since the active sent a ceiling: clock skew
+/// between the pair and the message's latency.
+pub const TAKEOVER_SLACK: Duration = Duration::from_secs(1);
+
+/// The first outbound number the new active may use for an SA whose last
+/// synced ceiling is `ceiling`, sent `since` ago by an active whose
+/// ceilings grow by at most [`JUMP_MARGIN`] + `max_pps` × t over any t
+/// seconds (its token bucket): ceiling + 2 × [`JUMP_MARGIN`] + `max_pps` ×
+/// (`since` + [`TAKEOVER_SLACK`]) + 1. One margin is the bucket, the other
+/// one lost message. Saturates: a result past the SA's space (2^32 - 1
+/// without ESN) means no number is provably unused, and the SA is retired
+/// instead (RFC 4303 §3.3.3: never cycle; RFC 4106 §8: never repeat a
+/// nonce under one key).
+pub fn takeover_floor(ceiling: u64, max_pps: u64, since: Duration) -> u64 {
+    let ms = since.saturating_add(TAKEOVER_SLACK).as_millis();
+    // Rounded up: never below what the active could have reserved.
+    let by_rate = u128::from(max_pps).saturating_mul(ms).div_ceil(1000);
+    let to = u128::from(ceiling)
+        .saturating_add(2 * u128::from(JUMP_MARGIN))
+        .saturating_add(by_rate)
+        .saturating_add(1);
+    u64::try_from(to).unwrap_or(u64::MAX)
+}
 
 /// The active resends its route set every this many intervals.
 pub const ROUTES_EVERY: u32 = 10;
@@ -100,6 +122,8 @@ pub struct SyncStatus {
     /// last takeover adopted.
     pub synced_ike_sas: usize,
     pub adopted_ike_sas: usize,
+    /// Outbound SAs a takeover retired (they must be re-keyed).
+    pub unsafe_sas: Vec<String>,
 }
 
 /// The active's IKE SAs of one tunnel: (SPIi, SPIr) to the state bytes.
@@ -112,6 +136,21 @@ struct Stored {
     spi: u32,
     ceiling: u64,
     window: Vec<u64>,
+    /// The send time of the message that carried `ceiling` (the peer's
+    /// clock, ms), and when it arrived (ours).
+    sent_ms: u64,
+    arrived: Instant,
+}
+
+impl Stored {
+    /// How long ago the peer stood at `ceiling`: by its send time and our
+    /// clock, or by our own monotonic clock since it arrived, whichever is
+    /// longer (a peer clock ahead of ours cannot shorten it below the
+    /// latter).
+    fn age(&self) -> Duration {
+        let by_clock = Duration::from_millis(now_ms().saturating_sub(self.sent_ms));
+        by_clock.max(self.arrived.elapsed())
+    }
 }
 
 struct Sync {
@@ -218,6 +257,7 @@ pub fn start(
     };
     SYNC.set(s)
         .map_err(|_| "state sync started twice".to_string())?;
+    sastate::set_max_pps(cfg.max_sa_pps);
     sastate::set_reserve_hook(Box::new(|snap| {
         if let Some(s) = SYNC.get() {
             if s.master.load(Ordering::Acquire) {
@@ -335,13 +375,19 @@ impl Sync {
                 spi: r.spi,
                 ceiling: 0,
                 window: Vec::new(),
+                sent_ms: b.sent_ms,
+                arrived: Instant::now(),
             });
+            // The newest word counts for the time too: the active's
+            // bucket bounds its growth from any ceiling it reported.
             if r.ceiling >= e.ceiling || r.dir != e.dir {
                 *e = Stored {
                     dir: r.dir,
                     spi: r.spi,
                     ceiling: r.ceiling,
                     window: r.window.clone(),
+                    sent_ms: b.sent_ms,
+                    arrived: Instant::now(),
                 };
             }
             if r.dir == Dir::Out {
@@ -550,8 +596,8 @@ fn run(stop: Arc<AtomicBool>) {
 }
 
 /// VRRP made us master: before the virtual addresses are taken, every
-/// outbound SA the peer synced jumps past its ceiling plus
-/// [`JUMP_MARGIN`] (durably), and every inbound SA adopts its window.
+/// outbound SA the peer synced jumps to [`takeover_floor`] (durably; past
+/// its space: retired), and every inbound SA adopts its window.
 pub fn take_over() {
     let Some(s) = SYNC.get() else { return };
     s.elected.store(true, Ordering::Release);
@@ -575,14 +621,24 @@ pub fn take_over() {
     let up = s.link_up();
     let peer = lock(&s.peer).clone();
     let mut moved = 0;
+    let mut unsafe_sas = Vec::new();
     for (key, p) in &peer {
         match p.dir {
             Dir::Out => {
-                let to = p.ceiling.saturating_add(JUMP_MARGIN + 1);
-                if let Some((sa, next)) = sastate::take_over_outbound(key, to) {
-                    moved += 1;
-                    info!(spi = format_args!("{:#010x}", p.spi), peer_ceiling = p.ceiling, next,
-                          "state sync: taking over {sa}: sends from {next}, past the old active's ceiling");
+                let age = p.age();
+                let to = takeover_floor(p.ceiling, s.cfg.max_sa_pps, age);
+                match sastate::take_over_outbound(key, to) {
+                    Some((sa, _)) if sastate::is_retired(key) => {
+                        error!(spi = format_args!("{:#010x}", p.spi), peer_ceiling = p.ceiling, age_ms = age.as_millis() as u64,
+                               "state sync: taking over {sa}: the old active may have used every sequence number left (its last ceiling is {} ms old, at up to {} packets/s); the SA sends nothing (seq-unsafe-after-takeover): re-key it with a new key file on both gateways and the far end", age.as_millis(), s.cfg.max_sa_pps);
+                        unsafe_sas.push(sa.to_string());
+                    }
+                    Some((sa, next)) => {
+                        moved += 1;
+                        info!(spi = format_args!("{:#010x}", p.spi), peer_ceiling = p.ceiling, age_ms = age.as_millis() as u64, next,
+                              "state sync: taking over {sa}: sends from {next}, past the old active's ceiling");
+                    }
+                    None => {}
                 }
             }
             Dir::In => {
@@ -599,12 +655,14 @@ pub fn take_over() {
     if !up {
         warn!(
             synced_sas = peer.len(),
-            "state sync: becoming master while the sync link is down: static SAs start from the last state received (or their own), which may be older than what the old active sent"
+            max_sa_pps = s.cfg.max_sa_pps,
+            "state sync: becoming master while the sync link is down: each synced outbound SA jumps by max_sa_pps for every second since the old active's last word"
         );
     }
     let mut st = lock(&s.status);
     st.takeovers += 1;
     st.last_takeover = Some((SystemTime::now(), moved));
+    st.unsafe_sas.extend(unsafe_sas);
 }
 
 /// Whether the IKE thread may transmit: always without a state sync; with
@@ -659,7 +717,8 @@ pub fn take_ike_shadow() -> Option<HashMap<String, IkeShadow>> {
 
 /// An SA whose key the old active may have used was attached to
 /// [`crate::sastate`] (an adopted IKE child SA): as master, its outbound
-/// numbers start past the synced ceiling plus [`JUMP_MARGIN`] and its
+/// numbers start at [`takeover_floor`] (past its space: retired, and
+/// rekeyed by IKE on its soft lifetime) and its
 /// replay window is the synced one, as [`take_over`] does for the SAs
 /// that existed then; as backup, it follows the active's ceiling.
 pub fn on_attach(key: &KeyId) {
@@ -670,14 +729,28 @@ pub fn on_attach(key: &KeyId) {
     let master = s.master.load(Ordering::Acquire);
     match p.dir {
         Dir::Out if master => {
-            let to = p.ceiling.saturating_add(JUMP_MARGIN + 1);
-            if let Some((sa, next)) = sastate::take_over_outbound(key, to) {
-                info!(
+            let age = p.age();
+            let to = takeover_floor(p.ceiling, s.cfg.max_sa_pps, age);
+            match sastate::take_over_outbound(key, to) {
+                Some((sa, _)) if sastate::is_retired(key) => {
+                    // Its numbers are unsafe: the SA sends nothing, and its
+                    // soft lifetime is raised so IKE rekeys it (new keys).
+                    error!(
+                        spi = format_args!("{:#010x}", p.spi),
+                        peer_ceiling = p.ceiling,
+                        age_ms = age.as_millis() as u64,
+                        "state sync: {sa}: the old active may have used every sequence number left; it sends nothing (seq-unsafe-after-takeover) until rekeyed"
+                    );
+                    lock(&s.status).unsafe_sas.push(sa.to_string());
+                }
+                Some((sa, next)) => info!(
                     spi = format_args!("{:#010x}", p.spi),
                     peer_ceiling = p.ceiling,
+                    age_ms = age.as_millis() as u64,
                     next,
                     "state sync: {sa} sends from {next}, past the old active's ceiling"
-                );
+                ),
+                None => {}
             }
         }
         Dir::Out => {
@@ -753,5 +826,120 @@ pub fn info(s: &SyncStatus) -> vecgate_control::model::HaSyncInfo {
         route_errors: s.route_errors,
         synced_ike_sas: s.synced_ike_sas as u64,
         adopted_ike_sas: s.adopted_ike_sas as u64,
+        unsafe_sas: s.unsafe_sas.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sastate::Bucket;
+
+    /// A small deterministic generator (no dev-dependency for one test).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % below.max(1)
+        }
+    }
+
+    /// No overflow at the extremes, never below the bound's terms,
+    /// monotonic in each argument.
+    #[test]
+    fn takeover_floor_bounds_and_monotonic() {
+        assert_eq!(
+            takeover_floor(u64::MAX, u64::MAX, Duration::MAX / 2),
+            u64::MAX
+        );
+        assert_eq!(
+            takeover_floor(0, 0, Duration::ZERO),
+            2 * JUMP_MARGIN + 1,
+            "no rate: the margins alone"
+        );
+        // 2^21/s for 1 s of slack + 2 s since.
+        assert_eq!(
+            takeover_floor(1000, 1 << 21, Duration::from_secs(2)),
+            1000 + 2 * JUMP_MARGIN + 3 * (1 << 21) + 1
+        );
+        let mut g = Lcg(7);
+        for _ in 0..20_000 {
+            let c = g.next(1 << 40);
+            let r = g.next(1 << 31);
+            let ms = g.next(1 << 32);
+            let f = takeover_floor(c, r, Duration::from_millis(ms));
+            let exact = u128::from(c)
+                + 2 * u128::from(JUMP_MARGIN)
+                + u128::from(r) * u128::from(ms + 1000) / 1000;
+            assert!(u128::from(f) > exact.min(u128::from(u64::MAX) - 1));
+            assert!(takeover_floor(c + 1, r, Duration::from_millis(ms)) >= f);
+            assert!(takeover_floor(c, r + 1, Duration::from_millis(ms)) >= f);
+            assert!(takeover_floor(c, r, Duration::from_millis(ms + 1)) >= f);
+        }
+        // Past 2^32 - 1 (no ESN): a 2^21/s SA silent for 35 minutes.
+        assert!(
+            takeover_floor(1 << 20, 1 << 21, Duration::from_secs(35 * 60)) > u64::from(u32::MAX)
+        );
+    }
+
+    /// The bucket and the floor together: an active that reserves as fast
+    /// as its bucket lets it (greedy, random demand and tick lengths) never
+    /// reaches, by any moment, the floor the standby computes from any
+    /// ceiling it reported earlier, with the time since then as the
+    /// standby measures it (here exactly; the slack covers skew).
+    #[test]
+    fn bucketed_active_never_reaches_the_standby_floor() {
+        let rate = 1u64 << 21;
+        let mut g = Lcg(42);
+        for run in 0..200 {
+            let t0 = Instant::now();
+            let mut now = t0;
+            // Start full: the worst case of a long-idle SA.
+            let mut b = Bucket::empty(t0 - Duration::from_secs(100));
+            b.refill(t0, rate);
+            let mut ceiling = g.next(1 << 30);
+            // (time, ceiling) of every report the standby could hold.
+            let mut reports = vec![(t0, ceiling)];
+            for _ in 0..(200 + run) {
+                now += Duration::from_millis(1 + g.next(300));
+                b.refill(now, rate);
+                let want = ceiling + g.next(1 << 27);
+                if let Some(to) = b.grant(ceiling, want) {
+                    b.spend(to - ceiling);
+                    ceiling = to;
+                }
+                if g.next(4) == 0 {
+                    reports.push((now, ceiling));
+                }
+                for &(t, c) in &reports {
+                    let floor = takeover_floor(c, rate, now - t);
+                    assert!(
+                        floor > ceiling,
+                        "run {run}: report {c} at +{:?}, active at {ceiling} at +{:?}, floor {floor}",
+                        t - t0,
+                        now - t0
+                    );
+                }
+            }
+        }
+    }
+
+    /// Refill is capped and whole; grant never exceeds the tokens; an
+    /// empty bucket grants nothing.
+    #[test]
+    fn bucket_refill_grant_spend() {
+        let t0 = Instant::now();
+        let mut b = Bucket::empty(t0);
+        assert_eq!(b.grant(10, 1_000), None, "starts empty");
+        b.refill(t0 + Duration::from_millis(20), 1_000);
+        assert_eq!(b.grant(10, 1_000), Some(30), "20 ms at 1000/s");
+        b.spend(20);
+        assert_eq!(b.grant(30, 1_000), None);
+        b.refill(t0 + Duration::from_secs(1_000_000), u64::MAX);
+        assert_eq!(b.grant(0, u64::MAX), Some(JUMP_MARGIN), "capped");
+        assert_eq!(b.grant(u64::MAX - 5, u64::MAX), Some(u64::MAX));
     }
 }

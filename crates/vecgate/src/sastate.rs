@@ -64,6 +64,65 @@ struct Entry {
     seen_waits: u64,
     /// A write failed (logged once until one succeeds again).
     failing: bool,
+    /// Outbound, with the HA sync on: how far the ceiling may still grow.
+    bucket: Bucket,
+}
+
+/// With the HA sync on, the most an outbound SA's ceiling may grow: a
+/// token bucket of [`BUCKET_CAPACITY`] numbers refilled at
+/// [`set_max_pps`]'s rate, starting empty (so a restart adds no burst).
+/// Over any `t` seconds the ceiling grows by at most capacity + rate × t,
+/// which is what lets the standby bound what an active it no longer hears
+/// may have sent (`crate::hasync::takeover_floor`). Checked once per
+/// reservation block, by the ticker, never per packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Bucket {
+    tokens: u64,
+    at: Instant,
+}
+
+/// The bucket's capacity: one outbound reservation at its largest
+/// (`Planner::outbound`'s max block, `crate::hasync::JUMP_MARGIN`).
+pub const BUCKET_CAPACITY: u64 = 1 << 26;
+
+impl Bucket {
+    pub fn empty(now: Instant) -> Self {
+        Bucket { tokens: 0, at: now }
+    }
+
+    /// Refills at `rate` per second up to [`BUCKET_CAPACITY`]; whole
+    /// tokens only, the remainder of a millisecond is kept for the next
+    /// call (`at` moves only by what was credited).
+    pub fn refill(&mut self, now: Instant, rate: u64) {
+        let ms = now.saturating_duration_since(self.at).as_millis();
+        let add = (ms.saturating_mul(u128::from(rate)) / 1000).min(u128::from(BUCKET_CAPACITY));
+        if add > 0 {
+            self.tokens = (self.tokens.saturating_add(add as u64)).min(BUCKET_CAPACITY);
+            self.at += Duration::from_millis(ms as u64);
+        }
+    }
+
+    /// The ceiling to reserve: `want` if the bucket holds `want - ceiling`
+    /// tokens, else as far as it holds (`None`: not past `ceiling`, wait).
+    pub fn grant(&mut self, ceiling: u64, want: u64) -> Option<u64> {
+        let to = want.min(ceiling.saturating_add(self.tokens));
+        (to > ceiling).then_some(to)
+    }
+
+    /// `n` numbers were reserved.
+    pub fn spend(&mut self, n: u64) {
+        self.tokens = self.tokens.saturating_sub(n);
+    }
+}
+
+/// Outbound numbers per second an SA's ceiling may grow by (0: unbounded,
+/// no HA sync).
+static MAX_PPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The HA sync is on: bound every outbound SA's ceiling growth to `pps`
+/// (`[ha] max_sa_pps`).
+pub fn set_max_pps(pps: u64) {
+    MAX_PPS.store(pps, Ordering::Relaxed);
 }
 
 /// The one writer of an inbound SA's record: the ticker and the receive
@@ -251,6 +310,7 @@ pub fn outbound(tunnel: &str, cfg: SaConfig) -> Result<OutboundSa, StartError> {
             written: false,
             seen_waits: 0,
             failing: false,
+            bucket: Bucket::empty(Instant::now()),
         },
     );
     Ok(sa)
@@ -310,6 +370,7 @@ pub fn inbound(tunnel: &str, cfg: SaConfig) -> Result<InboundSa, StartError> {
             written: false,
             seen_waits: 0,
             failing: false,
+            bucket: Bucket::empty(Instant::now()),
         },
     );
     Ok(sa)
@@ -386,11 +447,25 @@ fn renew(store: &Store, key: &KeyId, e: &mut Entry, now: Instant) {
             let waits = c.waits();
             let demand = waits - e.seen_waits;
             e.seen_waits = waits;
-            if let Some(next) = e.planner.plan(now, c.next(), c.ceiling(), c.last(), demand) {
+            let rate = MAX_PPS.load(Ordering::Relaxed);
+            if rate > 0 {
+                e.bucket.refill(now, rate);
+            }
+            if let Some(want) = e.planner.plan(now, c.next(), c.ceiling(), c.last(), demand) {
+                let from = e.durable.max(c.ceiling());
+                let next = if rate > 0 {
+                    // Beyond the bucket: wait for the next tick.
+                    e.bucket.grant(from, want)
+                } else {
+                    Some(want)
+                };
                 // Durable first (and sent to the HA standby), then usable.
-                if save(e, next, None) {
-                    reserved(&e.sa, key, next, c.used());
-                    c.publish(next);
+                if let Some(next) = next {
+                    if save(e, next, None) {
+                        e.bucket.spend(next.saturating_sub(from));
+                        reserved(&e.sa, key, next, c.used());
+                        c.publish(next);
+                    }
                 }
             }
         }
@@ -594,6 +669,13 @@ fn reserved(sa: &SaIdentity, key: &KeyId, ceiling: u64, used: u64) {
     }
 }
 
+/// Whether outbound SA `key` was retired by a takeover.
+pub fn is_retired(key: &KeyId) -> bool {
+    let Ok(st) = state() else { return false };
+    let entries = st.entries();
+    matches!(entries.get(key).map(|e| &e.handle), Some(Handle::Out(c)) if c.retired())
+}
+
 /// Every live static SA: outbound ceilings, inbound windows.
 pub fn snapshot() -> Vec<SaSnapshot> {
     let Ok(st) = state() else { return Vec::new() };
@@ -646,8 +728,9 @@ pub fn follow_outbound(key: &KeyId, to: u64) -> Option<(SaIdentity, u64)> {
 
 /// Taking over as the HA active: outbound SA `key` starts at `to` or
 /// above, its ceiling made durable and published now (before the virtual
-/// addresses are taken), not at the ticker's next pass. Returns the SA
-/// and its next number.
+/// addresses are taken), not at the ticker's next pass; `to` past the end
+/// of its space retires it ([`SeqCounter::retire`]: it sends nothing until
+/// re-keyed). Returns the SA and its next number.
 pub fn take_over_outbound(key: &KeyId, to: u64) -> Option<(SaIdentity, u64)> {
     let st = state().ok()?;
     let store = st.store.as_ref().ok()?;
@@ -657,6 +740,31 @@ pub fn take_over_outbound(key: &KeyId, to: u64) -> Option<(SaIdentity, u64)> {
         return None;
     };
     let c = c.clone();
+    if to > c.last() {
+        // No number of the space is provably unused by the old active:
+        // none is sent, and the record says so (a restart resumes past
+        // the end, `seq-exhausted`, until a new key file).
+        c.retire();
+        let last = c.last();
+        if e.durable < last {
+            match store.save(&Record {
+                sa: e.sa.clone(),
+                key: *key,
+                ceiling: last,
+                window: None,
+            }) {
+                Ok(()) => {
+                    e.durable = last;
+                    e.written = true;
+                }
+                Err(err) => warn!(
+                    "{}: retired, but its record could not be written ({err})",
+                    e.sa
+                ),
+            }
+        }
+        return Some((e.sa.clone(), to));
+    }
     c.skip_to(to);
     let next = c.next();
     if c.ceiling() < next {
@@ -795,7 +903,31 @@ mod tests {
         assert!(snap
             .iter()
             .any(|s| !s.outbound && s.key == id_in && s.ceiling == 500));
-        drop((out, inb));
+
+        // A takeover past the space retires the SA: it refuses to send
+        // with its own drop reason, its record says the space is used up
+        // (a restart does not resume below), the bucket is untouched.
+        let k_ret = [3u8; 20];
+        let ret = outbound("t1", sa(0x3001, &k_ret)).unwrap();
+        let id_ret = KeyId::of(Algorithm::AesGcm128, &k_ret);
+        tick();
+        assert!(ret.reserve(1).is_ok());
+        assert!(!is_retired(&id_ret));
+        let past = u64::from(u32::MAX) + 1;
+        assert_eq!(take_over_outbound(&id_ret, past).map(|x| x.1), Some(past));
+        assert!(is_retired(&id_ret));
+        assert_eq!(
+            ret.reserve(1),
+            Err(vecgate_ipsec::EspError::SeqUnsafeAfterTakeover)
+        );
+        tick();
+        assert_eq!(
+            ret.reserve(1),
+            Err(vecgate_ipsec::EspError::SeqUnsafeAfterTakeover)
+        );
+        let rr = Store::peek(&dir, &id_ret).unwrap().unwrap();
+        assert_eq!(rr.ceiling, u64::from(u32::MAX));
+        drop((out, inb, ret));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

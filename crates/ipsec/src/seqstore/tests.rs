@@ -50,6 +50,22 @@ fn skip_to_only_moves_up_and_waits_for_a_new_ceiling() {
 }
 
 #[test]
+fn a_retired_counter_hands_out_nothing_whatever_is_published() {
+    for esn in [false, true] {
+        let c = SeqCounter::resume(0, esn);
+        c.publish(100);
+        assert_eq!(c.take(1), Take::Ok(1..2));
+        c.retire();
+        assert!(c.retired());
+        assert_eq!(c.take(1), Take::Retired);
+        c.publish(u64::MAX);
+        assert_eq!(c.take(1), Take::Retired);
+        assert_eq!(c.take(0), Take::Retired);
+        assert_eq!(c.next(), c.last() + 1);
+    }
+}
+
+#[test]
 fn resume_starts_above_the_durable_ceiling() {
     let c = SeqCounter::resume(1000, false);
     c.publish(2000);

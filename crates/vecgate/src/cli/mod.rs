@@ -691,6 +691,23 @@ fn ha_sync_line(y: &Value, now: f64) -> String {
             format!(" ({})", why.join(", "))
         },
         s(&y["takeovers"]),
+    ) + &unsafe_line(y)
+}
+
+/// The SAs a takeover retired, if any: the operator must re-key them.
+fn unsafe_line(y: &serde_json::Value) -> String {
+    let v: Vec<&str> = y["unsafe_sas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str())
+        .collect();
+    if v.is_empty() {
+        return String::new();
+    }
+    format!(
+        "  UNSAFE after takeover (send nothing until re-keyed with a new key file): {}\n",
+        v.join("; ")
     )
 }
 
