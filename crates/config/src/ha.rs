@@ -4,7 +4,7 @@
 //! ```toml
 //! [ha]
 //! priority = 150          # 1..=255 (255: the addresses' owner), default 100
-//! interval_cs = 100       # advertisement interval, centiseconds, default 100
+//! interval_cs = 20        # advertisement interval, centiseconds, default 20
 //! preempt = true          # a higher priority takes over from a lower master
 //! track = ["wan0"]        # interfaces whose link going down...
 //! track_penalty = 60      # ...lowers the priority by this much, default 50
@@ -48,8 +48,12 @@ use std::path::PathBuf;
 
 /// Default priority of a backup (RFC 5798 §5.2.4).
 pub const DEFAULT_PRIORITY: u8 = 100;
-/// Default Advertisement_Interval: 1 s (RFC 5798 §5.2.7).
-pub const DEFAULT_INTERVAL_CS: u16 = 100;
+/// Default Advertisement_Interval: 200 ms, not RFC 5798 §5.2.7's 1 s, so
+/// that a `kill -9` costs under a second: Master_Down_Interval is 3 × 200
+/// ms + Skew_Time (§6.1, at most 200 ms). A backup adopts the master's
+/// advertised interval (§6.4.2); keepalived in one group should say
+/// `advert_int 0.2` likewise.
+pub const DEFAULT_INTERVAL_CS: u16 = 20;
 /// Default priority lost per tracked interface that is down.
 pub const DEFAULT_TRACK_PENALTY: u8 = 50;
 /// Default period of the state sync's resend.
