@@ -37,9 +37,12 @@ done
 # /usr/local/bin/dpdk-testpmd.
 DPDK_DIR=/opt/vecgate-dpdk
 DPDK_LIB="$DPDK_DIR/usr/lib/$(uname -m)-linux-gnu"
-if ! { command -v dpdk-testpmd >/dev/null 2>&1 && [ -x "$DPDK_DIR/usr/bin/dpdk-testpmd" ] &&
-       ! LD_LIBRARY_PATH="$DPDK_LIB" ldd "$DPDK_DIR/usr/bin/dpdk-testpmd" | grep -q "not found"; }; then
-  echo "install-deps: unpacking dpdk-testpmd into $DPDK_DIR"
+testpmd_ok() {
+  command -v dpdk-testpmd >/dev/null 2>&1 && [ -x "$DPDK_DIR/usr/bin/dpdk-testpmd" ] &&
+    ! LD_LIBRARY_PATH="$DPDK_LIB" ldd "$DPDK_DIR/usr/bin/dpdk-testpmd" | grep -q "not found"
+}
+unpack_testpmd() {
+  local tmp
   tmp=$(mktemp -d)
   chown _apt "$tmp" 2>/dev/null || true
   (cd "$tmp" && apt-get download -qq dpdk-dev libibverbs1 ibverbs-providers libnl-route-3-200 \
@@ -49,16 +52,19 @@ if ! { command -v dpdk-testpmd >/dev/null 2>&1 && [ -x "$DPDK_DIR/usr/bin/dpdk-t
      librte-latencystats23 librte-mempool-dpaa23 librte-metrics23 librte-net-bnxt23 librte-net-bond23 \
      librte-net-dpaa23 librte-net-i40e23 librte-net-ice23 librte-net-ixgbe23 librte-net-mlx5-23 \
      librte-pcapng23 librte-pdump23 librte-rcu23 librte-reorder23 librte-sched23 librte-security23 \
-     librte-timer23 >/dev/null 2>&1)
-  for f in "$tmp"/*.deb; do dpkg-deb -x "$f" "$DPDK_DIR"; done
+     librte-timer23 >/dev/null 2>&1) || { rm -rf "$tmp"; return 1; }
+  for f in "$tmp"/*.deb; do dpkg-deb -x "$f" "$DPDK_DIR" || { rm -rf "$tmp"; return 1; }; done
   rm -rf "$tmp"
   printf '#!/bin/sh\n# dpdk-testpmd unpacked by scripts/install-deps.sh (vecgate)\nLD_LIBRARY_PATH=%s exec %s "$@"\n' \
     "$DPDK_LIB" "$DPDK_DIR/usr/bin/dpdk-testpmd" >/usr/local/bin/dpdk-testpmd
   chmod 755 /usr/local/bin/dpdk-testpmd
-  if LD_LIBRARY_PATH="$DPDK_LIB" ldd "$DPDK_DIR/usr/bin/dpdk-testpmd" | grep "not found"; then
-    echo "install-deps: dpdk-testpmd misses the libraries above" >&2
-    exit 1
-  fi
+  testpmd_ok
+}
+# Benchmarks only: a failure here leaves the testpmd rows out of `make bench`
+# (bench.py says so), it does not stop the build or the tests.
+if ! testpmd_ok; then
+  echo "install-deps: unpacking dpdk-testpmd into $DPDK_DIR"
+  unpack_testpmd || echo "install-deps: warning: dpdk-testpmd not usable (make bench runs without it)" >&2
 fi
 
 # Rust: stable with rustfmt and clippy for the product, nightly only for cargo-fuzz.
