@@ -66,6 +66,8 @@ struct Entry {
     failing: bool,
     /// Outbound, with the HA sync on: how far the ceiling may still grow.
     bucket: Bucket,
+    /// An IKE child SA's ([`ephemeral`]): its record goes with it.
+    ephemeral: bool,
 }
 
 /// With the HA sync on, the most an outbound SA's ceiling may grow: a
@@ -221,6 +223,18 @@ pub fn init(cfg: &Config) -> Result<(), String> {
         .map_err(|_| "state directory opened twice".to_string())
 }
 
+/// The SA of `key` is an IKE child SA attached for the HA sync
+/// (`ike/ha.rs`): its key is negotiated and never installed again once
+/// the SA is gone, so its record is removed then instead of kept (one
+/// file per rekey would pile up).
+pub fn ephemeral(key: &KeyId) {
+    if let Ok(st) = state() {
+        if let Some(e) = st.entries().get_mut(key) {
+            e.ephemeral = true;
+        }
+    }
+}
+
 /// Whether SAs can be attached (the state directory is open and usable).
 pub fn available() -> bool {
     state().is_ok_and(|s| s.store.is_ok())
@@ -311,6 +325,7 @@ pub fn outbound(tunnel: &str, cfg: SaConfig) -> Result<OutboundSa, StartError> {
             seen_waits: 0,
             failing: false,
             bucket: Bucket::empty(Instant::now()),
+            ephemeral: false,
         },
     );
     Ok(sa)
@@ -371,6 +386,7 @@ pub fn inbound(tunnel: &str, cfg: SaConfig) -> Result<InboundSa, StartError> {
             seen_waits: 0,
             failing: false,
             bucket: Bucket::empty(Instant::now()),
+            ephemeral: false,
         },
     );
     Ok(sa)
@@ -400,7 +416,10 @@ pub fn tick() {
         if !e.handle.alive() {
             // Gone: nobody can use its numbers any more, so the exact
             // position is a safe ceiling (a never-used SA leaves no record).
-            if e.written {
+            // An IKE child's key is never installed again: no record.
+            if e.ephemeral {
+                let _ = store.remove(key);
+            } else if e.written {
                 let _ = save_exact(store, key, e);
             }
             return false;

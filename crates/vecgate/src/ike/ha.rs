@@ -131,7 +131,9 @@ pub(super) fn attach(
     let kout = KeyId::of(out.algorithm, &out.key);
     let i = crate::sastate::inbound(tunnel, inb).map_err(String::from)?;
     let o = crate::sastate::outbound(tunnel, out).map_err(String::from)?;
-    crate::hasync::on_attach(&kin);
-    crate::hasync::on_attach(&kout);
+    for k in [&kin, &kout] {
+        crate::sastate::ephemeral(k);
+        crate::hasync::on_attach(k);
+    }
     Ok((i, o))
 }
