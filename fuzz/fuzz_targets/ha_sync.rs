@@ -37,6 +37,13 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(b) = IkeSasBody::new_checked(data) {
         let r = IkeSasRepr::parse(&b);
         assert_eq!(r.sas.len(), usize::from(b.count()));
+        // Each SA's state is the IKE crate's: canonical, so what parses
+        // encodes back to the same bytes.
+        for sa in &r.sas {
+            if let Ok(snap) = vecgate_ike::SaSnapshot::decode(&sa.state) {
+                assert_eq!(snap.encode().as_deref().map(|v| &v[..]), Ok(&sa.state[..]));
+            }
+        }
         assert_eq!(r.emit().as_deref().map(|v| &v[..]), Some(data));
         let key = SyncKey::new(&[3; 32]).unwrap();
         let mut s = Sealer::new(&key, Epoch { start_ms: 1, random: 2 }).unwrap();

@@ -389,10 +389,12 @@ const F_INITIATOR: u8 = 1;
 const F_NATT: u8 = 2;
 const F_FRAG: u8 = 4;
 const F_PENDING: u8 = 8;
+const F_ALL: u8 = F_INITIATOR | F_NATT | F_FRAG | F_PENDING;
 /// Flag bits of a child record.
 const C_UDP: u8 = 1;
 const C_ESN: u8 = 2;
 const C_POLICY: u8 = 4;
+const C_ALL: u8 = C_UDP | C_ESN | C_POLICY;
 
 impl SaSnapshot {
     /// The snapshot as bytes (keys included: seal before sending).
@@ -485,7 +487,9 @@ impl SaSnapshot {
     }
 
     /// Parses [`SaSnapshot::encode`]'s bytes; any input gives Ok or Err,
-    /// never a panic, and allocates no more than its own length.
+    /// never a panic, and allocates no more than its own length. Only the
+    /// canonical encoding is taken (unknown flags and unused fields zero),
+    /// so what parses encodes back to the same bytes.
     pub fn decode(b: &[u8]) -> Result<SaSnapshot> {
         let mut r = R(b);
         if r.u8()? != VERSION {
@@ -494,6 +498,9 @@ impl SaSnapshot {
         let spi_i = r.u64()?;
         let spi_r = r.u64()?;
         let f = r.u8()?;
+        if f & !F_ALL != 0 {
+            return Err(Error::Malformed("snapshot flags"));
+        }
         let encr = Encr::from_transform(r.u16()?, Some(r.u16()?))
             .ok_or(Error::Unsupported("snapshot encryption"))?;
         let prf = Prf::from_id(r.u16()?).ok_or(Error::Unsupported("snapshot PRF"))?;
@@ -516,6 +523,9 @@ impl SaSnapshot {
         let local = r.addr()?;
         let remote = r.addr()?;
         let frag = r.u16()?;
+        if f & F_FRAG == 0 && frag != 0 {
+            return Err(Error::Malformed("snapshot fragment size"));
+        }
         let rekey_in = r.life()?;
         let expire_in = r.life()?;
         let keys = IkeKeys {
@@ -549,6 +559,9 @@ impl SaSnapshot {
                 3 => InFlight::DeleteChild(spi),
                 _ => return Err(Error::Malformed("snapshot request kind")),
             };
+            if spi != 0 && !matches!(kind, InFlight::DeleteChild(_)) {
+                return Err(Error::Malformed("snapshot request SPI"));
+            }
             let n = usize::from(r.u8()?);
             if n == 0 || n > MAX_FRAGS {
                 return Err(Error::TooMany("fragments"));
@@ -571,6 +584,9 @@ impl SaSnapshot {
             let spi_out = r.u32()?;
             let cf = r.u8()?;
             let policy = r.u32()?;
+            if cf & !C_ALL != 0 || (cf & C_POLICY == 0 && policy != 0) {
+                return Err(Error::Malformed("snapshot child flags"));
+            }
             let rekey_in = r.life()?;
             let expire_in = r.life()?;
             let algorithm = std::str::from_utf8(r.bytes()?)
@@ -732,7 +748,9 @@ mod tests {
 
         #[test]
         fn any_bytes_decode_without_panic(b in proptest::collection::vec(any::<u8>(), 0..600)) {
-            let _ = SaSnapshot::decode(&b);
+            if let Ok(s) = SaSnapshot::decode(&b) {
+                prop_assert_eq!(&*s.encode().unwrap(), &b[..]);
+            }
         }
 
         #[test]
