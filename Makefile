@@ -62,8 +62,9 @@ bench: deps release floor
 testpmd-selftest: deps release floor
 	/usr/bin/python3 bench/testpmd_selftest.py
 
-# HA failover gap (issue 16): a vecgate pair with GRE next to Linux routers
-# with keepalived, kill -9 and planned switchover, medians of 5 (~4 min).
+# HA failover gap (issue 16): vecgate pairs with GRE and with static ESP
+# (state sync) next to Linux routers with keepalived, default timers, kill -9
+# and planned switchover, medians of 5 (~6 min).
 bench-ha: deps release
 	/usr/bin/python3 bench/ha_failover.py
 
