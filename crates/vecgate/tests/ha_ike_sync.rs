@@ -12,6 +12,10 @@
 //! IKE_SA_INIT after the kill, no ESP sequence number or integrity
 //! failure, and its liveness checks answered); a2's `show ha` (one
 //! takeover, the IKE SA adopted) and the pings (resumed; the gap printed).
+//! Then a1 returns as backup (a capture of the underlay: no IKE or
+//! ESP-in-UDP frame from its MAC while a2's are there) and a planned
+//! switchover hands the IKE SA back to it (same SPIs, no IKE_SA_INIT,
+//! byte-exact; charon's drops in the two-sender overlap printed).
 
 #[path = "common/charon.rs"]
 mod charon;
@@ -273,6 +277,9 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
     // and holds a2's IKE SA as its shadow. A planned switchover hands the
     // IKE SA back to it during another transfer, again without
     // renegotiating.
+    // The wire is the judge of "says nothing": every IKE or ESP-in-UDP
+    // frame on the underlay while a1 is backup.
+    let mut cap = Capture::start_filtered(&p.sw, "br1", "udp port 500 or udp port 4500");
     p.start(Member::A1);
     p.wait_roles(Member::A2, Some(Member::A1), 30);
     let mut y = serde_json::Value::Null;
@@ -292,6 +299,19 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
         charon_sas(&ch.swanctl(&["--list-sas"])),
         before,
         "charon's SAs changed when a1 came back"
+    );
+    // Traffic through a2 meanwhile, so the capture has a2's frames.
+    warm_up(&p.h1, H2);
+    let pcap = cap.stop().to_path_buf();
+    let senders = tshark(&pcap, "udp", "-e eth.src");
+    let (wmac1, wmac2) = (p.mac(Member::A1, "wan0"), p.mac(Member::A2, "wan0"));
+    assert!(
+        senders.iter().any(|m| m.trim() == wmac2),
+        "no IKE/ESP-in-UDP from a2 ({wmac2}) in the capture: {senders:?}"
+    );
+    assert!(
+        !senders.iter().any(|m| m.trim() == wmac1),
+        "a1 ({wmac1}) sent IKE or ESP-in-UDP as backup: {senders:?}"
     );
     let log_mid = ch.log().len();
     let n2 = 1500u64;
