@@ -680,6 +680,13 @@ pub fn ike_may_send(sync_configured: bool) -> bool {
         .is_some_and(|s| s.elected.load(Ordering::Acquire) && s.master.load(Ordering::Acquire))
 }
 
+/// Whether we are fully backup (not master, not draining after a
+/// switchover): the IKE SAs are the active's, not ours to hold.
+pub fn ike_backup() -> bool {
+    SYNC.get()
+        .is_some_and(|s| !s.master.load(Ordering::Acquire))
+}
+
 /// The active's IKE SAs of `tunnel` (each `vecgate_ike::SaSnapshot`
 /// bytes with its SPIs), sent now if we are master.
 pub fn send_ike(tunnel: &str, sas: Vec<IkeSaRepr>) {

@@ -353,6 +353,14 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
         a1log.contains("took over the active's IKE SAs") && !a1log.contains("IKE: SA established"),
         "a1 did not adopt a2's IKE SA:\n{a1log}"
     );
+    // a2, backup once it stops draining, holds no IKE SA of its own.
+    assert!(
+        wait_until(30, || p.gw(Member::A2).log_contains("IKE: backup now")),
+        "a2 kept the IKE SAs as backup:\n{}",
+        p.gw(Member::A2).log_text()
+    );
+    let st2 = cli_json(&p.api(Member::A2), "ike")[0].clone();
+    assert_ne!(st2["state"], "established", "{st2:#}");
 }
 
 #[test]

@@ -238,6 +238,17 @@ impl Ike {
     fn forget(&mut self, spi_i: u64, spi_r: u64) {
         self.sas.retain(|s| !(s.spi_i == spi_i && s.spi_r == spi_r));
     }
+
+    /// Drops every IKE SA (half-open ones too) without a word to the peer
+    /// and without actions: this gateway became the HA standby, the SAs
+    /// are the new active's now (the caller unkeys its dataplane). No
+    /// reconnection is scheduled.
+    pub fn forget_all(&mut self) {
+        self.sas.clear();
+        self.half = super::half_open::HalfOpenTable::new(self.cfg.max_half_open);
+        self.actions.clear();
+        self.reconnect_at = None;
+    }
 }
 
 /// Appends big-endian fields.

@@ -75,6 +75,46 @@ impl ControlPlane {
         }
     }
 
+    /// Backup after being master (a switchover done, preemption, a blip
+    /// of both claiming master): the IKE SAs are the new active's. They
+    /// are forgotten without a word to the peer and their ESP SAs leave
+    /// the dataplane now (no traffic comes here any more); a later
+    /// takeover adopts them again from the sync, and initiators wait to
+    /// start again in case it has none.
+    pub(super) fn step_down(&mut self, to_start: &mut Vec<u32>) {
+        if self.ha.is_none()
+            || !self
+                .tunnels
+                .iter()
+                .any(|t| t.ike.has_sa() || !t.children.is_empty())
+            || !crate::hasync::ike_backup()
+        {
+            return;
+        }
+        let mut sas = 0;
+        for t in &mut self.tunnels {
+            sas += t.ike.ike_sas().len();
+            t.ike.forget_all();
+            for c in t.children.drain(..) {
+                let _ = self.reg.remove_inbound(c.spi_in);
+                self.removals.retain(|r| r.1 != c.spi_in);
+            }
+            let _ = self.reg.set_outbound(t.id, None);
+            t.ike_sas.clear();
+            t.state = "down";
+            if t.ike.config().initiate && !to_start.contains(&t.id) {
+                to_start.push(t.id);
+            }
+        }
+        if let Some(ha) = self.ha.as_mut() {
+            *ha = IkeHa::default();
+        }
+        info!(
+            ike_sas = sas,
+            "IKE: backup now: the IKE SAs are the active's (forgotten here, adopted again from its sync on a takeover)"
+        );
+    }
+
     /// Takeover: imports the active's IKE SAs, once, into the tunnels of
     /// the same name; those no longer wait to initiate.
     pub(super) fn adopt_shadow(&mut self, to_start: &mut Vec<u32>, now: Instant) {

@@ -113,6 +113,13 @@ impl ControlPlane {
                 return;
             }
         };
+        if synced {
+            // Adopted again (a second takeover): the same SA, its old
+            // inbound entry may still wait out its grace here.
+            if self.reg.remove_inbound(k.spi_in).is_ok() {
+                self.removals.retain(|r| r.1 != k.spi_in);
+            }
+        }
         if let Err(e) = self.reg.install_inbound(t.id, inb) {
             error!(tunnel = %t.name, "IKE: inbound SA not installed: {e}");
             return;

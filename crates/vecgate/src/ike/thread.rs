@@ -27,6 +27,8 @@ impl ControlPlane {
             self.sending = self.may_send();
             if self.sending {
                 self.adopt_shadow(&mut to_start, Instant::now());
+            } else {
+                self.step_down(&mut to_start);
             }
             self.commands(&mut to_start, Instant::now());
             if !to_start.is_empty() && self.sending {
