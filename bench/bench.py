@@ -230,7 +230,7 @@ class Router:
             except Exception:
                 self.close()
                 raise
-        elif mode == "vecgate":
+        elif mode in ("vecgate", "vecgate-busy"):
             cfg = os.path.join(OUT, f"{self.r.name}.toml")
             with open(cfg, "w") as f:
                 f.write(f"""[gateway]
@@ -238,6 +238,7 @@ name = "bench"
 workers = {workers}
 api = "unix:{OUT}/{self.r.name}.sock"
 state_dir = "{OUT}/{self.r.name}.state"
+busy_poll = {str(mode == "vecgate-busy").lower()}
 
 [[interface]]
 name = "h1"
@@ -568,11 +569,13 @@ def scenario_pps(args):
     tp = args.xdp and testpmd.available()
     if args.xdp and not tp:
         log(f"bench: {testpmd.TESTPMD} missing (scripts/install-deps.sh): no testpmd rows")
-    modes = ["kernel", "vecgate", "floor"] + (["vecgate-xdp", "floor-xdp"] if args.xdp else []) + (
+    # vecgate-busy: `busy_poll = true`, workers that never sleep (as
+    # testpmd's lcore).
+    modes = ["kernel", "vecgate", "floor"] + (["vecgate-xdp", "vecgate-busy-xdp", "floor-xdp"] if args.xdp else []) + (
         ["testpmd-xdp"] if tp else [])
-    # testpmd txonly as a second generator into the two AF_XDP forwarders:
-    # is the generator the limit?
-    txonly = ["vecgate-xdp", "testpmd-xdp"] if tp else []
+    # testpmd txonly as a second generator into the AF_XDP forwarders: is
+    # the generator the limit?
+    txonly = ["vecgate-xdp", "vecgate-busy-xdp", "testpmd-xdp"] if tp else []
     topos, results = {}, {}
     try:
         for m in modes:
@@ -1083,7 +1086,8 @@ SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "pps": sc
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)",
           "vecgate-xdp": "vecgate (AF_XDP)", "floor": "I/O floor (vecgate-floor, AF_PACKET)",
-          "floor-xdp": "I/O floor (vecgate-floor, AF_XDP)", "testpmd-xdp": "DPDK testpmd io (net_af_xdp)"}
+          "floor-xdp": "I/O floor (vecgate-floor, AF_XDP)", "testpmd-xdp": "DPDK testpmd io (net_af_xdp)",
+          "vecgate-busy-xdp": "vecgate (AF_XDP, busy_poll)"}
 
 
 def floor_ratio(v, f, key="gbps"):

@@ -44,6 +44,9 @@ impl Config {
         if g.api_insecure_loopback {
             let _ = writeln!(s, "api_insecure_loopback = true");
         }
+        if g.busy_poll {
+            let _ = writeln!(s, "busy_poll = true");
+        }
         for i in &self.interfaces {
             let _ = writeln!(s, "\n[[interface]]");
             let _ = writeln!(s, "name = {}", quote(&i.name));

@@ -185,6 +185,12 @@ pub struct Gateway {
     /// ceilings and replay windows); `None` = [`Gateway::default_state_dir`].
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// Workers poll their ports without ever sleeping, as DPDK's lcores do:
+    /// where a worker shares its CPU with a sender (the AF_XDP small-packet
+    /// bench), no wakeup per batch, at the price of one CPU per worker kept
+    /// busy. Default: sleep in poll(2) when idle.
+    #[serde(default)]
+    pub busy_poll: bool,
 }
 
 impl Gateway {

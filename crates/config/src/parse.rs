@@ -66,6 +66,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "api_tls_key_file",
     "api_insecure_loopback",
     "state_dir",
+    "busy_poll",
 ];
 pub(crate) const INTERFACE_KEYS: &[&str] = &[
     "name",
@@ -589,6 +590,7 @@ fn read_gateway(
                 let api_tls_key_file = r.string("api_tls_key_file", false).map(PathBuf::from);
                 let api_insecure_loopback = r.boolean("api_insecure_loopback", false);
                 let state_dir = r.string("state_dir", false).map(PathBuf::from);
+                let busy_poll = r.boolean("busy_poll", false);
                 positions.gateway = r.pos;
                 name.map(|name| Gateway {
                     api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
@@ -600,6 +602,7 @@ fn read_gateway(
                     api_tls_key_file,
                     api_insecure_loopback,
                     state_dir,
+                    busy_poll,
                 })
             }
             other => {
@@ -787,6 +790,7 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
             api_tls_key_file: None,
             api_insecure_loopback: false,
             state_dir: None,
+            busy_poll: false,
             api: ApiEndpoint::default_for("unnamed"),
         },
         interfaces,

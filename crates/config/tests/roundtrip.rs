@@ -259,6 +259,7 @@ fn config() -> impl Strategy<Value = Config> {
                         .then(|| "/etc/vecgate/api.key".into()),
                     api_insecure_loopback: matches!(api, ApiEndpoint::Tcp(a) if a.ip().is_loopback()),
                     state_dir: (workers % 2 == 0).then(|| "/var/lib/vecgate-test/state".into()),
+                    busy_poll: workers % 3 == 0,
                     name,
                     workers,
                     api,
@@ -467,6 +468,7 @@ proptest! {
                 api_tls_key_file: None,
                 api_insecure_loopback: false,
                 state_dir: None,
+                busy_poll: false,
             },
             interfaces: vec![Interface {
                 name: "a".into(),

@@ -91,7 +91,7 @@ fn unknown_keys_all_reported() {
     assert_eq!(
         e,
         vec![
-            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback, state_dir)",
+            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback, state_dir, busy_poll)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing], [ha])",
@@ -677,6 +677,7 @@ fn validate_works_on_code_built_configs() {
             api_tls_key_file: None,
             api_insecure_loopback: false,
             state_dir: None,
+            busy_poll: false,
         },
         interfaces: vec![Interface {
             name: "lan".into(),

@@ -195,7 +195,8 @@ pub fn plan(a: &Config, b: &Config) -> Vec<Change> {
             name: "[gateway]".into(),
             detail: fields_changed(&a.gateway, &b.gateway, &[]).join(", "),
             restart: Some(
-                "the gateway's name, workers, API and state directory are set up at start".into(),
+                "the gateway's name, workers, API, state directory and polling are set up at start"
+                    .into(),
             ),
         });
     }

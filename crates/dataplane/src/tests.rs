@@ -1558,6 +1558,64 @@ fn gso_hdr_len_hint_covering_payload_is_not_taken_for_headers() {
     assert_eq!(payload, 2896, "every byte forwarded");
 }
 
+/// `busy_poll`: the idle loop never sleeps (an idle worker that blocks in
+/// poll(2) turns about once per TIMER_MS: 100 000 turns would take hours),
+/// still answers, and still stops.
+#[test]
+fn run_busy_poll_never_sleeps_answers_and_stops() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cfg = WorkerConfig {
+        busy_poll: true,
+        ..WorkerConfig::default()
+    };
+    let r = Rig::new(1500, cfg);
+    let h = r.h.clone();
+    let mut w = r.w;
+    let beat = w.heartbeat();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        w.run(&s2);
+        w
+    });
+    // Until the loop has turned 100 000 times with nothing to do (a busy
+    // machine may keep the thread off a core for a while), capped.
+    let t0 = std::time::Instant::now();
+    while beat.load(Ordering::Relaxed) < 100_000
+        && t0.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let turns = beat.load(Ordering::Relaxed);
+    h[0].inject(eth(
+        BCAST,
+        H1,
+        0x0806,
+        &arp(
+            Operation::Request,
+            H1,
+            v4("10.1.0.5"),
+            [0; 6],
+            v4("10.1.0.1"),
+        ),
+    ));
+    let is_reply = |s: &Seen| matches!(s, Seen::Arp(_, a) if a.operation == Operation::Reply);
+    let mut out: Vec<Seen> = Vec::new();
+    let t0 = std::time::Instant::now();
+    while !out.iter().any(is_reply) && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        out.extend(h[0].take_tx().iter().map(|f| dissect(f)));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let w = t.join().unwrap();
+    assert!(
+        turns >= 100_000,
+        "idle loop turned only {turns} times: it sleeps"
+    );
+    assert!(out.iter().any(is_reply), "{out:?}");
+    assert_eq!(w.counters().snapshot().ports[0].rx_packets, 1);
+}
+
 #[test]
 fn run_blocks_when_idle_and_stops() {
     use std::sync::atomic::{AtomicBool, Ordering};

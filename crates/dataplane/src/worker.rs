@@ -5,7 +5,10 @@
 //! back empty the worker blocks in `poll(2)` on the ports' descriptors (up
 //! to the next timer), so an idle gateway costs no CPU on a machine whose
 //! cores it shares with the traffic; while packets keep coming it loops
-//! without sleeping. Neighbour timers run every [`TIMER_MS`]. A port that
+//! without sleeping. With [`WorkerConfig::busy_poll`] it never blocks (one
+//! CPU per worker kept busy, no wakeup per batch: DPDK's lcore model, which
+//! wins where a worker shares its CPU with a sender; measured in
+//! docs/benchmarks.md). Neighbour timers run every [`TIMER_MS`]. A port that
 //! fails (netdev gone) is closed, marked down and re-opened through the
 //! [`PortFactory`] every [`RETRY_MS`]. Interfaces added or removed while
 //! running reach the worker as [`Command::AttachPort`] and
@@ -58,6 +61,8 @@ pub struct WorkerConfig {
     /// ICMP errors per second and burst, per VRF (RFC 1812 §4.3.2.8).
     pub icmp_rate: u32,
     pub icmp_burst: u32,
+    /// Never sleep in poll(2) when idle (`[gateway] busy_poll`).
+    pub busy_poll: bool,
 }
 
 impl Default for WorkerConfig {
@@ -67,6 +72,7 @@ impl Default for WorkerConfig {
             neigh: NeighConfig::default(),
             icmp_rate: 100,
             icmp_burst: 100,
+            busy_poll: false,
         }
     }
 }
@@ -102,6 +108,8 @@ pub struct Worker {
     /// Loop iterations so far: a supervisor that sees it stand still knows
     /// the worker is wedged (the loop wakes at least every [`TIMER_MS`]).
     heartbeat: Arc<AtomicU64>,
+    /// [`WorkerConfig::busy_poll`].
+    busy_poll: bool,
 }
 
 impl Worker {
@@ -148,6 +156,7 @@ impl Worker {
             mailbox: crossbeam_channel::bounded(MAILBOX_DEPTH),
             capture: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
+            busy_poll: cfg.busy_poll,
         }
     }
 
@@ -502,7 +511,7 @@ impl Worker {
     }
 
     /// Runs until `stop` is set: announce, then step; block in `poll(2)`
-    /// while idle.
+    /// while idle, unless [`WorkerConfig::busy_poll`].
     pub fn run(&mut self, stop: &AtomicBool) {
         let start = Instant::now();
         let now = || start.elapsed().as_millis() as u64;
@@ -513,6 +522,10 @@ impl Worker {
             self.handle_commands();
             let received = self.step(now());
             if received > 0 {
+                continue;
+            }
+            if self.busy_poll {
+                std::hint::spin_loop();
                 continue;
             }
             let wait = TIMER_MS

@@ -200,10 +200,15 @@ fn start_forwarding(cfg: &Config, pre: &mut Prepared) -> Result<Forwarding> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let wcfg = WorkerConfig {
+        busy_poll: cfg.gateway.busy_poll,
+        ..WorkerConfig::default()
+    };
     let workers = spawn_workers(
         &live,
         per_worker,
         &shared,
+        &wcfg,
         &neigh,
         &pre.punts,
         &workers_stop,
@@ -709,6 +714,7 @@ fn spawn_workers(
     live: &LivePorts,
     per_worker: Vec<Vec<Box<dyn Port>>>,
     shared: &Arc<SharedTables>,
+    wcfg: &WorkerConfig,
     neigh: &Arc<NeighbourShared>,
     punts: &Punts,
     workers_stop: &Arc<AtomicBool>,
@@ -720,7 +726,7 @@ fn spawn_workers(
     let mut mailboxes = Vec::new();
     let mut beats = Vec::new();
     for (w, ports) in per_worker.into_iter().enumerate() {
-        let mut worker = Worker::new(w, ports, shared.clone(), WorkerConfig::default());
+        let mut worker = Worker::new(w, ports, shared.clone(), wcfg.clone());
         worker.set_neighbour_shared(neigh.clone());
         if let Some(p) = &punts.ike {
             worker.set_punt(p.clone());
