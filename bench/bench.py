@@ -238,7 +238,7 @@ name = "bench"
 workers = {workers}
 api = "unix:{OUT}/{self.r.name}.sock"
 state_dir = "{OUT}/{self.r.name}.state"
-busy_poll = {str(mode == "vecgate-busy").lower()}
+{"busy_poll = true" if mode == "vecgate-busy" else ""}
 
 [[interface]]
 name = "h1"
