@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use vecgate_ha::sync::{
     Body, BodyRepr, Epoch, Header, IkeSasBody, IkeSasRepr, Kind, Opener, RoutesBody, RoutesRepr,
-    Sealer, SyncKey,
+    Sealer, SyncKey, TunnelsBody, TunnelsRepr,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -32,6 +32,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(b) = RoutesBody::new_checked(data) {
         let r = RoutesRepr::parse(&b);
         assert_eq!(r.routes.len(), usize::from(b.count()));
+        assert_eq!(r.emit(), data);
+    }
+    if let Ok(b) = TunnelsBody::new_checked(data) {
+        let r = TunnelsRepr::parse(&b);
         assert_eq!(r.emit(), data);
     }
     if let Ok(b) = IkeSasBody::new_checked(data) {

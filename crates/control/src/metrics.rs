@@ -441,6 +441,15 @@ fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
         ike.get_or_create(&l)
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
+    let tunnels = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ha_sync_tunnels",
+        "Tunnels in the last tunnel set applied from the active",
+        tunnels.clone(),
+    );
+    tunnels
+        .get_or_create(&l)
+        .set(i64::try_from(y.synced_tunnels).unwrap_or(i64::MAX));
     let unsafe_sas = Family::<Labels, Gauge>::default();
     reg.register(
         "vecgate_ha_sync_unsafe_sas",
@@ -489,6 +498,16 @@ fn ha_sync(y: &crate::model::HaSyncInfo, reg: &mut Registry) {
             "vecgate_ha_sync_route_errors",
             "Static routes of the active this gateway refused (e.g. via a tunnel it lacks)",
             y.route_errors,
+        ),
+        (
+            "vecgate_ha_sync_tunnel_changes",
+            "Tunnels added, replaced or removed to follow the active's",
+            y.tunnel_changes,
+        ),
+        (
+            "vecgate_ha_sync_tunnel_errors",
+            "Tunnel changes of the active this gateway refused (e.g. a key file it lacks, a tunnel still routed)",
+            y.tunnel_errors,
         ),
     ] {
         let f = counter_family(reg, name, help);

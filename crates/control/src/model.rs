@@ -704,6 +704,14 @@ pub struct HaSyncInfo {
     /// send nothing (`seq-unsafe-after-takeover`) until re-keyed.
     #[serde(default)]
     pub unsafe_sas: Vec<String>,
+    /// Tunnels in the last tunnel set applied from the active, the changes
+    /// (additions, replacements, removals) and the refusals it took.
+    #[serde(default)]
+    pub synced_tunnels: u64,
+    #[serde(default)]
+    pub tunnel_changes: u64,
+    #[serde(default)]
+    pub tunnel_errors: u64,
 }
 
 /// The last state change of a virtual router.

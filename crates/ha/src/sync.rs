@@ -44,7 +44,8 @@
 //! route: vrf len (1) | prefix len (1) | via len (1) | 0 (1) | vrf | prefix | via
 //! ```
 //!
-//! A [`Kind::IkeSas`] body carries one tunnel's IKE SAs ([`ike_sas`]).
+//! A [`Kind::IkeSas`] body carries one tunnel's IKE SAs ([`ike_sas`]), a
+//! [`Kind::Tunnels`] body one chunk of the active's tunnels ([`tunnels`]).
 //!
 //! Views ([`Header`], [`Body`], [`Record`], [`RoutesBody`], [`IkeSasBody`])
 //! check lengths once in `new_checked`; getters after it cannot go out of
@@ -55,7 +56,9 @@ use std::fmt;
 use zeroize::Zeroizing;
 
 pub mod ike_sas;
+pub mod tunnels;
 pub use ike_sas::{pack_ike, IkeSaRepr, IkeSasBody, IkeSasRepr};
+pub use tunnels::{pack_tunnels, TunnelsBody, TunnelsRepr};
 
 pub const MAGIC: [u8; 4] = *b"VGHS";
 pub const VERSION: u8 = 1;
@@ -88,6 +91,8 @@ pub enum Kind {
     Routes,
     /// Role and one tunnel's established IKE SAs ([`IkeSasBody`]).
     IkeSas,
+    /// Role and one chunk of the active's tunnels ([`TunnelsBody`]).
+    Tunnels,
 }
 
 impl Kind {
@@ -97,6 +102,7 @@ impl Kind {
             Kind::SaState => 2,
             Kind::Routes => 3,
             Kind::IkeSas => 4,
+            Kind::Tunnels => 5,
         }
     }
     pub fn from_code(c: u8) -> Option<Kind> {
@@ -105,6 +111,7 @@ impl Kind {
             2 => Some(Kind::SaState),
             3 => Some(Kind::Routes),
             4 => Some(Kind::IkeSas),
+            5 => Some(Kind::Tunnels),
             _ => None,
         }
     }
@@ -789,6 +796,8 @@ pub struct Opened {
     pub routes: Option<RoutesRepr>,
     /// [`Kind::IkeSas`]: one tunnel's IKE SAs.
     pub ike: Option<IkeSasRepr>,
+    /// [`Kind::Tunnels`]: the chunk of tunnels.
+    pub tunnels: Option<TunnelsRepr>,
 }
 
 /// Opens the peer's messages and keeps its epoch and last counter.
@@ -851,6 +860,7 @@ impl Opener {
             master,
             records: Vec::new(),
         };
+        let mut tunnels = None;
         let (repr, routes, ike) = match h.kind() {
             Kind::Routes => {
                 let r = RoutesRepr::parse(&RoutesBody::new_checked(plain)?);
@@ -859,6 +869,12 @@ impl Opener {
             Kind::IkeSas => {
                 let r = IkeSasRepr::parse(&IkeSasBody::new_checked(plain)?);
                 (role(r.sent_ms, r.master), None, Some(r))
+            }
+            Kind::Tunnels => {
+                let r = TunnelsRepr::parse(&TunnelsBody::new_checked(plain)?);
+                let repr = role(r.sent_ms, r.master);
+                tunnels = Some(r);
+                (repr, None, None)
             }
             _ => (BodyRepr::parse(&Body::new_checked(plain)?), None, None),
         };
@@ -882,6 +898,7 @@ impl Opener {
             body: repr,
             routes,
             ike,
+            tunnels,
         })
     }
 }

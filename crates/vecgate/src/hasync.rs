@@ -48,12 +48,14 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{error, info, warn};
 use vecgate_config::HaSync;
 use vecgate_ha::sync::{
-    pack, pack_ike, pack_routes, BodyRepr, Dir, Epoch, IkeSaRepr, IkeSasRepr, Kind, Opener,
-    RecordRepr, Reject, RouteRepr, RoutesRepr, Sealer, SyncKey, KEY_LEN,
+    pack, pack_ike, pack_routes, pack_tunnels, BodyRepr, Dir, Epoch, IkeSaRepr, IkeSasRepr, Kind,
+    Opener, RecordRepr, Reject, RouteRepr, RoutesRepr, Sealer, SyncKey, TunnelsRepr, KEY_LEN,
 };
 use vecgate_ipsec::seqstore::KeyId;
 
 use crate::sastate::{self, SaSnapshot};
+
+mod tunnels;
 
 /// One outbound reservation at its largest (`Planner::outbound`'s max
 /// block), and the capacity of the active's per-SA token bucket
@@ -124,6 +126,11 @@ pub struct SyncStatus {
     pub adopted_ike_sas: usize,
     /// Outbound SAs a takeover retired (they must be re-keyed).
     pub unsafe_sas: Vec<String>,
+    /// Tunnels in the last tunnel set applied from the peer, and the
+    /// changes (added, replaced, removed) and refusals it took.
+    pub synced_tunnels: usize,
+    pub tunnel_changes: u64,
+    pub tunnel_errors: u64,
 }
 
 /// The active's IKE SAs of one tunnel: (SPIi, SPIr) to the state bytes.
@@ -171,9 +178,12 @@ struct Sync {
     last_rx: Mutex<Option<Instant>>,
     ctl: Arc<vecgate_control::Control>,
     /// Chunks of the peer's route set being gathered: generation, chunks.
-    route_chunks: Mutex<(u64, HashMap<u16, Vec<RouteRepr>>)>,
+    route_chunks: Mutex<tunnels::Gather<RouteRepr>>,
     /// The generation last applied.
     routes_applied: Mutex<Option<u64>>,
+    /// The same for the peer's tunnel set.
+    tunnel_chunks: Mutex<tunnels::Gather<String>>,
+    tunnels_applied: Mutex<Option<u64>>,
     /// The active's IKE SAs by tunnel name (kept while backup).
     ike_shadow: Mutex<HashMap<String, IkeShadow>>,
     /// A takeover happened: the IKE thread takes the shadow.
@@ -250,8 +260,10 @@ pub fn start(
         send_errors: AtomicU64::new(0),
         last_rx: Mutex::new(None),
         ctl,
-        route_chunks: Mutex::new((0, HashMap::new())),
+        route_chunks: Mutex::new(tunnels::Gather::new()),
         routes_applied: Mutex::new(None),
+        tunnel_chunks: Mutex::new(tunnels::Gather::new()),
+        tunnels_applied: Mutex::new(None),
         ike_shadow: Mutex::new(HashMap::new()),
         ike_takeover: AtomicBool::new(false),
     };
@@ -331,6 +343,11 @@ impl Sync {
         }
         if opened.kind == Kind::SaState && b.master {
             self.store(b);
+        }
+        if let Some(t) = &opened.tunnels {
+            if t.master && !self.master.load(Ordering::Acquire) {
+                self.gather_tunnels(t);
+            }
         }
         if let Some(r) = &opened.routes {
             if r.master && !self.master.load(Ordering::Acquire) {
@@ -455,29 +472,124 @@ impl Sync {
         if *lock(&self.routes_applied) == Some(r.generation) {
             return;
         }
-        let complete = {
-            let mut g = lock(&self.route_chunks);
-            if g.0 != r.generation {
-                *g = (r.generation, HashMap::new());
-            }
-            g.1.insert(r.chunk, r.routes.clone());
-            (g.1.len() == usize::from(r.chunks)).then(|| {
-                let mut all: Vec<RouteRepr> = Vec::new();
-                for i in 0..r.chunks {
-                    all.extend(g.1.remove(&i).unwrap_or_default());
-                }
-                all
-            })
-        };
+        let complete =
+            lock(&self.route_chunks).add(r.generation, r.chunk, r.chunks, r.routes.clone());
+        // A set that did not apply whole (a route via a tunnel not here
+        // yet) is applied again from the active's next resend.
         if let Some(all) = complete {
-            self.apply_routes(&all);
-            *lock(&self.routes_applied) = Some(r.generation);
+            if self.apply_routes(&all) {
+                *lock(&self.routes_applied) = Some(r.generation);
+            }
         }
     }
 
+    /// The running configuration's tunnels as specs, sorted by name, and
+    /// their generation (a hash of the set).
+    fn our_tunnels(&self) -> (u64, Vec<String>) {
+        use std::hash::{Hash, Hasher};
+        let mut v: Vec<(String, String)> = self
+            .ctl
+            .config()
+            .tunnels
+            .iter()
+            .map(|t| (t.name.clone(), tunnels::spec_of(t).to_string()))
+            .collect();
+        v.sort();
+        let v: Vec<String> = v.into_iter().map(|x| x.1).collect();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        v.hash(&mut h);
+        (h.finish(), v)
+    }
+
+    fn send_tunnels(&self, generation: u64, specs: &[String]) {
+        for c in pack_tunnels(now_ms(), true, generation, specs) {
+            let d = lock(&self.tx).seal(Kind::Tunnels, &c.emit());
+            match d.map(|d| self.sock.send_to(&d, self.cfg.peer)) {
+                Ok(Ok(_)) => {
+                    self.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {
+                    self.send_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn gather_tunnels(&self, r: &TunnelsRepr) {
+        if *lock(&self.tunnels_applied) == Some(r.generation) {
+            return;
+        }
+        let complete =
+            lock(&self.tunnel_chunks).add(r.generation, r.chunk, r.chunks, r.specs.clone());
+        if let Some(all) = complete {
+            if self.apply_tunnels(&all) {
+                *lock(&self.tunnels_applied) = Some(r.generation);
+            }
+        }
+    }
+
+    /// Makes our tunnels the peer's: removes ours it lacks or has with
+    /// another spec (a tunnel still routed is refused until the routes
+    /// follow, then retried), then adds its own. True if all applied.
+    fn apply_tunnels(&self, want: &[String]) -> bool {
+        use vecgate_control::model::TunnelSpec;
+        let want: HashMap<String, &String> = want
+            .iter()
+            .filter_map(|w| Some((tunnels::name_of(w)?, w)))
+            .collect();
+        let (_, have) = self.our_tunnels();
+        let (mut changes, mut errors) = (0u64, 0u64);
+        for h in &have {
+            let Some(name) = tunnels::name_of(h) else {
+                continue;
+            };
+            if want.get(&name).is_some_and(|w| *w == h) {
+                continue;
+            }
+            match self.ctl.del_tunnel(&name) {
+                Ok(()) => changes += 1,
+                Err(e) => {
+                    errors += 1;
+                    warn!(tunnel = %name, "state sync: removing a tunnel the active lacks: {}", e.message);
+                }
+            }
+        }
+        let have_now: std::collections::HashSet<String> =
+            self.our_tunnels().1.into_iter().collect();
+        let mut names: Vec<&String> = want.keys().collect();
+        names.sort();
+        for name in names {
+            let w = want[name];
+            if have_now.contains(w) {
+                continue;
+            }
+            let r = serde_json::from_str::<TunnelSpec>(w)
+                .map_err(|e| e.to_string())
+                .and_then(|spec| self.ctl.add_tunnel(&spec).map_err(|e| e.message));
+            match r {
+                Ok(()) => changes += 1,
+                Err(e) => {
+                    errors += 1;
+                    warn!(tunnel = %name, "state sync: adding the active's tunnel: {e}");
+                }
+            }
+        }
+        if changes > 0 || errors > 0 {
+            info!(
+                tunnels = want.len(),
+                changes, errors, "state sync: tunnels follow the active"
+            );
+        }
+        let mut st = lock(&self.status);
+        st.synced_tunnels = want.len();
+        st.tunnel_changes += changes;
+        st.tunnel_errors += errors;
+        errors == 0
+    }
+
     /// Makes our static routes the peer's: removes ours it lacks (or has
-    /// with another next hop), then adds its own.
-    fn apply_routes(&self, want: &[RouteRepr]) {
+    /// with another next hop), then adds its own. True if all applied.
+    fn apply_routes(&self, want: &[RouteRepr]) -> bool {
         use vecgate_control::model::{RouteKey, RouteSpec};
         let (_, have) = self.our_routes();
         let key = |r: &RouteRepr| (r.vrf.clone(), r.prefix.clone());
@@ -526,6 +638,7 @@ impl Sync {
         st.synced_routes = want.len();
         st.route_changes += changes;
         st.route_errors += errors;
+        errors == 0
     }
 
     /// No message for this long: the sync is down.
@@ -557,6 +670,7 @@ fn run(stop: Arc<AtomicBool>) {
     let interval = Duration::from_millis(u64::from(s.cfg.interval_ms));
     let mut last_send = Instant::now() - interval;
     let mut routes_sent: Option<u64> = None;
+    let mut tunnels_sent: Option<u64> = None;
     let mut ticks = 0u32;
     let mut was_up = false;
     let mut buf = vec![0u8; vecgate_ha::sync::MAX_DATAGRAM + 1];
@@ -571,6 +685,12 @@ fn run(stop: Arc<AtomicBool>) {
             ticks = ticks.wrapping_add(1);
             if s.master.load(Ordering::Acquire) {
                 s.send(Kind::SaState, &sastate::snapshot());
+                // Tunnels first: the routes through them follow.
+                let (tgen, specs) = s.our_tunnels();
+                if tunnels_sent != Some(tgen) || ticks.is_multiple_of(ROUTES_EVERY) {
+                    s.send_tunnels(tgen, &specs);
+                    tunnels_sent = Some(tgen);
+                }
                 let (generation, routes) = s.our_routes();
                 if routes_sent != Some(generation) || ticks.is_multiple_of(ROUTES_EVERY) {
                     s.send_routes(generation, &routes);
@@ -579,6 +699,7 @@ fn run(stop: Arc<AtomicBool>) {
             } else {
                 s.send(Kind::Heartbeat, &[]);
                 routes_sent = None;
+                tunnels_sent = None;
             }
             let up = s.link_up();
             if up != was_up {
@@ -834,6 +955,9 @@ pub fn info(s: &SyncStatus) -> vecgate_control::model::HaSyncInfo {
         synced_ike_sas: s.synced_ike_sas as u64,
         adopted_ike_sas: s.adopted_ike_sas as u64,
         unsafe_sas: s.unsafe_sas.clone(),
+        synced_tunnels: s.synced_tunnels as u64,
+        tunnel_changes: s.tunnel_changes,
+        tunnel_errors: s.tunnel_errors,
     }
 }
 

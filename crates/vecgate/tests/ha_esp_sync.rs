@@ -229,6 +229,53 @@ fn static_esp_kill9_new_active_sends_past_the_old_one() {
     assert_eq!(y["route_changes"], 2, "a2's state sync: {y}");
     assert_eq!(y["route_errors"], 0, "a2's state sync: {y}");
 
+    // So does a static ESP tunnel added and removed live through the API
+    // (its key files named by path, present on both: never their keys).
+    for spi in [0x3001u32, 0x4001] {
+        write_secret(&_rm.0.join(format!("{spi:x}.hex")), hex(&key(spi)));
+    }
+    let spec = format!(
+        r#"{{"name":"t9","kind":"ipsec","local":"{WAN_VIP}","remote":"192.0.2.99","traffic":["10.9.0.0/24"],"sa":[{{"direction":"out","spi":"0x3001","algorithm":"aes128gcm16","key_file":"{d}/3001.hex"}},{{"direction":"in","spi":"0x4001","algorithm":"aes128gcm16","key_file":"{d}/4001.hex"}}]}}"#,
+        d = _rm.0.display()
+    );
+    let tunnels_of = |m: Member| {
+        sh(&format!(
+            "curl -s --unix-socket {} http://vecgate/tunnels",
+            p.sock(m)
+        ))
+    };
+    let added = sh(&format!(
+        "curl -s -w ' %{{http_code}}' --unix-socket {} -X POST -H 'Content-Type: application/json' -d '{spec}' http://vecgate/tunnels",
+        p.sock(Member::A1)
+    ));
+    assert!(
+        added.trim().ends_with("200") || added.trim().ends_with("201"),
+        "POST /tunnels on a1: {added}"
+    );
+    assert!(
+        wait_until(30, || tunnels_of(Member::A2).contains("\"t9\"")),
+        "a2 never got a1's new tunnel: {} / {}",
+        tunnels_of(Member::A2),
+        sync_of(&p, Member::A2)
+    );
+    let deleted = sh(&format!(
+        "curl -s -w ' %{{http_code}}' --unix-socket {} -X DELETE http://vecgate/tunnels/t9",
+        p.sock(Member::A1)
+    ));
+    assert!(
+        deleted.trim().ends_with("204") || deleted.trim().ends_with("200"),
+        "DELETE /tunnels/t9 on a1: {deleted}"
+    );
+    assert!(
+        wait_until(30, || !tunnels_of(Member::A2).contains("\"t9\"")),
+        "a2 kept a tunnel a1 removed: {}",
+        tunnels_of(Member::A2)
+    );
+    let y = sync_of(&p, Member::A2);
+    assert_eq!(y["tunnel_changes"], 2, "a2's state sync: {y}");
+    assert_eq!(y["tunnel_errors"], 0, "a2's state sync: {y}");
+    assert_eq!(y["synced_tunnels"], 1, "a2's state sync: {y}");
+
     // The sync link cut while both run: each side says so, VRRP alone
     // keeps the roles (one master); back up, the standby hears the active
     // again.

@@ -674,7 +674,7 @@ fn ha_sync_line(y: &Value, now: f64) -> String {
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
     format!(
-        "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound, routes {}, IKE SAs {}; messages sent {}, received {}, rejected {rejected}{}; takeovers {}{}\n",
+        "State sync {} -> {}: {}, peer {}, last sync {last}, lag {} ms; synced SAs {} outbound, {} inbound, routes {}, tunnels {}, IKE SAs {}; messages sent {}, received {}, rejected {rejected}{}; takeovers {}{}\n",
         s(&y["local"]),
         s(&y["peer"]),
         s(&y["state"]),
@@ -683,6 +683,7 @@ fn ha_sync_line(y: &Value, now: f64) -> String {
         s(&y["synced_outbound_sas"]),
         s(&y["synced_inbound_sas"]),
         s(&y["synced_routes"]),
+        s(&y["synced_tunnels"]),
         s(&y["synced_ike_sas"]),
         s(&y["messages_sent"]),
         s(&y["messages_received"]),
@@ -1221,7 +1222,7 @@ mod tests {
             "addresses": ["10.1.0.254"],
             "sync": {"local": "a", "peer": "b", "state": "up", "peer_role": "backup",
                      "last_sync_unix": null, "lag_ms": 3, "synced_outbound_sas": 1,
-                     "synced_inbound_sas": 2, "synced_routes": 4, "synced_ike_sas": 7,
+                     "synced_inbound_sas": 2, "synced_routes": 4, "synced_tunnels": 3, "synced_ike_sas": 7,
                      "adopted_ike_sas": 1, "messages_sent": 5, "messages_received": 6,
                      "rejected": {"auth": 2, "stale": 0}, "takeovers": 1}
         }]);
@@ -1238,7 +1239,7 @@ mod tests {
             assert!(row.contains(cell), "{cell} missing in {row}");
         }
         assert!(out.ends_with(
-            "State sync a -> b: up, peer backup, last sync never, lag 3 ms; synced SAs 1 outbound, 2 inbound, routes 4, IKE SAs 7; messages sent 5, received 6, rejected 2 (auth 2); takeovers 1 (the last adopted 1 IKE SAs)\n"
+            "State sync a -> b: up, peer backup, last sync never, lag 3 ms; synced SAs 1 outbound, 2 inbound, routes 4, tunnels 3, IKE SAs 7; messages sent 5, received 6, rejected 2 (auth 2); takeovers 1 (the last adopted 1 IKE SAs)\n"
         ), "{out}");
     }
 
