@@ -269,7 +269,6 @@ pub fn start(
     };
     SYNC.set(s)
         .map_err(|_| "state sync started twice".to_string())?;
-    sastate::set_max_pps(cfg.max_sa_pps);
     sastate::set_reserve_hook(Box::new(|snap| {
         if let Some(s) = SYNC.get() {
             if s.master.load(Ordering::Acquire) {
@@ -739,6 +738,8 @@ pub fn take_over() {
     // never initiates an IKE SA it should have adopted.
     s.ike_takeover.store(true, Ordering::Release);
     s.master.store(true, Ordering::Release);
+    // From now on our ceilings are what the peer must bound.
+    sastate::set_max_pps(s.cfg.max_sa_pps);
     let up = s.link_up();
     let peer = lock(&s.peer).clone();
     let mut moved = 0;
@@ -904,6 +905,9 @@ pub fn set_role(elected: bool, draining: bool) {
             s.elected.store(false, Ordering::Release);
         }
         if !(elected || draining) && s.master.swap(false, Ordering::AcqRel) {
+            // A backup sends nothing: its reservations (which follow the
+            // active's ceilings) need no bound.
+            sastate::set_max_pps(0);
             info!("state sync: no longer master: the peer's state is kept from now on");
         }
     }

@@ -121,8 +121,11 @@ impl Bucket {
 /// no HA sync).
 static MAX_PPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// The HA sync is on: bound every outbound SA's ceiling growth to `pps`
-/// (`[ha] max_sa_pps`).
+/// The HA sync is on and this gateway is master (sending): bound every
+/// outbound SA's ceiling growth to `pps` (`[ha] max_sa_pps`); 0 while
+/// backup (a backup's reservations follow the active's ceilings in jumps
+/// and are never sent on; its buckets fill meanwhile, at most to their
+/// capacity, which the standby's floor counts).
 pub fn set_max_pps(pps: u64) {
     MAX_PPS.store(pps, Ordering::Relaxed);
 }
