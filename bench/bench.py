@@ -196,6 +196,9 @@ class Router:
 
     def __init__(self, mode, workers=1, offloads=True, driver="af_packet", per_packet=False):
         self.mode = mode
+        # Gateways that spin when idle (frozen by `quiesce` while another
+        # contender is measured): vecgate with busy_poll, testpmd's lcore.
+        self.busy_poll = mode in ("vecgate-busy", "testpmd")
         self.label = LABELS.get(mode + ("" if driver == "af_packet" else "-xdp"), mode) + (
             "" if offloads else ", offloads off") + (", per-packet hosts" if per_packet else "")
         self.gw = None
@@ -413,6 +416,29 @@ def crypto_ceiling():
     return rows
 
 
+def gateway_pids_of(topo):
+    if hasattr(topo, "gateway_pids"):
+        return topo.gateway_pids()
+    return [p for p in [topo.gateway_pid()] if p]
+
+
+def quiesce(topos, current=None):
+    """Freezes (SIGSTOP) the gateways of every contender that spins when
+    idle (`busy_poll` true: vecgate with busy_poll, testpmd) but `current`,
+    and thaws `current`'s: all of a scenario's topologies live at once, and
+    a process that never sleeps would take a CPU from whichever contender
+    is being measured. `current=None` thaws them all."""
+    import signal
+    for t in topos.values():
+        if getattr(t, "busy_poll", False):
+            sig = signal.SIGCONT if t is current or current is None else signal.SIGSTOP
+            for p in gateway_pids_of(t):
+                try:
+                    os.kill(p, sig)
+                except ProcessLookupError:
+                    pass
+
+
 def median_of(rows, key):
     vals = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(vals) if vals else None
@@ -589,6 +615,7 @@ def scenario_pps(args):
             for i in range(args.runs):
                 for m in modes:
                     log(f"[pps] {m:12s} {frame} B frames run {i + 1}/{args.runs}")
+                    quiesce(topos, topos[m])
                     try:
                         res = pps_run(topos[m], frame, args.duration)
                     except Exception as e:
@@ -598,6 +625,7 @@ def scenario_pps(args):
                     log(f"           {res['pps']:.0f} frames/s received of {res['sent_pps']:.0f}/s sent")
                 for m in txonly:
                     log(f"[pps] {m:12s} {frame} B frames run {i + 1}/{args.runs}, testpmd txonly generator")
+                    quiesce(topos, topos[m])
                     try:
                         res = pps_run(topos[m], frame, args.duration, generator="testpmd")
                     except Exception as e:
@@ -606,6 +634,7 @@ def scenario_pps(args):
                     results.setdefault((m + "+txonly", frame), []).append(res)
                     log(f"           {res['pps']:.0f} frames/s received of {res['sent_pps']:.0f}/s sent")
     finally:
+        quiesce(topos)
         for t in topos.values():
             t.close()
     order = modes + [m + "+txonly" for m in txonly]
@@ -852,6 +881,11 @@ def tunnel_contenders():
               lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp")))
     c.append(("vecgate-esp-aes128gcm16-xdp", "vecgate ESP aes128gcm16, 1500 AF_XDP underlay",
               lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_driver="af_xdp")))
+    # Workers that never sleep (`busy_poll`), as testpmd's lcore.
+    c.append(("vecgate-gre-xdp-busy", vt.LABELS["gre"] + ", 1500 AF_XDP underlay, busy_poll",
+              lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp", busy_poll=True)))
+    c.append(("vecgate-esp-aes128gcm16-xdp-busy", "vecgate ESP aes128gcm16, 1500 AF_XDP underlay, busy_poll",
+              lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_driver="af_xdp", busy_poll=True)))
     c += [("kernel-vxlan", "Linux kernel VXLAN", lambda: peers.KernelVxlan()),
           ("ovs-gre", "Open vSwitch userspace GRE", lambda: peers.OvsGre()),
           ("ovs-vxlan", "Open vSwitch userspace VXLAN", lambda: peers.OvsVxlan())]
@@ -889,6 +923,7 @@ def scenario_tunnels(args):
             for i in range(args.runs):
                 for key in topos:
                     log(f"[tunnels] {key:14s} {streams} stream(s) run {i + 1}/{args.runs}")
+                    quiesce(topos, topos[key])
                     try:
                         res = perf_run(topos[key], streams, args.duration)
                     except Exception as e:
@@ -897,6 +932,7 @@ def scenario_tunnels(args):
                     results.setdefault((key, streams), []).append(res)
                     log(f"           {res['gbps']:.2f} Gbit/s")
     finally:
+        quiesce(topos)
         for t in topos.values():
             t.close()
     rows = []
@@ -954,7 +990,7 @@ def table_tunnels(rows):
         if not r["mode"].startswith("vecgate-") or any(r["mode"].endswith(f"-{m}") for m in JUMBO_MTUS):
             return None
         key = "floor-gre-64k" if r["mode"].endswith("-64k") else \
-            "floor-gre-xdp" if r["mode"].endswith("-xdp") else "floor-gre"
+            "floor-gre-xdp" if r["mode"].endswith(("-xdp", "-xdp-busy")) else "floor-gre"
         return next((x for x in live if x["mode"] == key and x["streams"] == r["streams"]), None)
     for r in sorted(live, key=lambda r: (r["streams"], r["mode"])):
         fl = floor_of(r)

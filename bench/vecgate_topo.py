@@ -38,8 +38,9 @@ class VecgateTunnel(_SiteToSite):
     different /32 routes... kept at 1 unless asked)."""
 
     def __init__(self, kind, workers=1, rsc=True, offloads=True, underlay_mtu=1500, algorithm=None, tunnels=1,
-                 underlay_driver="af_packet", nat_t=False):
+                 underlay_driver="af_packet", nat_t=False, busy_poll=False):
         self.kind = kind
+        self.busy_poll = busy_poll
         self.nat_t = nat_t
         self.underlay_driver = underlay_driver
         self.tunnels = tunnels
@@ -52,7 +53,7 @@ class VecgateTunnel(_SiteToSite):
             f", {underlay_mtu // 1024}K-MTU underlay" if underlay_mtu > 9000 else
             f", {underlay_mtu}-byte underlay" if underlay_mtu != 1500 else "") + (
             ", AF_XDP underlay" if underlay_driver == "af_xdp" else "") + (
-            ", NAT-T (ESP in UDP 4500)" if nat_t else "")
+            ", NAT-T (ESP in UDP 4500)" if nat_t else "") + (", busy_poll" if busy_poll else "")
         self.encap_filter = "udp port 4500" if nat_t else ENCAP_FILTER.get(kind)
         super().__init__()
 
@@ -95,6 +96,7 @@ class VecgateTunnel(_SiteToSite):
 name = "bench-{side}"
 workers = {self.workers}
 api = "unix:{sock}"
+{"busy_poll = true" if self.busy_poll else ""}
 {self.state_line(side)}
 [[interface]]
 name = "lan"

@@ -186,9 +186,10 @@ pub struct Gateway {
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
     /// Workers poll their ports without ever sleeping, as DPDK's lcores do:
-    /// where a worker shares its CPU with a sender (the AF_XDP small-packet
-    /// bench), no wakeup per batch, at the price of one CPU per worker kept
-    /// busy. Default: sleep in poll(2) when idle.
+    /// no wakeup per batch, for cores dedicated to the workers, at the price
+    /// of one CPU per worker kept busy (on a CPU shared with other work it
+    /// costs more than it saves: docs/benchmarks.md). Default: sleep in
+    /// poll(2) when idle.
     #[serde(default)]
     pub busy_poll: bool,
 }

@@ -6,9 +6,10 @@
 //! to the next timer), so an idle gateway costs no CPU on a machine whose
 //! cores it shares with the traffic; while packets keep coming it loops
 //! without sleeping. With [`WorkerConfig::busy_poll`] it never blocks (one
-//! CPU per worker kept busy, no wakeup per batch: DPDK's lcore model, which
-//! wins where a worker shares its CPU with a sender; measured in
-//! docs/benchmarks.md). Neighbour timers run every [`TIMER_MS`]. A port that
+//! CPU per worker kept busy, no wakeup per batch: DPDK's lcore model, for a
+//! core dedicated to the worker; where the worker shares its CPU with a
+//! sender it loses, see docs/benchmarks.md). Neighbour timers run every
+//! [`TIMER_MS`]. A port that
 //! fails (netdev gone) is closed, marked down and re-opened through the
 //! [`PortFactory`] every [`RETRY_MS`]. Interfaces added or removed while
 //! running reach the worker as [`Command::AttachPort`] and
