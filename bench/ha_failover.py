@@ -10,7 +10,14 @@ active gateway of a pair dies (`kill -9`) and when it hands over on purpose
   (aes128gcm16) and the state sync on a veth between a1 and a2 (the new
   active jumps past the old one's sequence numbers, so the far end's
   replay window drops nothing);
-- (vecgate (IKE ESP): the hook for a charon/IKE row is `CONTENDERS`);
+- vecgate (IKE ESP, charon peer): the pair's tunnel is IKEv2-keyed
+  (PSK, aes256gcm16-prfsha256-x25519 / aes128gcm16) towards strongSwan
+  charon with kernel-libipsec (ESP in UDP 4500) in gb, a1 initiating and
+  the state sync carrying the IKE SA and the child's sequence ceilings to
+  a2. The row's point: whether the far end renegotiated. charon's IKE and
+  child SA SPIs (`swanctl --list-sas`) are compared before and after the
+  event and its log's new IKE_SA_INIT requests counted; "renegotiated: no"
+  only when the SPIs are the same and no IKE_SA_INIT came;
 - kernel: two Linux routers (kernel forwarding) with keepalived 2.2.7
   VRRPv3 on the same addresses, routing (no tunnel, no state to carry) to
   a third Linux router;
@@ -32,10 +39,13 @@ so Master_Down_Interval = 600 ms + Skew_Time (RFC 5798 §6.1) on both:
 
 The gap: ping -D -i 0.01 from h1; the time between the replies either
 side of the longest run of lost sequence numbers (0 if none was lost), and
-the number lost. Medians of ROUNDS rounds, contenders interleaved per
-round. Prints a markdown table.
+the number lost. A TCP connection from h1 to h2 echoes 64 bytes every
+20 ms across the event: it "survived" when every byte came back on the
+same connection. Medians of ROUNDS rounds, contenders interleaved per
+round. Prints a markdown table. The kernel has no xfrm here, so there is
+no kernel IPsec counterpart of the ESP rows: the keepalived row routes.
 
-    python3 bench/ha_failover.py [--rounds 5]
+    python3 bench/ha_failover.py [--rounds 5] [--only LABEL-PART]
 """
 
 import argparse
@@ -128,6 +138,49 @@ class Pair:
             ns.sh("ip neigh flush all", check=False)
         wait(lambda: subprocess.run(["ip", "netns", "exec", self.h1.name, "ping", "-c", "1", "-W", "1", H2],
                                     capture_output=True).returncode == 0, 30, "h1 reaches h2")
+
+
+# A TCP echo across the event (h2 serves, h1 sends 64 bytes every 20 ms
+# for TCP_SECS and waits for each echo; 30 s socket timeouts, so a failover
+# gap TCP retransmits through counts as survived).
+TCP_PORT, TCP_SECS = 7400, 6
+TCP_SERVER = f"""
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("{H2}", {TCP_PORT})); s.listen(1); s.settimeout(60)
+c, _ = s.accept(); c.settimeout(60); n = 0
+while True:
+    b = c.recv(4096)
+    if not b:
+        break
+    c.sendall(b); n += len(b)
+print("echoed", n)
+"""
+TCP_CLIENT = f"""
+import socket, time
+t = time.time()
+while True:
+    try:
+        c = socket.create_connection(("{H2}", {TCP_PORT}), timeout=2); break
+    except OSError:
+        if time.time() - t > 20: raise
+        time.sleep(0.1)
+c.settimeout(30); n = 0; end = time.time() + {TCP_SECS}
+while time.time() < end:
+    m = bytes([n % 251]) * 64
+    c.sendall(m); got = b""
+    while len(got) < 64:
+        b = c.recv(64 - len(got))
+        if not b:
+            raise SystemExit("closed")
+        got += b
+    if got != m:
+        raise SystemExit("corrupt")
+    n += 64
+    time.sleep(0.02)
+c.shutdown(socket.SHUT_WR); c.recv(1)
+print("ok", n)
+"""
 
 
 def gap(out):
@@ -288,6 +341,14 @@ via = "t0"
     def teardown(self):
         self.p.stop_all()
 
+    def far_sas(self):
+        """The far end's view of the keys before the event (IKE rows)."""
+        return None
+
+    def renegotiated(self, before):
+        """None: no IKE, nothing to renegotiate."""
+        return None
+
 
 class VecgateEsp(Vecgate):
     """Static-key ESP through the pair, with the state sync (default
@@ -354,11 +415,232 @@ key_file = "{d}/{inn:x}.hex"
         wait(synced, 30, "a2 synced")
 
 
+class VecgateIke(VecgateEsp):
+    """The pair's tunnel keyed by IKEv2 towards strongSwan charon (kernel-
+    libipsec, ESP in UDP 4500) in gb, a kernel router there; a1 initiates,
+    the state sync carries the IKE SA and the child's ceilings to a2 (the
+    recipe of crates/vecgate/tests/ha_ike_sync.rs)."""
+
+    label = "vecgate (IKE ESP, charon peer)"
+    PSK = "ha-bench-ike-psk-0123456789"
+    IKE, ESP = "aes256gcm16-prfsha256-x25519", "aes128gcm16"
+
+    def __init__(self, pair):
+        super().__init__(pair)
+        self.secret("ike.psk", self.PSK + "\n")
+        self.cdir = os.path.join(self.p.dir, "charon")
+        self.charon = None
+
+    def tunnel(self, who):
+        return f"""
+[[tunnel]]
+name = "t0"
+kind = "ipsec"
+local = "{WAN_VIP}"
+remote = "{GB_WAN}"
+traffic = ["10.2.0.0/24"]
+
+[tunnel.ike]
+psk_file = "{self.p.dir}/ike.psk"
+remote_id = "gw-b.example.net"
+ike_proposals = ["{self.IKE}"]
+esp_proposals = ["{self.ESP}"]
+initiate = true
+"""
+
+    def swanctl(self, args):
+        d = self.cdir
+        return self.p.gb.sh(f"STRONGSWAN_CONF={d}/strongswan.conf swanctl {args} --uri unix://{d}/charon.vici 2>&1",
+                            check=False)
+
+    def start_charon(self):
+        d = self.cdir
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(os.path.join(d, "run"))
+        with open(os.path.join(d, "strongswan.conf"), "w") as f:
+            f.write(f"""charon {{
+  load = random nonce openssl kdf pem pkcs1 x509 kernel-libipsec kernel-netlink socket-default vici updown
+  install_routes = yes
+  retransmit_timeout = 1.0
+  retransmit_tries = 4
+  plugins {{
+    vici {{ socket = unix://{d}/charon.vici }}
+  }}
+  filelog {{
+    log {{
+      path = {d}/charon.log
+      default = 1
+      ike = 2
+      chd = 2
+      cfg = 1
+      esp = 1
+      net = 1
+      flush_line = yes
+    }}
+  }}
+}}
+""")
+        # charon's liveness checks every 2 s cross the event.
+        fd = os.open(os.path.join(d, "swanctl.conf"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"""connections {{
+  vg {{
+    version = 2
+    local_addrs = {GB_WAN}
+    remote_addrs = {WAN_VIP}
+    proposals = {self.IKE}
+    rekey_time = 0
+    dpd_delay = 2s
+    local {{
+      auth = psk
+      id = gw-b.example.net
+    }}
+    remote {{
+      auth = psk
+      id = {WAN_VIP}
+    }}
+    children {{
+      net {{
+        local_ts = 10.2.0.0/24
+        remote_ts = 10.1.0.0/24
+        esp_proposals = {self.ESP}
+        rekey_time = 0
+        start_action = none
+      }}
+    }}
+  }}
+}}
+secrets {{
+  ike-1 {{
+    id-1 = gw-b.example.net
+    id-2 = {WAN_VIP}
+    secret = "{self.PSK}"
+  }}
+}}
+""")
+        env = dict(os.environ, STRONGSWAN_CONF=os.path.join(d, "strongswan.conf"))
+        self.charon = self.p.gb.popen(["sh", "-c", f"mount --bind {d}/run /run && exec /usr/lib/ipsec/charon"],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait(lambda: os.path.exists(f"{d}/charon.vici"), 15, "charon's vici socket")
+        out = self.swanctl(f"--load-all --file {d}/swanctl.conf")
+        if "successfully loaded 1 connections" not in out:
+            raise RuntimeError(f"swanctl --load-all: {out}")
+
+    def charon_log(self):
+        try:
+            with open(os.path.join(self.cdir, "charon.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def setup(self):
+        if not os.path.exists("/usr/lib/ipsec/charon"):
+            raise RuntimeError("strongSwan charon is not installed (scripts/install-deps.sh)")
+        p = self.p
+        for f in os.listdir(p.dir):
+            path = os.path.join(p.dir, f)
+            if f.endswith(".state"):
+                shutil.rmtree(path, ignore_errors=True)
+            elif f.endswith(".sock"):
+                os.unlink(path)
+        # gb: a kernel router in front of charon (libipsec wants MTU-sized
+        # segments: no offloads on its path).
+        p.gb.sh(f"ip addr flush dev lan0; ip addr flush dev wan0; ip addr add {GB_WAN}/24 dev wan0; "
+                "ip addr add 10.2.0.1/24 dev lan0; sysctl -qw net.ipv4.ip_forward=1")
+        for ns, dev in ((p.gb, "lan0"), (p.gb, "wan0"), (p.h2, "eth0")):
+            ns.sh(f"ethtool -K {dev} tso off gso off gro off", check=False)
+        self.start_charon()
+        self.start("a1")
+        wait(lambda: self.master("a1"), 30, "a1 master")
+
+        def established():
+            r = subprocess.run([bench.VECGATE, "show", "ike", "--json", "--api", f"unix:{self.sock('a1')}"],
+                               capture_output=True, text=True)
+            try:
+                st = json.loads(r.stdout)[0]
+                return st["state"] == "established" and bool(st["child_sas"])
+            except (ValueError, KeyError, TypeError, IndexError):
+                return False
+        wait(established, 60, "a1 established with charon")
+        self.start("a2")
+        wait(lambda: self.states("a2") and all(x == "backup" for x in self.states("a2")), 30, "a2 backup")
+
+        def synced():
+            r = subprocess.run([bench.VECGATE, "show", "ha", "--json", "--api", f"unix:{self.sock('a2')}"],
+                               capture_output=True, text=True)
+            try:
+                y = json.loads(r.stdout)[0]["sync"]
+                return (y["state"] == "up" and y["synced_ike_sas"] == 1
+                        and y["synced_outbound_sas"] >= 1)
+            except (ValueError, KeyError, TypeError, IndexError):
+                return False
+        wait(synced, 30, "a2 synced the IKE SA")
+        wait(lambda: "INSTALLED" in self.swanctl("--list-sas"), 20, "charon's child SA installed")
+        p.warm()
+
+    def far_sas(self):
+        """charon's (IKE SPI pairs, child SPI pairs) and IKE_SA_INITs so far."""
+        return (charon_sas(self.swanctl("--list-sas")), self.charon_log().count("parsed IKE_SA_INIT request"))
+
+    def renegotiated(self, before):
+        # The far end's liveness checks (every 2 s) run into the new
+        # active: give them time to fail and charon time to start over.
+        time.sleep(3)
+        sas, inits = before
+        now, inits_now = self.far_sas()
+        new_inits = inits_now - inits
+        same = now == sas and len(sas[0]) == 1 and len(sas[1]) == 1
+        if not same or new_inits:
+            bench.log(f"{self.label}: charon's SAs before {sas}, after {now}; {new_inits} new IKE_SA_INIT")
+        return (not same) or new_inits > 0
+
+    def teardown(self):
+        super().teardown()
+        if self.charon is not None and self.charon.poll() is None:
+            self.charon.terminate()
+            try:
+                self.charon.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.charon.kill()
+                self.charon.wait()
+        self.charon = None
+        for ns, dev in ((self.p.gb, "lan0"), (self.p.gb, "wan0"), (self.p.h2, "eth0")):
+            ns.sh(f"ethtool -K {dev} tso on gso on gro on", check=False)
+        self.p.gb.sh("ip addr flush dev lan0; ip addr flush dev wan0; ip rule del table 220", check=False)
+
+
+def charon_sas(text):
+    """charon's SAs as `swanctl --list-sas` prints them: the IKE SAs'
+    (SPIi, SPIr) and the child SAs' (in, out) SPIs."""
+    ike, children, spi_in = [], [], None
+    for line in text.splitlines():
+        w = line.split()
+        # "vg: #1, ESTABLISHED, IKEv2, 1a2b3c4d5e6f7a8b_i* 0102030405060708_r"
+        if "IKEv2," in w:
+            i = next((t.rstrip("*")[:-2] for t in w if t.rstrip("*").endswith("_i")), None)
+            r = next((t.rstrip("*")[:-2] for t in w if t.rstrip("*").endswith("_r")), None)
+            if i and r:
+                ike.append((i, r))
+        # "    in  c1234567,  1234 bytes, ..." / "    out c7654321, ..."
+        if len(w) >= 2 and w[0] == "in":
+            spi_in = w[1].rstrip(",")
+        elif len(w) >= 2 and w[0] == "out" and spi_in is not None:
+            children.append((spi_in, w[1].rstrip(",")))
+            spi_in = None
+    return (ike, children)
+
+
 class Kernel:
     label = "Linux routers + keepalived"
 
     def __init__(self, pair):
         self.p = pair
+
+    def far_sas(self):
+        return None
+
+    def renegotiated(self, before):
+        return None
 
     def setup(self):
         p = self.p
@@ -425,39 +707,61 @@ class Kernel:
         self.p.gb.sh("ip addr flush dev lan0; ip addr flush dev wan0", check=False)
 
 
-# Rows, in order. An IKE ESP row (vecgate pair with IKE sync, charon as the
-# far end) is left for the IKE state sync's work: add its class here.
-CONTENDERS = [Vecgate, VecgateEsp, Kernel]
+# Rows, in order.
+CONTENDERS = [Vecgate, VecgateEsp, VecgateIke, Kernel]
 
 
 def round_(contender, event):
+    """(lost, gap ms, TCP survived, renegotiated or None) of one event."""
+    p = contender.p
     contender.setup()
+    srv = cli = None
     try:
-        ping = contender.p.ping()
+        srv = p.h2.popen(["/usr/bin/python3", "-c", TCP_SERVER], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        cli = p.h1.popen(["/usr/bin/python3", "-c", TCP_CLIENT], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        ping = p.ping()
         time.sleep(1.5)
         if not contender.roles_ok():
             # a1 must be the one master when the event hits it.
             ping.kill()
             ping.communicate()
             return None
+        before = contender.far_sas()
         getattr(contender, event)()
         out, _ = ping.communicate(timeout=120)
-        return gap(out)
+        try:
+            cout, cerr = cli.communicate(timeout=90)
+            sout, _ = srv.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            cout, cerr, sout = "", "timed out", ""
+        sent = cout.split()[1] if cout.startswith("ok ") else None
+        survived = cli.returncode == 0 and sent is not None and f"echoed {sent}" in sout
+        if not survived:
+            bench.log(f"{contender.label} {event}: TCP: client {cout.strip()!r} {cerr.strip()[-200:]!r},"
+                      f" server {sout.strip()!r}")
+        reneg = contender.renegotiated(before)
+        return gap(out) + (survived, reneg)
     finally:
+        for x in (cli, srv):
+            if x is not None and x.poll() is None:
+                x.kill()
+                x.communicate()
         contender.teardown()
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", help="only the rows whose label contains this (e.g. IKE)")
     args = ap.parse_args()
     pair = Pair()
     rows = {}
     try:
-        # The hook for more rows: a contender class with setup/roles_ok/
-        # kill/switchover/teardown and a label (e.g. an IKE ESP pair
-        # against charon) goes here.
-        contenders = [c(pair) for c in CONTENDERS]
+        # A contender class has setup/roles_ok/kill/switchover/teardown,
+        # far_sas/renegotiated and a label.
+        contenders = [c(pair) for c in CONTENDERS if not args.only or args.only in c.label]
         for r in range(args.rounds):
             for c in contenders:
                 for event in ("kill", "switchover"):
@@ -465,23 +769,35 @@ def main():
                     if got is None:
                         bench.log(f"round {r + 1}: {c.label} {event}: a1 not the one master, round skipped")
                         continue
-                    lost, ms = got
-                    bench.log(f"round {r + 1}: {c.label} {event}: {lost} lost, gap {ms:.0f} ms")
-                    rows.setdefault((c.label, event), []).append((lost, ms))
+                    lost, ms, tcp, reneg = got
+                    bench.log(f"round {r + 1}: {c.label} {event}: {lost} lost, gap {ms:.0f} ms, TCP survived"
+                              f" {tcp}, renegotiated {reneg}")
+                    rows.setdefault((c.label, event), []).append(got)
     finally:
         pair.close()
     load = os.getloadavg()
     print(f"Default timers: advertisement interval {INTERVAL_CS * 10} ms (vecgate's default; keepalived"
           f" advert_int {INTERVAL_CS / 100}), state sync every 100 ms (default), pings every 10 ms,"
           f" medians of {args.rounds} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
-          f" load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs)\n")
-    print("| pair | event | gap (ms) | pings lost | per round (ms) |")
-    print("|---|---|---:|---:|---|")
+          f" load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs)."
+          " The kernel has no xfrm here: the keepalived pair routes, there is no kernel IPsec row.\n")
+    print("| pair | event | gap (ms) | pings lost | per round (ms) | TCP survived | IKE renegotiated |")
+    print("|---|---|---:|---:|---|---|---|")
+
     for (label, event), v in rows.items():
         ms = statistics.median(x[1] for x in v)  # inf: no recovery
         lost = statistics.median(x[0] for x in v)
         each = ", ".join(f"{x[1]:.0f}" for x in v)
-        print(f"| {label} | {'kill -9' if event == 'kill' else 'planned switchover'} | {ms:.0f} | {lost:g} | {each} |")
+        tcp = sum(1 for x in v if x[2])
+        tcp = "yes" if tcp == len(v) else "no" if tcp == 0 else f"{tcp}/{len(v)} rounds"
+        ren = [x[3] for x in v]
+        if any(x is None for x in ren):
+            ren = "n/a"
+        else:
+            n = sum(1 for x in ren if x)
+            ren = "no (same SPIs, no IKE_SA_INIT)" if n == 0 else f"yes, {n}/{len(v)} rounds"
+        print(f"| {label} | {'kill -9' if event == 'kill' else 'planned switchover'} | {ms:.0f} | {lost:g} |"
+              f" {each} | {tcp} | {ren} |")
 
 
 if __name__ == "__main__":
