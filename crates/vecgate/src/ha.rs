@@ -19,7 +19,7 @@
 //! cannot.
 
 use crossbeam_channel::{Receiver, Sender};
-use dataplane::ike_punt::Punt;
+use dataplane::ike_punt::{Class, Punt};
 use dataplane::worker::Command;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -30,6 +30,10 @@ use tracing::{info, warn};
 use vecgate_config::Config;
 use vecgate_ha::{Action, Event, Machine, Reason, State};
 use wire::vrrp::{Family, VrrpRepr};
+
+/// Queued adverts heard per turn before the timers run (a flood of
+/// them never starves the timers).
+const MAX_ADVERT_BATCH: usize = 64;
 
 /// Virtual addresses held (as master) per port: added to the interface by
 /// the table builder.
@@ -520,10 +524,26 @@ pub fn start(
                         t.saturating_duration_since(now)
                     })
                     .min(Duration::from_millis(100));
-                if let Some(d) = s.w.punt.recv_timeout(wait) {
+                // Every advert already queued is heard before any timer is
+                // looked at (bounded): after this thread was starved (a
+                // loaded machine), one group's advert waiting behind
+                // another's must not let its Master_Down_Timer fire while
+                // the master is alive (RFC 5798 §6.4.2: an advert resets
+                // it), a false takeover with both sending for a moment.
+                let mut next = s.w.punt.recv_timeout(wait);
+                let mut n = 0;
+                while let Some(d) = next {
                     let (port, src, dst) = (d.local.port(), d.remote.ip(), d.local.ip());
                     s.advert(Instant::now(), port, src, dst, d.data());
                     s.w.punt.release(d);
+                    n += 1;
+                    next = (n < MAX_ADVERT_BATCH)
+                        .then(|| {
+                            s.w.punt
+                                .try_recv(Class::Known)
+                                .or_else(|| s.w.punt.try_recv(Class::Other))
+                        })
+                        .flatten();
                 }
                 while let Ok(r) = s.w.requests.try_recv() {
                     let out = s.switchover(Instant::now(), &r.spec);

@@ -188,7 +188,15 @@ struct Sync {
     ike_shadow: Mutex<HashMap<String, IkeShadow>>,
     /// A takeover happened: the IKE thread takes the shadow.
     ike_takeover: AtomicBool,
+    /// The IKE thread has keyed the adopted shadow's child SAs
+    /// ([`ike_adopted`]).
+    ike_adopted: AtomicBool,
 }
+
+/// Longest a takeover waits for the IKE thread to key the adopted child
+/// SAs before the virtual addresses are taken (it looks every
+/// `ike::BACKUP_WAIT`; a loaded machine may schedule it late).
+pub const IKE_ADOPT_WAIT: Duration = Duration::from_millis(500);
 
 static SYNC: OnceLock<Sync> = OnceLock::new();
 
@@ -266,6 +274,7 @@ pub fn start(
         tunnels_applied: Mutex::new(None),
         ike_shadow: Mutex::new(HashMap::new()),
         ike_takeover: AtomicBool::new(false),
+        ike_adopted: AtomicBool::new(false),
     };
     SYNC.set(s)
         .map_err(|_| "state sync started twice".to_string())?;
@@ -736,6 +745,11 @@ pub fn take_over() {
     // then move past the synced ceilings as they attach: [`on_attach`]).
     // Set before `master`: the thread that sees itself master finds it, and
     // never initiates an IKE SA it should have adopted.
+    // With IKE SAs to adopt, the IKE thread keys their child SAs before
+    // the addresses are taken (below): make-before-break, the traffic
+    // that follows the addresses finds them.
+    let ike_wait = !lock(&s.ike_shadow).is_empty();
+    s.ike_adopted.store(false, Ordering::Release);
     s.ike_takeover.store(true, Ordering::Release);
     s.master.store(true, Ordering::Release);
     // From now on our ceilings are what the peer must bound.
@@ -781,10 +795,32 @@ pub fn take_over() {
             "state sync: becoming master while the sync link is down: each synced outbound SA jumps by max_sa_pps for every second since the old active's last word"
         );
     }
-    let mut st = lock(&s.status);
-    st.takeovers += 1;
-    st.last_takeover = Some((SystemTime::now(), moved));
-    st.unsafe_sas.extend(unsafe_sas);
+    {
+        let mut st = lock(&s.status);
+        st.takeovers += 1;
+        st.last_takeover = Some((SystemTime::now(), moved));
+        st.unsafe_sas.extend(unsafe_sas);
+    }
+    if ike_wait {
+        let t0 = Instant::now();
+        while !s.ike_adopted.load(Ordering::Acquire) && t0.elapsed() < IKE_ADOPT_WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if !s.ike_adopted.load(Ordering::Acquire) {
+            warn!(
+                waited_ms = t0.elapsed().as_millis() as u64,
+                "state sync: taking the addresses before the IKE thread keyed the adopted child SAs"
+            );
+        }
+    }
+}
+
+/// The IKE thread has imported the shadow [`take_ike_shadow`] gave it and
+/// keyed its child SAs: a waiting [`take_over`] takes the addresses.
+pub fn ike_adopted() {
+    if let Some(s) = SYNC.get() {
+        s.ike_adopted.store(true, Ordering::Release);
+    }
 }
 
 /// Whether the IKE thread may transmit: always without a state sync; with

@@ -42,6 +42,10 @@ use zeroize::Zeroizing;
 pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
 /// Longest the thread sleeps without looking at timers.
 const MAX_WAIT: Duration = Duration::from_millis(100);
+/// As [`MAX_WAIT`], while an HA standby (it sends nothing and runs no
+/// timer, so the turns are cheap): a takeover waits for it
+/// (`hasync::take_over`).
+const BACKUP_WAIT: Duration = Duration::from_millis(5);
 /// Punted datagrams handled per turn of the loop: then the timers run
 /// (retransmissions, liveness checks, rekeys), however full the queue.
 const MAX_BATCH: usize = 64;

@@ -146,7 +146,10 @@ impl ControlPlane {
                 info!(tunnel = %t.name, ike_sas = adopted, "IKE: took over the active's IKE SAs (no renegotiation)");
             }
         }
+        // Keys the adopted child SAs (their actions), then lets the
+        // takeover take the addresses.
         self.drain_all();
+        crate::hasync::ike_adopted();
     }
 }
 

@@ -4,7 +4,7 @@
 //! full the queues are, and what the state machines asked for; tunnels
 //! deleted live and at shutdown.
 
-use super::{Cmd, ControlPlane, MAX_BATCH, MAX_WAIT, SHUTDOWN_FLUSH};
+use super::{Cmd, ControlPlane, BACKUP_WAIT, MAX_BATCH, MAX_WAIT, SHUTDOWN_FLUSH};
 use dataplane::ike_punt::Class;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -42,7 +42,15 @@ impl ControlPlane {
                 .into_iter()
                 .chain(self.removals.iter().map(|r| r.0))
                 .min();
-            let wait = next.map_or(MAX_WAIT, |n| n.saturating_duration_since(now).min(MAX_WAIT));
+            // A backup looks often: a takeover waits for it to adopt the
+            // active's IKE SAs (hasync::take_over) before taking the
+            // addresses.
+            let cap = if self.ha.is_some() && !self.sending {
+                BACKUP_WAIT
+            } else {
+                MAX_WAIT
+            };
+            let wait = next.map_or(cap, |n| n.saturating_duration_since(now).min(cap));
             if let Some(d) = self.punt.recv_timeout(wait) {
                 self.datagram(&d);
                 self.punt.release(d);

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use super::Netns;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -258,7 +259,8 @@ impl Drop for Charon {
             let _ = c.wait();
         }
         if std::thread::panicking() {
-            eprintln!("---- charon log ----\n{}", self.log());
+            // Not eprintln! (see the Gateway's drop in common/mod.rs).
+            let _ = writeln!(std::io::stderr(), "---- charon log ----\n{}", self.log());
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

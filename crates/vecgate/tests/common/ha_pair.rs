@@ -145,6 +145,7 @@ impl HaPair {
     /// `tunnel` gives each member's `[[tunnel]]` and `[[route]]` text
     /// (e.g. [`gre`]).
     pub fn new(opts: HaOpts, tunnel: impl Fn(Member) -> String + 'static) -> HaPair {
+        sweep_orphans();
         let sw = Netns::new("hp-sw");
         let h1 = Netns::new("hp-h1");
         let h2 = Netns::new("hp-h2");
@@ -392,6 +393,45 @@ addresses = ["{WAN_VIP}"]
             "curl -s --unix-socket {} http://vecgate/metrics",
             self.sock(m)
         ))
+    }
+}
+
+/// Removes the pair namespaces (and what runs in them) of test processes
+/// that died without their guards running (killed by a timeout or a
+/// signal: no `Drop` runs then). A name is `vg<pid % 100000>hp-…`
+/// ([`unique`]); it is an orphan only if no live process has that pid
+/// remainder, so a running test's namespaces are never touched.
+fn sweep_orphans() {
+    let live: std::collections::HashSet<u32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .map(|pid| pid % 100_000)
+                .collect()
+        })
+        .unwrap_or_default();
+    if live.is_empty() {
+        return;
+    }
+    let list = Command::new("ip").args(["netns", "list"]).output();
+    let Ok(list) = list else { return };
+    for l in String::from_utf8_lossy(&list.stdout).lines() {
+        let Some(name) = l.split_whitespace().next() else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix("vg") else {
+            continue;
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let orphan = rest[digits.len()..].starts_with("hp-")
+            && digits.parse::<u32>().is_ok_and(|p| !live.contains(&p));
+        if orphan {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "ip netns pids {name} 2>/dev/null | xargs -r kill -9; ip netns del {name}"
+                ))
+                .status();
+        }
     }
 }
 

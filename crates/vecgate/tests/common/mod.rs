@@ -4,7 +4,7 @@
 //! parallel.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -288,7 +288,10 @@ impl Gateway {
     }
 
     pub fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .join("\n")
     }
 
     pub fn log_contains(&self, needle: &str) -> bool {
@@ -340,7 +343,15 @@ impl Drop for Gateway {
             let _ = c.wait();
         }
         if std::thread::panicking() {
-            eprintln!("---- vecgate log ({}) ----\n{}", self.ns, self.log_text());
+            // Not eprintln!: a closed stderr (a test run piped into
+            // `head`) would panic while panicking, aborting the process
+            // before the namespaces' and other daemons' guards run.
+            let _ = writeln!(
+                std::io::stderr(),
+                "---- vecgate log ({}) ----\n{}",
+                self.ns,
+                self.log_text()
+            );
         }
         let _ = std::fs::remove_file(&self.config);
         if let Some(d) = &self.state {
