@@ -83,7 +83,17 @@ struct Group {
     /// After a switchover: the addresses are still held until this
     /// deadline or the new master's first advert (module doc).
     draining: Option<Instant>,
+    /// After becoming master: the addresses are announced once more then
+    /// ([`REANNOUNCE_AFTER`]).
+    reannounce: Option<Instant>,
 }
+
+/// A new master announces its addresses again this long after the first
+/// time (keepalived's `garp_master_delay` does so after 5 s): a lost
+/// gratuitous ARP / NA, or the old owner's answer racing it, would
+/// otherwise leave a neighbour's entry on the old owner until it expires
+/// (tens of seconds for a Linux peer: a tunnel end unreachable that long).
+const REANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
 /// A planned switchover asked for through the API, answered on `reply`.
 pub struct SwitchoverRequest {
@@ -157,6 +167,7 @@ fn groups(cfg: &Config, macs: &[[u8; 6]]) -> Vec<Group> {
             track,
             penalty: h.group_track_penalty(g),
             draining: None,
+            reannounce: None,
         });
     }
     out
@@ -281,7 +292,10 @@ impl Speaker {
                     }
                     tables_changed = true;
                 }
-                Action::Announce => announce = true,
+                Action::Announce => {
+                    announce = true;
+                    self.groups[i].reannounce = Some(Instant::now() + REANNOUNCE_AFTER);
+                }
                 Action::Transition { from, to, reason } => {
                     if reason != Reason::Switchover && g.draining.take().is_some() {
                         // Any other transition ends the drain: from backup
@@ -555,6 +569,13 @@ pub fn start(
                     s.apply(i, a);
                     if s.groups[i].draining.is_some_and(|t| t <= now) {
                         s.end_drain(i, "no new master heard");
+                    }
+                    let g = &mut s.groups[i];
+                    if g.reannounce.is_some_and(|t| t <= now) {
+                        g.reannounce = None;
+                        if g.m.state() == State::Master {
+                            let _ = s.w.mailbox.try_send(Command::Announce(g.port));
+                        }
                     }
                 }
                 if now.duration_since(last_links) >= Duration::from_millis(100) {
