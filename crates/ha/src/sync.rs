@@ -55,8 +55,10 @@ use aws_lc_rs::{aead, hkdf};
 use std::fmt;
 use zeroize::Zeroizing;
 
+mod chunked;
 pub mod ike_sas;
 pub mod tunnels;
+use chunked::{Head, CHUNKED_HEADER_LEN};
 pub use ike_sas::{pack_ike, IkeSaRepr, IkeSasBody, IkeSasRepr};
 pub use tunnels::{pack_tunnels, TunnelsBody, TunnelsRepr};
 
@@ -469,7 +471,7 @@ pub fn pack(sent_ms: u64, master: bool, records: &[RecordRepr]) -> Vec<BodyRepr>
 
 // ------------------------------------------------------------------ routes
 
-pub const ROUTES_HEADER_LEN: usize = 24;
+pub const ROUTES_HEADER_LEN: usize = CHUNKED_HEADER_LEN;
 
 /// A route as the API names it: VRF, prefix, next hop (interface, tunnel
 /// or address), each at most 255 bytes of UTF-8.
@@ -498,17 +500,7 @@ impl<T: AsRef<[u8]>> RoutesBody<T> {
     /// that every string is UTF-8.
     pub fn new_checked(buf: T) -> Result<Self, Reject> {
         let b = buf.as_ref();
-        if b.len() < ROUTES_HEADER_LEN || b.len() > MAX_DATAGRAM || b[8] > 1 || b[9] != 0 {
-            return Err(Reject::Malformed);
-        }
-        let (chunk, chunks) = (
-            u16::from_be_bytes([b[20], b[21]]),
-            u16::from_be_bytes([b[22], b[23]]),
-        );
-        if chunks == 0 || chunk >= chunks {
-            return Err(Reject::Malformed);
-        }
-        let count = usize::from(u16::from_be_bytes([b[10], b[11]]));
+        let count = chunked::check(b)?;
         let mut at = ROUTES_HEADER_LEN;
         for _ in 0..count {
             let h = b.get(at..at + 4).ok_or(Reject::Malformed)?;
@@ -529,26 +521,23 @@ impl<T: AsRef<[u8]>> RoutesBody<T> {
         Ok(RoutesBody(buf))
     }
     pub fn sent_ms(&self) -> u64 {
-        be64(self.0.as_ref())
+        chunked::sent_ms(self.0.as_ref())
     }
     pub fn master(&self) -> bool {
-        self.0.as_ref()[8] == 1
+        chunked::master(self.0.as_ref())
     }
     pub fn count(&self) -> u16 {
-        let b = self.0.as_ref();
-        u16::from_be_bytes([b[10], b[11]])
+        chunked::count(self.0.as_ref())
     }
     /// Names the whole route set this chunk belongs to.
     pub fn generation(&self) -> u64 {
-        be64(&self.0.as_ref()[12..20])
+        chunked::generation(self.0.as_ref())
     }
     pub fn chunk(&self) -> u16 {
-        let b = self.0.as_ref();
-        u16::from_be_bytes([b[20], b[21]])
+        chunked::chunk(self.0.as_ref())
     }
     pub fn chunks(&self) -> u16 {
-        let b = self.0.as_ref();
-        u16::from_be_bytes([b[22], b[23]])
+        chunked::chunks(self.0.as_ref())
     }
     /// The routes (checked UTF-8: never lossy).
     pub fn routes(&self) -> Vec<RouteRepr> {
@@ -606,16 +595,14 @@ impl RoutesRepr {
             .filter(|r| r.fits())
             .take(usize::from(u16::MAX))
             .collect();
-        let mut out = Vec::with_capacity(
-            ROUTES_HEADER_LEN + rs.iter().map(|r| r.buffer_len()).sum::<usize>(),
-        );
-        out.extend_from_slice(&self.sent_ms.to_be_bytes());
-        out.push(u8::from(self.master));
-        out.push(0);
-        out.extend_from_slice(&(rs.len() as u16).to_be_bytes());
-        out.extend_from_slice(&self.generation.to_be_bytes());
-        out.extend_from_slice(&self.chunk.to_be_bytes());
-        out.extend_from_slice(&self.chunks.to_be_bytes());
+        let head = Head {
+            sent_ms: self.sent_ms,
+            master: self.master,
+            generation: self.generation,
+            chunk: self.chunk,
+            chunks: self.chunks,
+        };
+        let mut out = head.start(rs.len(), rs.iter().map(|r| r.buffer_len()).sum());
         for r in rs {
             out.extend_from_slice(&[
                 r.vrf.len() as u8,
@@ -631,30 +618,15 @@ impl RoutesRepr {
     }
 }
 
-/// Splits a route set into chunks that each seal into at most
-/// [`PACK_LEN`] bytes (at least one, so an empty set is sent too; at
-/// most `u16::MAX` chunks).
+/// Splits a route set into chunks ([`chunked::split`]; routes with a
+/// field over 255 bytes are left out).
 pub fn pack_routes(
     sent_ms: u64,
     master: bool,
     generation: u64,
     routes: &[RouteRepr],
 ) -> Vec<RoutesRepr> {
-    let room = PACK_LEN - HEADER_LEN - TAG_LEN - ROUTES_HEADER_LEN;
-    let mut chunks: Vec<Vec<RouteRepr>> = vec![Vec::new()];
-    let mut used = 0;
-    for r in routes.iter().filter(|r| r.fits()) {
-        let l = r.buffer_len();
-        if used + l > room && chunks.last().is_some_and(|c| !c.is_empty()) {
-            chunks.push(Vec::new());
-            used = 0;
-        }
-        used += l;
-        if let Some(c) = chunks.last_mut() {
-            c.push(r.clone());
-        }
-    }
-    chunks.truncate(usize::from(u16::MAX));
+    let chunks = chunked::split(routes.iter().filter(|r| r.fits()), RouteRepr::buffer_len);
     let n = chunks.len() as u16;
     chunks
         .into_iter()

@@ -10,9 +10,10 @@
 //! tunnel: spec len (2) | spec (UTF-8)
 //! ```
 
-use super::{be64, Reject, HEADER_LEN, MAX_DATAGRAM, PACK_LEN, TAG_LEN};
+use super::chunked::{self, Head, CHUNKED_HEADER_LEN};
+use super::Reject;
 
-pub const TUNNELS_HEADER_LEN: usize = 24;
+pub const TUNNELS_HEADER_LEN: usize = CHUNKED_HEADER_LEN;
 /// The longest spec carried (far above any tunnel's).
 pub const MAX_SPEC_LEN: usize = 8 * 1024;
 
@@ -25,17 +26,7 @@ impl<T: AsRef<[u8]>> TunnelsBody<T> {
     /// that each is UTF-8.
     pub fn new_checked(buf: T) -> Result<Self, Reject> {
         let b = buf.as_ref();
-        if b.len() < TUNNELS_HEADER_LEN || b.len() > MAX_DATAGRAM || b[8] > 1 || b[9] != 0 {
-            return Err(Reject::Malformed);
-        }
-        let (chunk, chunks) = (
-            u16::from_be_bytes([b[20], b[21]]),
-            u16::from_be_bytes([b[22], b[23]]),
-        );
-        if chunks == 0 || chunk >= chunks {
-            return Err(Reject::Malformed);
-        }
-        let count = usize::from(u16::from_be_bytes([b[10], b[11]]));
+        let count = chunked::check(b)?;
         let mut at = TUNNELS_HEADER_LEN;
         for _ in 0..count {
             let h = b.get(at..at + 2).ok_or(Reject::Malformed)?;
@@ -53,21 +44,19 @@ impl<T: AsRef<[u8]>> TunnelsBody<T> {
         Ok(TunnelsBody(buf))
     }
     pub fn sent_ms(&self) -> u64 {
-        be64(self.0.as_ref())
+        chunked::sent_ms(self.0.as_ref())
     }
     pub fn master(&self) -> bool {
-        self.0.as_ref()[8] == 1
+        chunked::master(self.0.as_ref())
     }
     pub fn generation(&self) -> u64 {
-        be64(&self.0.as_ref()[12..20])
+        chunked::generation(self.0.as_ref())
     }
     pub fn chunk(&self) -> u16 {
-        let b = self.0.as_ref();
-        u16::from_be_bytes([b[20], b[21]])
+        chunked::chunk(self.0.as_ref())
     }
     pub fn chunks(&self) -> u16 {
-        let b = self.0.as_ref();
-        u16::from_be_bytes([b[22], b[23]])
+        chunked::chunks(self.0.as_ref())
     }
     /// The specs (checked UTF-8).
     pub fn specs(&self) -> Vec<String> {
@@ -117,15 +106,14 @@ impl TunnelsRepr {
             .filter(|s| s.len() <= MAX_SPEC_LEN)
             .take(usize::from(u16::MAX))
             .collect();
-        let mut out =
-            Vec::with_capacity(TUNNELS_HEADER_LEN + ss.iter().map(|s| 2 + s.len()).sum::<usize>());
-        out.extend_from_slice(&self.sent_ms.to_be_bytes());
-        out.push(u8::from(self.master));
-        out.push(0);
-        out.extend_from_slice(&(ss.len() as u16).to_be_bytes());
-        out.extend_from_slice(&self.generation.to_be_bytes());
-        out.extend_from_slice(&self.chunk.to_be_bytes());
-        out.extend_from_slice(&self.chunks.to_be_bytes());
+        let head = Head {
+            sent_ms: self.sent_ms,
+            master: self.master,
+            generation: self.generation,
+            chunk: self.chunk,
+            chunks: self.chunks,
+        };
+        let mut out = head.start(ss.len(), ss.iter().map(|s| 2 + s.len()).sum());
         for s in ss {
             out.extend_from_slice(&(s.len() as u16).to_be_bytes());
             out.extend_from_slice(s.as_bytes());
@@ -134,30 +122,17 @@ impl TunnelsRepr {
     }
 }
 
-/// Splits a tunnel set into chunks that each seal into at most
-/// [`PACK_LEN`] bytes (a spec longer than that travels alone; at least one
-/// chunk, so an empty set is sent too; at most `u16::MAX` chunks).
+/// Splits a tunnel set into chunks ([`chunked::split`]; specs over
+/// [`MAX_SPEC_LEN`] are left out).
 pub fn pack_tunnels(
     sent_ms: u64,
     master: bool,
     generation: u64,
     specs: &[String],
 ) -> Vec<TunnelsRepr> {
-    let room = PACK_LEN - HEADER_LEN - TAG_LEN - TUNNELS_HEADER_LEN;
-    let mut chunks: Vec<Vec<String>> = vec![Vec::new()];
-    let mut used = 0;
-    for s in specs.iter().filter(|s| s.len() <= MAX_SPEC_LEN) {
-        let l = 2 + s.len();
-        if used + l > room && chunks.last().is_some_and(|c| !c.is_empty()) {
-            chunks.push(Vec::new());
-            used = 0;
-        }
-        used += l;
-        if let Some(c) = chunks.last_mut() {
-            c.push(s.clone());
-        }
-    }
-    chunks.truncate(usize::from(u16::MAX));
+    let chunks = chunked::split(specs.iter().filter(|s| s.len() <= MAX_SPEC_LEN), |s| {
+        2 + s.len()
+    });
     let n = chunks.len() as u16;
     chunks
         .into_iter()
@@ -176,6 +151,7 @@ pub fn pack_tunnels(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::MAX_DATAGRAM;
 
     #[test]
     fn round_trip_and_chunks() {
