@@ -152,13 +152,6 @@ fn master_metric(p: &HaPair, m: Member, ifname: &str, vrid: u8) -> Option<f64> {
     )
 }
 
-/// How often the member's groups became master (`show ha`), summed.
-fn became_master(p: &HaPair, m: Member) -> u64 {
-    p.show_ha(m).as_array().map_or(0, |v| {
-        v.iter().filter_map(|g| g["became_master"].as_u64()).sum()
-    })
-}
-
 /// Asserts `mac` used no virtual address in [from, to) if `member` never
 /// became master in that time (`took` = how often it did, from its
 /// counters). A backup that missed the master's adverts for
@@ -229,7 +222,7 @@ fn gre_kill9_restart_without_preemption_and_switchover() {
     let ping = pinger(&p, H2, n);
     let xfer = Transfer::start(&p, H2, 7100, 48 << 20, 24);
     std::thread::sleep(Duration::from_secs(8));
-    let blip_a2 = became_master(&p, Member::A2);
+    let blip_a2 = p.became_master(Member::A2);
     let t_kill = now();
     p.kill9(Member::A1);
     p.wait_roles(Member::A2, None, 30);
@@ -270,7 +263,7 @@ fn gre_kill9_restart_without_preemption_and_switchover() {
     let (got, text) = ping_count(&p.h1, 100, 60, &format!("-i 0.01 {H2}"));
     assert_eq!(got, 100, "pings lost while a1 was backup:\n{text}");
     let t_back_end = now();
-    let blip_a1 = became_master(&p, Member::A1);
+    let blip_a1 = p.became_master(Member::A1);
 
     // 3. Planned switchover a2 → a1 during a transfer.
     let n2 = 2000;
@@ -278,6 +271,7 @@ fn gre_kill9_restart_without_preemption_and_switchover() {
     let xfer = Transfer::start(&p, H2, 7101, 24 << 20, 12);
     std::thread::sleep(Duration::from_secs(5));
     let t_sw = now();
+    let (a1_before, a2_before) = (p.became_master(Member::A1), p.became_master(Member::A2));
     let out = std::process::Command::new(vecgate_bin())
         .args(["ha", "switchover", "--json", "--api", &p.api(Member::A2)])
         .output()
@@ -289,7 +283,7 @@ fn gre_kill9_restart_without_preemption_and_switchover() {
     );
     p.wait_roles(Member::A1, Some(Member::A2), 30);
     let t_sw_seen = now();
-    let a2_took = became_master(&p, Member::A2);
+    let a2_took = p.became_master(Member::A2);
     xfer.check();
     let out = wait_ping(ping);
     let (ok2, lost_run2, gap2) = ping_gap(&out, n2);
@@ -301,8 +295,14 @@ fn gre_kill9_restart_without_preemption_and_switchover() {
         (n2 - 20..=n2).all(|s| out.contains(&format!("icmp_seq={s} "))),
         "pings did not resume after the switchover:\n{out}"
     );
+    p.assert_switchover_loss(
+        (Member::A2, a2_before),
+        (Member::A1, a1_before),
+        n2 - ok2,
+        &out,
+    );
     let t_end = now();
-    let a2_took = became_master(&p, Member::A2) - a2_took;
+    let a2_took = p.became_master(Member::A2) - a2_took;
 
     // The wire.
     let lf = frames(lan.stop());
@@ -367,7 +367,7 @@ fn gre_kill9_ipv6_and_preemption() {
     let ping = pinger(&p, H2_6, n);
     let xfer = Transfer::start(&p, H2_6, 7102, 44 << 20, 22);
     std::thread::sleep(Duration::from_secs(8));
-    let blip_a2 = became_master(&p, Member::A2);
+    let blip_a2 = p.became_master(Member::A2);
     let t_kill = now();
     p.kill9(Member::A1);
     p.wait_roles(Member::A2, None, 30);
@@ -392,7 +392,7 @@ fn gre_kill9_ipv6_and_preemption() {
     p.start(Member::A1);
     p.wait_roles(Member::A1, Some(Member::A2), 30);
     let t_seen = now();
-    let a2_took = became_master(&p, Member::A2);
+    let a2_took = p.became_master(Member::A2);
     xfer.check();
     let out = wait_ping(ping);
     let (ok2, lost2, gap2) = ping_gap(&out, n2);
@@ -406,7 +406,7 @@ fn gre_kill9_ipv6_and_preemption() {
         assert_eq!(g["last_transition"]["reason"], "preempted", "{ha}");
     }
     let t_end = now();
-    let a2_took = became_master(&p, Member::A2) - a2_took;
+    let a2_took = p.became_master(Member::A2) - a2_took;
 
     let lf = frames(lan.stop());
     let wf = frames(wan.stop());

@@ -333,6 +333,7 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
         "a1 ({wmac1}) sent IKE or ESP-in-UDP as backup: {senders:?}"
     );
     let log_mid = ch.log().len();
+    let (a1_before, a2_before) = (p.became_master(Member::A1), p.became_master(Member::A2));
     let n2 = 1500u64;
     let ping =
         p.h1.spawn(&format!("ping -D -n -i 0.01 -c {n2} -w 90 {H2}"));
@@ -364,6 +365,12 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
         "switchover with IKE (charon): {}/{n2} pings answered; charon's ESP drops in the overlap: {}",
         answered(&out, n2),
         charon_failures(since).len()
+    );
+    p.assert_switchover_loss(
+        (Member::A2, a2_before),
+        (Member::A1, a1_before),
+        n2 - answered(&out, n2),
+        &out,
     );
     // The lost pings, between the replies around them (ping -D times).
     let line_of = |k: u64| {
