@@ -2,16 +2,25 @@
 //! transmit, virtio-net headers in both directions so 64 KB TCP/UDP
 //! super-packets cross the kernel boundary unsegmented.
 //!
-//! Receive: one ring slot per frame, each large enough for a 64 KB GSO
-//! frame; the kernel wakes the worker for every frame and `rx_burst` drains
-//! every slot that is ready (a burst when busy), copying each frame into a
-//! pool buffer and handing the slot back at once. TPACKET_V3 was tried first:
-//! it hands over whole blocks only when full or after a retire timeout of at
-//! least 1 ms, which delayed small packets (TCP ACKs) by up to that much at
-//! every hop. With PACKET_VNET_HDR the kernel writes the 10-byte
-//! `virtio_net_hdr` directly in front of the frame (`tp_mac - 10`) inside the
-//! ring (net/packet/af_packet.c `tpacket_rcv`: `netoff += vnet_hdr_sz`,
-//! header at `h.raw + macoff - sz`).
+//! Receive: the ring's slots are sized to the netdev's MTU (2 KiB for
+//! 1500), so a ring of a few MiB holds thousands of wire-sized frames and
+//! absorbs the bursts a peer's segmentation makes (a 64 KB super-packet
+//! sent over a 1500-byte link is 45 frames at once). A frame larger than
+//! its slot — a GSO super-packet, or a frame over the MTU — is not cut: with
+//! PACKET_COPY_THRESH the kernel marks the slot TP_STATUS_COPY and queues
+//! the whole skb on the socket (net/packet/af_packet.c `tpacket_rcv`), and
+//! `rx_burst` reads it with one `recvmsg` straight into a pool buffer: the
+//! kernel writes a super-packet once, where a 64 KB ring slot would cost a
+//! copy into the ring and another out of it. The kernel wakes the worker
+//! for every frame and `rx_burst` drains every slot that is ready (a burst
+//! when busy), copying each wire-sized frame into a pool buffer sized to it
+//! and handing the slot back at once. TPACKET_V3 was tried first: it hands
+//! over whole blocks only when full or after a retire timeout of at least
+//! 1 ms, which delayed small packets (TCP ACKs) by up to that much at every
+//! hop. With PACKET_VNET_HDR the kernel writes the 10-byte `virtio_net_hdr`
+//! directly in front of the frame (`tp_mac - 10`) inside the ring (`netoff
+//! += vnet_hdr_sz`, header at `h.raw + macoff - sz`), and in front of the
+//! data `recvmsg` returns.
 //!
 //! Transmit: `sendmmsg` with two iovecs per packet (header, frame), up to
 //! [`sys::MMSG_BATCH`] packets per syscall. A TX ring (TPACKET_V2) would need
@@ -43,13 +52,19 @@ pub struct AfPacketOpts {
     pub qdisc_bypass: bool,
     /// Receive frames for every MAC address (vecgate answers for its own).
     pub promisc: bool,
-    /// Receive ring slots (each holds one frame of up to 64 KB: 68 KiB of
-    /// memory per slot), rounded up to whole 15-slot blocks. The default,
-    /// 510 slots (34 MiB), absorbs the bursts a peer's segmentation makes
-    /// (a 64 KB super-packet sent over a 1500-byte link is 45 frames at
-    /// once): 255 slots lost 14 % of a GRE flow's frames over a 1500-byte
-    /// underlay, 510 cut that in half (measured with `rx_missed`).
+    /// Receive ring slots, rounded up to whole blocks; 0: as many as fill
+    /// [`RING_BYTES`] (4096 slots of 2 KiB for a 1500-byte MTU). A GRE
+    /// flow over a 1500-byte underlay lost 9 % of its frames to a full ring
+    /// of 510 slots (`rx_missed`), none with 2040.
     pub frames: u32,
+    /// Bytes per ring slot (header, virtio-net header and frame); 0: sized
+    /// to the netdev's MTU ([`slot_size_for_mtu`]). Larger frames take the
+    /// copy path (see the module doc); [`SLOT_MAX`] holds any 64 KB frame in
+    /// its slot, for a reader that uses the ring in place (the I/O floor).
+    pub slot_size: usize,
+    /// Socket receive buffer: what the frames larger than a slot may hold
+    /// in the socket's queue before the kernel drops them.
+    pub rcvbuf: usize,
     /// Socket send buffer (bytes in flight in the kernel before EAGAIN).
     pub sndbuf: usize,
 }
@@ -61,7 +76,9 @@ impl Default for AfPacketOpts {
             vnet_hdr: true,
             qdisc_bypass: true,
             promisc: true,
-            frames: 510,
+            frames: 0,
+            slot_size: 0,
+            rcvbuf: 32 << 20,
             sndbuf: 4 << 20,
         }
     }
@@ -77,6 +94,11 @@ pub struct PortStats {
     pub rx_bad: u64,
     /// Frames with a virtio-net header vecgate cannot represent (UFO...).
     pub rx_bad_vnet: u64,
+    /// Frames larger than their ring slot that the kernel could not queue
+    /// whole (socket receive buffer full): lost, as a full ring loses.
+    pub rx_copy_full: u64,
+    /// Frames that took the copy path (larger than a ring slot).
+    pub rx_copied: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     /// Packets the kernel did not take (socket buffer full, device busy).
@@ -94,21 +116,46 @@ const H_VLAN_TCI: usize = 24;
 const H_VLAN_TPID: usize = 26;
 /// TPACKET2_HDRLEN: the aligned header plus the `sockaddr_ll` after it.
 const H_SIZE: usize = 32 + 20;
-/// One ring slot: a 64 KB GSO frame, its virtio-net header and the
+/// Bytes of a slot in front of the frame: the header, padding to the
+/// frame's alignment and the virtio-net header (`tpacket_rcv`: netoff =
+/// TPACKET_ALIGN(tp_hdrlen + 16) + vnet header, mac = netoff - 14).
+const SLOT_OVERHEAD: usize = 96;
+/// The largest slot: a 64 KB GSO frame, its virtio-net header and the
 /// tpacket2 header, rounded to whole pages (17 pages).
-const FRAME_SIZE: usize = 17 * 4096;
+pub const SLOT_MAX: usize = 17 * 4096;
+/// The largest slot sized from an MTU: larger frames take the copy path
+/// (one `recvmsg` per frame is cheap next to copying 16 KB or more).
+const SLOT_MTU_MAX: usize = 16 * 1024;
+/// Ring memory per socket when the slot count is not given.
+pub const RING_BYTES: usize = 8 << 20;
 /// One ring block: the kernel allocates each block as one power-of-two run
 /// of pages (net/packet/af_packet.c `alloc_pg_vec`, order = get_order(block
 /// size)), so a block of one 17-page frame would cost 32 pages. 256 pages
-/// hold 15 frames with one page to spare.
+/// hold 15 such frames with one page to spare, or 512 slots of 2 KiB.
 const BLOCK_SIZE: usize = 256 * 4096;
-const FRAMES_PER_BLOCK: usize = BLOCK_SIZE / FRAME_SIZE;
 
-/// Ring offset of slot `slot` (frames never straddle blocks: kernel
-/// `packet_lookup_frame`).
-#[inline]
-fn frame_offset(slot: usize) -> usize {
-    slot / FRAMES_PER_BLOCK * BLOCK_SIZE + slot % FRAMES_PER_BLOCK * FRAME_SIZE
+/// Ring slot size for a netdev of `mtu`: the smallest power of two from
+/// 2 KiB that holds a frame of the MTU with two VLAN tags behind the
+/// slot's header, at most 16 KiB.
+pub fn slot_size_for_mtu(mtu: u32) -> usize {
+    let need = SLOT_OVERHEAD + 14 + 8 + mtu as usize;
+    need.next_power_of_two().clamp(2048, SLOT_MTU_MAX)
+}
+
+/// Ring geometry: slot size and how many slots a block holds.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    slot: usize,
+    per_block: usize,
+}
+
+impl Geometry {
+    /// Ring offset of slot `i` (frames never straddle blocks: kernel
+    /// `packet_lookup_frame`).
+    #[inline]
+    fn offset(self, i: usize) -> usize {
+        i / self.per_block * BLOCK_SIZE + i % self.per_block * self.slot
+    }
 }
 
 /// One worker's AF_PACKET socket on one netdev.
@@ -117,6 +164,7 @@ pub struct AfPacketPort {
     ifindex: i32,
     fd: OwnedFd,
     ring: sys::Mmap,
+    geo: Geometry,
     frame_nr: usize,
     /// Next ring slot to look at.
     slot: usize,
@@ -178,12 +226,24 @@ impl AfPacketPort {
         }
         // Whole blocks only: the kernel wants frame_nr = blocks × frames
         // per block.
-        let block_nr = (opts.frames.clamp(8, 4096) as usize).div_ceil(FRAMES_PER_BLOCK);
-        let frame_nr = (block_nr * FRAMES_PER_BLOCK) as u32;
+        let slot = match opts.slot_size {
+            0 => slot_size_for_mtu(mtu),
+            n => n.clamp(2048, SLOT_MAX).next_multiple_of(16),
+        };
+        let geo = Geometry {
+            slot,
+            per_block: BLOCK_SIZE / slot,
+        };
+        let frames = match opts.frames {
+            0 => RING_BYTES / slot,
+            n => n as usize,
+        };
+        let block_nr = frames.clamp(8, 16384).div_ceil(geo.per_block);
+        let frame_nr = (block_nr * geo.per_block) as u32;
         let req = sys::TpacketReq3 {
             block_size: BLOCK_SIZE as u32,
             block_nr: block_nr as u32,
-            frame_size: FRAME_SIZE as u32,
+            frame_size: slot as u32,
             frame_nr,
             retire_blk_tov: 0,
             sizeof_priv: 0,
@@ -192,6 +252,15 @@ impl AfPacketPort {
         sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_RX_RING, &req)
             .map_err(err("PACKET_RX_RING"))?;
         let ring = sys::Mmap::ring(&fd, BLOCK_SIZE * block_nr).map_err(err("mmap rx ring"))?;
+        // Frames larger than a slot are queued whole on the socket (any
+        // non-zero value turns that on), up to the receive buffer.
+        sys::setsockopt(&fd, sys::SOL_PACKET, sys::PACKET_COPY_THRESH, &1i32)
+            .map_err(err("PACKET_COPY_THRESH"))?;
+        let rcvbuf = opts.rcvbuf.min(i32::MAX as usize) as i32;
+        if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
+            sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf)
+                .map_err(err("SO_RCVBUF"))?;
+        }
         sys::bind_packet(&fd, ifindex, sys::ETH_P_ALL).map_err(err("bind"))?;
         if opts.promisc {
             sys::add_promisc_membership(&fd, ifindex).map_err(err("PACKET_MR_PROMISC"))?;
@@ -218,6 +287,7 @@ impl AfPacketPort {
             ifindex,
             fd,
             ring,
+            geo,
             frame_nr: frame_nr as usize,
             slot: 0,
             mac,
@@ -286,7 +356,7 @@ impl AfPacketPort {
     pub fn ring_ready(&self, max: usize) -> usize {
         let mut n = 0;
         while n < max.min(self.frame_nr) {
-            let h = frame_offset((self.slot + n) % self.frame_nr);
+            let h = self.geo.offset((self.slot + n) % self.frame_nr);
             if self.ring.load_status(h + H_STATUS) & sys::TP_STATUS_USER == 0 {
                 break;
             }
@@ -300,7 +370,7 @@ impl AfPacketPort {
     /// None for a descriptor the kernel left inconsistent or a frame whose
     /// VLAN tag was taken out (the floor does not put tags back).
     pub fn ring_frame(&self, i: usize) -> Option<([u8; VNET_HDR_LEN], &[u8])> {
-        let h = frame_offset((self.slot + i) % self.frame_nr);
+        let h = self.geo.offset((self.slot + i) % self.frame_nr);
         let r = &self.ring;
         let status = r.load_status(h + H_STATUS);
         let snaplen = r.u32_at(h + H_SNAPLEN)? as usize;
@@ -311,7 +381,7 @@ impl AfPacketPort {
             || status & sys::TP_STATUS_VLAN_VALID != 0
             || snaplen != len
             || mac < H_SIZE + hdr_len
-            || mac + snaplen > FRAME_SIZE
+            || mac + snaplen > self.geo.slot
         {
             return None;
         }
@@ -326,7 +396,7 @@ impl AfPacketPort {
     /// of them), counting them as received.
     pub fn ring_release(&mut self, n: usize) {
         for _ in 0..n.min(self.frame_nr) {
-            let h = frame_offset(self.slot);
+            let h = self.geo.offset(self.slot);
             if let Some(len) = self.ring.u32_at(h + H_SNAPLEN) {
                 self.stats.rx_bytes += u64::from(len);
             }
@@ -379,47 +449,76 @@ impl AfPacketPort {
         self.vnet_hdr
     }
 
-    /// Copies the frame described by the tpacket2_hdr at `h` (absolute ring
-    /// offset) into `pkt`. `Err(true)` = bad descriptor, `Err(false)` = bad
-    /// vnet header.
-    fn copy_frame(&mut self, h: usize, status: u32, pkt: &mut Packet) -> Result<(), bool> {
-        let block_end = h + FRAME_SIZE;
-        let r = &self.ring;
-        let snaplen = r.u32_at(h + H_SNAPLEN).ok_or(true)? as usize;
-        let len = r.u32_at(h + H_LEN).ok_or(true)? as usize;
-        let mac = r.u16_at(h + H_MAC).ok_or(true)? as usize;
-        let start = h + mac;
-        if snaplen != len || mac < H_SIZE || start + snaplen > block_end {
-            return Err(true);
+    /// The VLAN tag the kernel took out of the frame at slot `h` (offload),
+    /// reported beside it: (TPID, TCI).
+    fn vlan_of(&self, h: usize, status: u32) -> Result<Option<(u16, u16)>, RxError> {
+        if status & sys::TP_STATUS_VLAN_VALID == 0 {
+            return Ok(None);
         }
-        let mut off = Offload::default();
-        if self.vnet_hdr {
-            if mac < H_SIZE + VNET_HDR_LEN {
-                return Err(true);
+        let tci = self.ring.u16_at(h + H_VLAN_TCI).ok_or(RxError::Desc)?;
+        let tpid = if status & sys::TP_STATUS_VLAN_TPID_VALID != 0 {
+            self.ring.u16_at(h + H_VLAN_TPID).ok_or(RxError::Desc)?
+        } else {
+            0x8100
+        };
+        Ok(Some((tpid, tci)))
+    }
+
+    /// The virtio-net header as offload state (none without vnet headers),
+    /// its offsets moved behind a reinserted VLAN tag.
+    fn offload_of(&self, hdr: &[u8; VNET_HDR_LEN], vlan: bool) -> Result<Offload, RxError> {
+        if !self.vnet_hdr {
+            return Ok(Offload::default());
+        }
+        let mut off = vnet::decode(hdr).map_err(|_| RxError::Vnet)?;
+        if vlan {
+            if off.needs_csum {
+                off.csum_start = off.csum_start.saturating_add(4);
             }
-            let b = r.bytes(start - VNET_HDR_LEN, VNET_HDR_LEN).ok_or(true)?;
-            let mut hdr = [0u8; VNET_HDR_LEN];
-            hdr.copy_from_slice(b);
-            off = vnet::decode(&hdr).map_err(|_| false)?;
+            if off.hdr_len != 0 {
+                off.hdr_len = off.hdr_len.saturating_add(4);
+            }
         }
-        let frame = r.bytes(start, snaplen).ok_or(true)?;
-        // A VLAN tag taken out by offload is reported beside the frame; put
-        // it back so the graph sees the frame as it was on the wire.
-        let vlan = if status & sys::TP_STATUS_VLAN_VALID != 0 && snaplen >= 12 {
-            let tci = r.u16_at(h + H_VLAN_TCI).ok_or(true)?;
-            let tpid = if status & sys::TP_STATUS_VLAN_TPID_VALID != 0 {
-                r.u16_at(h + H_VLAN_TPID).ok_or(true)?
+        Ok(off)
+    }
+
+    /// Copies the frame held in the slot at `h` (absolute ring offset) into
+    /// `pkt`, putting back a VLAN tag taken out by offload so the graph sees
+    /// the frame as it was on the wire.
+    fn copy_frame(&self, h: usize, status: u32, pkt: &mut Packet) -> Result<(), RxError> {
+        let r = &self.ring;
+        let snaplen = r.u32_at(h + H_SNAPLEN).ok_or(RxError::Desc)? as usize;
+        let len = r.u32_at(h + H_LEN).ok_or(RxError::Desc)? as usize;
+        let mac = r.u16_at(h + H_MAC).ok_or(RxError::Desc)? as usize;
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        if snaplen != len || mac < H_SIZE + hdr_len || mac + snaplen > self.geo.slot {
+            // Cut to the slot without being queued whole: the socket's
+            // receive buffer was full.
+            return Err(if snaplen < len && mac + snaplen <= self.geo.slot {
+                RxError::CopyFull
             } else {
-                0x8100
-            };
-            Some((tpid, tci))
+                RxError::Desc
+            });
+        }
+        let start = h + mac;
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        if self.vnet_hdr {
+            hdr.copy_from_slice(
+                r.bytes(start - VNET_HDR_LEN, VNET_HDR_LEN)
+                    .ok_or(RxError::Desc)?,
+            );
+        }
+        let frame = r.bytes(start, snaplen).ok_or(RxError::Desc)?;
+        let vlan = if snaplen >= 12 {
+            self.vlan_of(h, status)?
         } else {
             None
         };
+        let off = self.offload_of(&hdr, vlan.is_some())?;
         let area = pkt.rx_area();
         let extra = if vlan.is_some() { 4 } else { 0 };
         if snaplen + extra > area.len() {
-            return Err(true);
+            return Err(RxError::Desc);
         }
         match vlan {
             None => area[..snaplen].copy_from_slice(frame),
@@ -428,18 +527,53 @@ impl AfPacketPort {
                 area[12..14].copy_from_slice(&tpid.to_be_bytes());
                 area[14..16].copy_from_slice(&tci.to_be_bytes());
                 area[16..snaplen + 4].copy_from_slice(&frame[12..]);
-                if off.needs_csum {
-                    off.csum_start = off.csum_start.saturating_add(4);
-                }
-                if off.hdr_len != 0 {
-                    off.hdr_len = off.hdr_len.saturating_add(4);
-                }
             }
         }
         pkt.set_len(snaplen + extra);
         pkt.meta.offload = off;
         Ok(())
     }
+
+    /// Reads the frame of the TP_STATUS_COPY slot at `h`, queued whole on
+    /// the socket, straight into `pkt` (one copy, by the kernel).
+    fn recv_frame(&mut self, h: usize, status: u32, pkt: &mut Packet) -> Result<(), RxError> {
+        let vlan = self.vlan_of(h, status)?;
+        let extra = if vlan.is_some() { 4 } else { 0 };
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        let area = pkt.rx_area();
+        if area.len() < extra + 14 {
+            return Err(RxError::Desc);
+        }
+        let room = area.len() - extra;
+        let n = sys::recv_trunc2(self.fd.as_raw_fd(), &mut hdr[..hdr_len], &mut area[extra..])
+            .map_err(|_| RxError::Desc)?;
+        let flen = n.checked_sub(hdr_len).ok_or(RxError::Desc)?;
+        if flen > room || flen < 14 {
+            return Err(RxError::Desc);
+        }
+        if let Some((tpid, tci)) = vlan {
+            area.copy_within(4..16, 0);
+            area[12..14].copy_from_slice(&tpid.to_be_bytes());
+            area[14..16].copy_from_slice(&tci.to_be_bytes());
+        }
+        let off = self.offload_of(&hdr, vlan.is_some())?;
+        pkt.set_len(flen + extra);
+        pkt.meta.offload = off;
+        self.stats.rx_copied += 1;
+        Ok(())
+    }
+}
+
+/// Why a received frame was not handed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RxError {
+    /// Inconsistent descriptor, or a frame larger than a buffer.
+    Desc,
+    /// A virtio-net header vecgate cannot represent.
+    Vnet,
+    /// Larger than a slot and not queued whole (receive buffer full).
+    CopyFull,
 }
 
 impl Port for AfPacketPort {
@@ -455,7 +589,7 @@ impl Port for AfPacketPort {
     ) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
-            let h = frame_offset(self.slot);
+            let h = self.geo.offset(self.slot);
             let status = self.ring.load_status(h + H_STATUS);
             if status & sys::TP_STATUS_USER == 0 {
                 break;
@@ -465,7 +599,11 @@ impl Port for AfPacketPort {
                 // drops (and counts) once the ring is full.
                 break;
             };
-            let r = self.copy_frame(h, status, &mut pkt);
+            let r = if status & sys::TP_STATUS_COPY != 0 {
+                self.recv_frame(h, status, &mut pkt)
+            } else {
+                self.copy_frame(h, status, &mut pkt)
+            };
             // Hand the slot back only after every read of it.
             self.ring.store_status(h + H_STATUS, sys::TP_STATUS_KERNEL);
             self.slot = (self.slot + 1) % self.frame_nr;
@@ -476,11 +614,11 @@ impl Port for AfPacketPort {
                     out.push(pkt);
                     n += 1;
                 }
-                Err(bad_desc) => {
-                    if bad_desc {
-                        self.stats.rx_bad += 1;
-                    } else {
-                        self.stats.rx_bad_vnet += 1;
+                Err(e) => {
+                    match e {
+                        RxError::Desc => self.stats.rx_bad += 1,
+                        RxError::Vnet => self.stats.rx_bad_vnet += 1,
+                        RxError::CopyFull => self.stats.rx_copy_full += 1,
                     }
                     pool.free(pkt);
                 }
@@ -586,7 +724,7 @@ impl Port for AfPacketPort {
         let (s, r) = (self.stats, self.reported);
         self.reported = s;
         PortDrops {
-            rx_ring_full: ring_full,
+            rx_ring_full: ring_full + s.rx_copy_full.wrapping_sub(r.rx_copy_full),
             rx_bad: (s.rx_bad + s.rx_bad_vnet).wrapping_sub(r.rx_bad + r.rx_bad_vnet),
             tx_rejected: s.tx_rejected.wrapping_sub(r.tx_rejected),
             tx_full: s.tx_dropped.wrapping_sub(r.tx_dropped),

@@ -173,9 +173,12 @@ pub fn run(cfg: &FloorConfig, stop: Arc<AtomicBool>, ready: impl FnOnce()) -> Re
     let group = (std::process::id() as u16).wrapping_mul(2);
     let mut ports = Vec::new();
     for _ in 0..workers {
+        // Slots that hold any frame whole: the floor sends from them.
         let opts = |g: u16| AfPacketOpts {
             fanout: (workers > 1).then_some(g),
             vnet_hdr: cfg.vnet_hdr,
+            frames: 510,
+            slot_size: crate::af_packet::SLOT_MAX,
             ..AfPacketOpts::default()
         };
         let a = AfPacketPort::open(&cfg.a, opts(group))?;

@@ -17,6 +17,7 @@ pub const SOL_PACKET: i32 = 263;
 pub const PACKET_ADD_MEMBERSHIP: i32 = 1;
 pub const PACKET_RX_RING: i32 = 5;
 pub const PACKET_STATISTICS: i32 = 6;
+pub const PACKET_COPY_THRESH: i32 = 7;
 pub const PACKET_VERSION: i32 = 10;
 pub const PACKET_VNET_HDR: i32 = 15;
 pub const PACKET_FANOUT: i32 = 18;
@@ -28,6 +29,7 @@ pub const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 pub const TPACKET_V2: i32 = 1;
 pub const TP_STATUS_KERNEL: u32 = 0;
 pub const TP_STATUS_USER: u32 = 1;
+pub const TP_STATUS_COPY: u32 = 1 << 1;
 pub const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 pub const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 pub const ETH_P_ALL: u16 = 0x0003;
@@ -357,6 +359,30 @@ pub fn readv2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
     ];
     // SAFETY: both iovecs describe live, writable, exclusively borrowed slices.
     cvt_size(unsafe { libc::readv(fd, iov.as_ptr(), 2) })
+}
+
+/// `recvmsg(2)` of one datagram into two buffers (virtio-net header,
+/// frame), without blocking and with MSG_TRUNC: returns the datagram's
+/// whole length (header included), which exceeds `a.len() + b.len()` when
+/// it did not fit (the rest is lost).
+pub fn recv_trunc2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: a.as_mut_ptr().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = 2;
+    // SAFETY: `msg` points to `iov`, whose two entries describe live,
+    // writable, exclusively borrowed slices for the duration of the call.
+    cvt_size(unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) })
 }
 
 /// `writev(2)` of two buffers (virtio-net header, frame).

@@ -15,6 +15,7 @@ fn full_rx_ring_is_reported_as_ring_full_drops_once() {
     let va = t.va.clone();
     let opts = AfPacketOpts {
         frames: 8,
+        slot_size: vecgate_io::af_packet::SLOT_MAX,
         ..AfPacketOpts::default()
     };
     let mut port =
@@ -62,4 +63,64 @@ fn full_rx_ring_is_reported_as_ring_full_drops_once() {
     assert_eq!((d.rx_bad, d.tx_rejected, d.tx_full), (0, 0, 0), "{d:?}");
     // Read once: the kernel reset its counter.
     assert_eq!(port.take_drops().rx_ring_full, 0);
+}
+
+/// Frames larger than a ring slot wait whole in the socket's receive
+/// buffer; when it is full the kernel cuts them to the slot instead, and
+/// the port drops them as lost to a full receive side (`rx_ring_full`),
+/// never hands on a cut frame.
+#[test]
+fn frames_over_a_full_receive_buffer_are_counted_as_ring_full() {
+    let t = VethPair::new();
+    t.a.exec(&["ip", "link", "set", &t.va, "mtu", "9000"]);
+    t.b.exec(&["ip", "link", "set", &t.vb, "mtu", "9000"]);
+    let va = t.va.clone();
+    let opts = AfPacketOpts {
+        slot_size: 2048,
+        rcvbuf: 1,
+        ..AfPacketOpts::default()
+    };
+    let mut port =
+        t.a.run_in(move || AfPacketPort::open(&va, opts).expect("open af_packet"));
+    let g = format!("10.99.{}.9", t.subnet);
+    t.b.exec(&[
+        "ip",
+        "neigh",
+        "replace",
+        &g,
+        "lladdr",
+        &mac_str(port.mac()),
+        "dev",
+        &t.vb,
+    ]);
+    // 20 echo requests of 6028 bytes (over a 2 KiB slot), none read
+    // while they arrive.
+    let sent = 20u64;
+    t.b.try_exec(&[
+        "ping",
+        "-c",
+        &sent.to_string(),
+        "-i",
+        "0.005",
+        "-W",
+        "0.1",
+        "-s",
+        "6000",
+        &g,
+    ]);
+    let mut pool = Pool::new(64);
+    let (mut whole, mut cut) = (0u64, 0u64);
+    recv_for(&mut port, &mut pool, Duration::from_millis(200), |p| {
+        if p.len() >= 6000 + 28 + 14 {
+            whole += 1
+        } else if p.len() > 1000 {
+            cut += 1
+        }
+    });
+    let d = port.take_drops();
+    assert_eq!(cut, 0, "a cut frame was handed on");
+    assert!(whole >= 1, "the first large frame is queued whole");
+    assert!(d.rx_ring_full >= 1, "{d:?}");
+    assert_eq!(whole + d.rx_ring_full, sent, "{whole} whole, {d:?}");
+    assert_eq!(d.rx_bad, 0, "{d:?}");
 }
