@@ -29,6 +29,9 @@ VECGATE = os.environ.get("VECGATE", os.path.join(ROOT, "target", "release", "vec
 # The gateway binary alone can be another build (before/after runs), the
 # traffic tool staying the same: VECGATE_GATEWAY.
 GATEWAY = os.environ.get("VECGATE_GATEWAY", VECGATE)
+# Extra `[gateway]` lines for every vecgate the benchmarks start (a knob
+# measured against its default, e.g. "idle_spin_us = 0"): VECGATE_GATEWAY_EXTRA.
+GATEWAY_EXTRA = os.environ.get("VECGATE_GATEWAY_EXTRA", "")
 OUT = os.path.join(ROOT, "bench", "out")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PID = os.getpid()
@@ -242,6 +245,7 @@ workers = {workers}
 api = "unix:{OUT}/{self.r.name}.sock"
 state_dir = "{OUT}/{self.r.name}.state"
 {"busy_poll = true" if mode == "vecgate-busy" else ""}
+{GATEWAY_EXTRA}
 
 [[interface]]
 name = "h1"

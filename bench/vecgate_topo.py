@@ -97,6 +97,7 @@ name = "bench-{side}"
 workers = {self.workers}
 api = "unix:{sock}"
 {"busy_poll = true" if self.busy_poll else ""}
+{_bench().GATEWAY_EXTRA}
 {self.state_line(side)}
 [[interface]]
 name = "lan"

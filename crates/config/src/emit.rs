@@ -47,6 +47,9 @@ impl Config {
         if g.busy_poll {
             let _ = writeln!(s, "busy_poll = true");
         }
+        if let Some(us) = g.idle_spin_us {
+            let _ = writeln!(s, "idle_spin_us = {us}");
+        }
         for i in &self.interfaces {
             let _ = writeln!(s, "\n[[interface]]");
             let _ = writeln!(s, "name = {}", quote(&i.name));

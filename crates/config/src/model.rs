@@ -192,6 +192,12 @@ pub struct Gateway {
     /// poll(2) when idle.
     #[serde(default)]
     pub busy_poll: bool,
+    /// Microseconds a worker keeps polling (yielding its CPU between polls)
+    /// after the last packet before it sleeps in poll(2): a steady stream
+    /// then costs no wakeup per batch, an idle gateway still sleeps. `None`:
+    /// the default, 50 (`packet::idle`); 0 sleeps at once.
+    #[serde(default)]
+    pub idle_spin_us: Option<u32>,
 }
 
 impl Gateway {

@@ -67,6 +67,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "api_insecure_loopback",
     "state_dir",
     "busy_poll",
+    "idle_spin_us",
 ];
 pub(crate) const INTERFACE_KEYS: &[&str] = &[
     "name",
@@ -591,6 +592,9 @@ fn read_gateway(
                 let api_insecure_loopback = r.boolean("api_insecure_loopback", false);
                 let state_dir = r.string("state_dir", false).map(PathBuf::from);
                 let busy_poll = r.boolean("busy_poll", false);
+                let idle_spin_us = r
+                    .int("idle_spin_us", 0..10_001, "0..=10000 (microseconds)")
+                    .map(|n| n as u32);
                 positions.gateway = r.pos;
                 name.map(|name| Gateway {
                     api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
@@ -603,6 +607,7 @@ fn read_gateway(
                     api_insecure_loopback,
                     state_dir,
                     busy_poll,
+                    idle_spin_us,
                 })
             }
             other => {
@@ -791,6 +796,7 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
             api_insecure_loopback: false,
             state_dir: None,
             busy_poll: false,
+            idle_spin_us: None,
             api: ApiEndpoint::default_for("unnamed"),
         },
         interfaces,

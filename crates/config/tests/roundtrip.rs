@@ -260,6 +260,7 @@ fn config() -> impl Strategy<Value = Config> {
                     api_insecure_loopback: matches!(api, ApiEndpoint::Tcp(a) if a.ip().is_loopback()),
                     state_dir: (workers % 2 == 0).then(|| "/var/lib/vecgate-test/state".into()),
                     busy_poll: workers % 3 == 0,
+                    idle_spin_us: (workers % 2 == 0).then_some(workers as u32 * 7),
                     name,
                     workers,
                     api,
@@ -469,6 +470,7 @@ proptest! {
                 api_insecure_loopback: false,
                 state_dir: None,
                 busy_poll: false,
+                idle_spin_us: None,
             },
             interfaces: vec![Interface {
                 name: "a".into(),

@@ -91,7 +91,7 @@ fn unknown_keys_all_reported() {
     assert_eq!(
         e,
         vec![
-            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback, state_dir, busy_poll)",
+            "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback, state_dir, busy_poll, idle_spin_us)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing], [ha])",
@@ -307,6 +307,20 @@ fn tcp_api_needs_tls_or_explicit_loopback() {
         "[gateway]\nname = \"gw\"\napi = \"unix:/run/gw.sock\"\napi_tls_key_file = \"/k\"\n",
         4,
         "applies to a TCP api only",
+    );
+}
+
+#[test]
+fn idle_spin_us_range() {
+    one(
+        "[gateway]\nname = \"gw\"\nidle_spin_us = 10001\n",
+        3,
+        "[gateway]: idle_spin_us = 10001 is out of range (expected 0..=10000 (microseconds))",
+    );
+    one(
+        "[gateway]\nname = \"gw\"\nidle_spin_us = -5\n",
+        3,
+        "idle_spin_us = -5 is out of range",
     );
 }
 
@@ -678,6 +692,7 @@ fn validate_works_on_code_built_configs() {
             api_insecure_loopback: false,
             state_dir: None,
             busy_poll: false,
+            idle_spin_us: None,
         },
         interfaces: vec![Interface {
             name: "lan".into(),

@@ -1616,6 +1616,56 @@ fn run_busy_poll_never_sleeps_answers_and_stops() {
     assert_eq!(w.counters().snapshot().ports[0].rx_packets, 1);
 }
 
+/// The default spin after the last packet (`idle_spin_us`, 50 µs) ends:
+/// a worker that saw traffic and then none goes back to sleeping in poll,
+/// turning about once per TIMER_MS, never busy.
+#[test]
+fn run_spins_after_traffic_then_sleeps() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cfg = WorkerConfig {
+        idle_spin_us: 10_000,
+        ..WorkerConfig::default()
+    };
+    let r = Rig::new(1500, cfg);
+    let h = r.h.clone();
+    let mut w = r.w;
+    let beat = w.heartbeat();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        w.run(&s2);
+        w
+    });
+    h[0].inject(eth(
+        BCAST,
+        H1,
+        0x0806,
+        &arp(
+            Operation::Request,
+            H1,
+            v4("10.1.0.5"),
+            [0; 6],
+            v4("10.1.0.1"),
+        ),
+    ));
+    let t0 = std::time::Instant::now();
+    while h[0].take_tx().is_empty() && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // Well past the 10 ms spin: one second of idle turns.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let before = beat.load(Ordering::Relaxed);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let idle_turns = beat.load(Ordering::Relaxed) - before;
+    stop.store(true, Ordering::Relaxed);
+    let w = t.join().unwrap();
+    assert_eq!(w.counters().snapshot().ports[0].rx_packets, 1);
+    assert!(
+        idle_turns < 1000,
+        "an idle worker turned {idle_turns} times in 1 s: it spins instead of sleeping"
+    );
+}
+
 #[test]
 fn run_blocks_when_idle_and_stops() {
     use std::sync::atomic::{AtomicBool, Ordering};

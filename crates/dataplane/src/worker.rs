@@ -64,6 +64,9 @@ pub struct WorkerConfig {
     pub icmp_burst: u32,
     /// Never sleep in poll(2) when idle (`[gateway] busy_poll`).
     pub busy_poll: bool,
+    /// Poll on this long after the last packet before sleeping
+    /// (`[gateway] idle_spin_us`, [`packet::idle`]).
+    pub idle_spin_us: u32,
 }
 
 impl Default for WorkerConfig {
@@ -74,6 +77,7 @@ impl Default for WorkerConfig {
             icmp_rate: 100,
             icmp_burst: 100,
             busy_poll: false,
+            idle_spin_us: packet::idle::DEFAULT_IDLE_SPIN_US,
         }
     }
 }
@@ -111,6 +115,8 @@ pub struct Worker {
     heartbeat: Arc<AtomicU64>,
     /// [`WorkerConfig::busy_poll`].
     busy_poll: bool,
+    /// [`WorkerConfig::idle_spin_us`].
+    idle: packet::IdleSpin,
 }
 
 impl Worker {
@@ -158,6 +164,7 @@ impl Worker {
             capture: None,
             heartbeat: Arc::new(AtomicU64::new(0)),
             busy_poll: cfg.busy_poll,
+            idle: packet::IdleSpin::new(cfg.idle_spin_us),
         }
     }
 
@@ -523,10 +530,14 @@ impl Worker {
             self.handle_commands();
             let received = self.step(now());
             if received > 0 {
+                self.idle.busy();
                 continue;
             }
             if self.busy_poll {
                 std::hint::spin_loop();
+                continue;
+            }
+            if self.idle.keep_polling() {
                 continue;
             }
             let wait = TIMER_MS

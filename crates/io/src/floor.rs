@@ -34,6 +34,7 @@ use crate::af_xdp::{AfXdpOpts, AfXdpPort};
 use crate::error::IoError;
 use crate::netdev::{self, IngressGuard};
 use crate::vnet::{self, VNET_HDR_LEN};
+use packet::idle::{IdleSpin, DEFAULT_IDLE_SPIN_US};
 use packet::{Gso, Port};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::net::Ipv4Addr;
@@ -234,9 +235,12 @@ fn run_xdp(
                 if let Some(c) = core {
                     core_affinity::set_for_current(c);
                 }
+                let mut spin = IdleSpin::new(DEFAULT_IDLE_SPIN_US);
                 while !stop.load(Ordering::Relaxed) {
                     let n = xdp_forward(&mut a, &mut b, &to_b) + xdp_forward(&mut b, &mut a, &to_a);
-                    if n == 0 {
+                    if n > 0 {
+                        spin.busy();
+                    } else if !spin.keep_polling() {
                         idle(&a, &b);
                     }
                 }
@@ -256,7 +260,8 @@ fn xdp_forward(rx: &mut AfXdpPort, tx: &mut AfXdpPort, dir: &Dir) -> usize {
     .unwrap_or(0)
 }
 
-/// Blocks until either port has something to receive (at most 100 ms).
+/// Blocks until either port has something to receive (at most 100 ms),
+/// once the spin after the last packet is over.
 fn idle(a: &dyn Port, b: &dyn Port) {
     let (Some(fa), Some(fb)) = (a.poll_fd(), b.poll_fd()) else {
         return;
@@ -273,9 +278,13 @@ fn idle(a: &dyn Port, b: &dyn Port) {
 }
 
 fn worker(a: &mut AfPacketPort, b: &mut AfPacketPort, to_b: &Dir, to_a: &Dir, stop: &AtomicBool) {
+    // Waits as vecgate's workers do by default ([`packet::idle`]).
+    let mut spin = IdleSpin::new(DEFAULT_IDLE_SPIN_US);
     while !stop.load(Ordering::Relaxed) {
         let n = forward(a, b, to_b) + forward(b, a, to_a);
-        if n == 0 {
+        if n > 0 {
+            spin.busy();
+        } else if !spin.keep_polling() {
             idle(a, b);
         }
     }

@@ -1,7 +1,8 @@
 //! The bottom of vecgate's crate graph: the packet buffer and its
 //! preallocated pool ([`buffer`]), the offload metadata a packet carries
 //! ([`Offload`], [`Gso`]), and the interface an I/O backend implements
-//! ([`port`]).
+//! ([`port`]), and how a polling loop waits when its ports run dry
+//! ([`idle`]).
 //!
 //! Everything that handles packets (the ESP transforms in `vecgate-ipsec`,
 //! the graph in `dataplane`, the backends in `vecgate-io`) imports them from
@@ -9,7 +10,9 @@
 //! packet.
 
 pub mod buffer;
+pub mod idle;
 pub mod port;
 
 pub use buffer::{Gso, Meta, Offload, Packet, Pool, VECTOR_SIZE};
+pub use idle::IdleSpin;
 pub use port::{Port, PortDrops};

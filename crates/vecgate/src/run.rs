@@ -202,6 +202,10 @@ fn start_forwarding(cfg: &Config, pre: &mut Prepared) -> Result<Forwarding> {
     }
     let wcfg = WorkerConfig {
         busy_poll: cfg.gateway.busy_poll,
+        idle_spin_us: cfg
+            .gateway
+            .idle_spin_us
+            .unwrap_or(packet::idle::DEFAULT_IDLE_SPIN_US),
         ..WorkerConfig::default()
     };
     let workers = spawn_workers(
