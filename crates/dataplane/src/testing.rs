@@ -133,7 +133,8 @@ impl Port for MockPort {
             let Some((f, o)) = q.rx.pop_front() else {
                 break;
             };
-            let Some(mut p) = pool.alloc() else {
+            // Sized to the frame, as the real backends take them.
+            let Some(mut p) = pool.alloc_for(f.len()) else {
                 q.rx.push_front((f, o));
                 break;
             };

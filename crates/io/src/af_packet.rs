@@ -14,7 +14,8 @@
 //! copy into the ring and another out of it. The kernel wakes the worker
 //! for every frame and `rx_burst` drains every slot that is ready (a burst
 //! when busy), copying each wire-sized frame into a pool buffer sized to it
-//! and handing the slot back at once. TPACKET_V3 was tried first: it hands
+//! (a small one, `packet::Pool::alloc_for`) and handing the slot back at
+//! once. TPACKET_V3 was tried first: it hands
 //! over whole blocks only when full or after a retire timeout of at least
 //! 1 ms, which delayed small packets (TCP ACKs) by up to that much at every
 //! hop. With PACKET_VNET_HDR the kernel writes the 10-byte `virtio_net_hdr`
@@ -594,12 +595,22 @@ impl Port for AfPacketPort {
             if status & sys::TP_STATUS_USER == 0 {
                 break;
             }
-            let Some(mut pkt) = pool.alloc() else {
+            // A buffer sized to the frame: a wire-sized one in the slot
+            // (and a VLAN tag to put back), anything for the copy path.
+            let copied = status & sys::TP_STATUS_COPY != 0;
+            let want = if copied {
+                usize::MAX
+            } else {
+                self.ring
+                    .u32_at(h + H_SNAPLEN)
+                    .map_or(usize::MAX, |n| n as usize + 4)
+            };
+            let Some(mut pkt) = pool.alloc_for(want) else {
                 // Out of buffers: leave the frame in the ring, the kernel
                 // drops (and counts) once the ring is full.
                 break;
             };
-            let r = if status & sys::TP_STATUS_COPY != 0 {
+            let r = if copied {
                 self.recv_frame(h, status, &mut pkt)
             } else {
                 self.copy_frame(h, status, &mut pkt)

@@ -3,9 +3,18 @@
 //! Every buffer is allocated once, when a worker starts, and recycled through
 //! its [`Pool`]: the fast path never allocates. A buffer has [`HEADROOM`]
 //! bytes in front of the received frame so encapsulation (GRE, VXLAN, ESP, an
-//! outer IP header) is a `push_front`, not a copy, and room for a 64 KB
-//! super-packet (a GSO frame handed over with a virtio-net header) plus
-//! [`TAILROOM`] for an ESP trailer.
+//! outer IP header) is a `push_front`, not a copy, and [`TAILROOM`] behind
+//! it for an ESP trailer.
+//!
+//! Buffers come in two sizes, so each holds what it carries: large ones
+//! ([`BUF_SIZE`]) with room for a 64 KB super-packet (a GSO frame handed
+//! over with a virtio-net header), and small ones ([`SMALL_BUF_SIZE`], one
+//! page) for a wire-sized frame — a 1500-byte frame or a segment cut from a
+//! super-packet does not pull a 66 KB buffer through the cache and the TLB.
+//! Whoever knows the size before filling a buffer asks for it
+//! ([`Pool::alloc_for`]); whoever grows a packet past its buffer (receive
+//! coalescing, UDP GSO joining) moves it into a large one first
+//! ([`Pool::grow`]).
 
 /// Bytes reserved in front of the frame for encapsulation headers.
 pub const HEADROOM: usize = 256;
@@ -13,8 +22,13 @@ pub const HEADROOM: usize = 256;
 pub const MAX_FRAME: usize = 65_536 + 64;
 /// Bytes reserved behind the frame (ESP padding, trailer and ICV).
 pub const TAILROOM: usize = 128;
-/// Size of every buffer in a pool.
+/// Size of a large buffer.
 pub const BUF_SIZE: usize = HEADROOM + MAX_FRAME + TAILROOM;
+/// Size of a small buffer: one page.
+pub const SMALL_BUF_SIZE: usize = 4096;
+/// Largest frame a small buffer holds (3712 bytes: a 1500-byte MTU's frame
+/// with any tunnel's headers in front).
+pub const SMALL_MAX_FRAME: usize = SMALL_BUF_SIZE - HEADROOM - TAILROOM;
 /// Most packets a vector carries through the graph at once (as VPP's frame).
 pub const VECTOR_SIZE: usize = 256;
 
@@ -113,6 +127,12 @@ impl Packet {
     #[inline]
     pub fn headroom(&self) -> usize {
         self.head
+    }
+
+    /// Whether the packet lies in a small buffer ([`SMALL_MAX_FRAME`]).
+    #[inline]
+    pub fn is_small(&self) -> bool {
+        self.buf.len() < BUF_SIZE
     }
 
     /// Bytes free behind the frame.
@@ -217,40 +237,103 @@ impl std::fmt::Debug for Packet {
     }
 }
 
-/// A per-worker pool of preallocated buffers. Not shared between threads, so
-/// taking and returning a buffer is a `Vec` pop/push: no lock, no allocation.
+/// A per-worker pool of preallocated buffers, large and small. Not shared
+/// between threads, so taking and returning a buffer is a `Vec` pop/push:
+/// no lock, no allocation.
 pub struct Pool {
     free: Vec<Box<[u8]>>,
+    small: Vec<Box<[u8]>>,
     capacity: usize,
 }
 
 impl Pool {
-    /// Allocates `capacity` buffers of [`BUF_SIZE`] bytes up front.
+    /// Allocates `capacity` large buffers ([`BUF_SIZE`] bytes) and as many
+    /// small ones ([`SMALL_BUF_SIZE`]) up front.
     pub fn new(capacity: usize) -> Self {
         let mut free = Vec::with_capacity(capacity);
+        let mut small = Vec::with_capacity(capacity);
         for _ in 0..capacity {
             free.push(vec![0u8; BUF_SIZE].into_boxed_slice());
+            small.push(vec![0u8; SMALL_BUF_SIZE].into_boxed_slice());
         }
-        Pool { free, capacity }
+        Pool {
+            free,
+            small,
+            capacity,
+        }
     }
 
-    /// Takes a buffer with an empty frame at the standard headroom, or `None`
-    /// when the pool is exhausted (the caller counts a drop).
-    #[inline]
-    pub fn alloc(&mut self) -> Option<Packet> {
-        self.free.pop().map(|buf| Packet {
+    fn packet(buf: Box<[u8]>) -> Packet {
+        Packet {
             buf,
             head: HEADROOM,
             len: 0,
             meta: Meta::default(),
-        })
+        }
+    }
+
+    /// Takes a large buffer (any frame fits) with an empty frame at the
+    /// standard headroom, or `None` when the pool is exhausted (the caller
+    /// counts a drop).
+    #[inline]
+    pub fn alloc(&mut self) -> Option<Packet> {
+        self.free.pop().map(Self::packet)
+    }
+
+    /// Takes a buffer for a frame of `len` bytes: a small one when it fits
+    /// ([`SMALL_MAX_FRAME`]) and one is left, else a large one.
+    #[inline]
+    pub fn alloc_for(&mut self, len: usize) -> Option<Packet> {
+        if len <= SMALL_MAX_FRAME {
+            if let Some(b) = self.small.pop() {
+                return Some(Self::packet(b));
+            }
+        }
+        self.alloc()
+    }
+
+    /// Buffers [`Pool::alloc_for`] can hand out now for frames of `len`
+    /// bytes.
+    #[inline]
+    pub fn available_for(&self, len: usize) -> usize {
+        if len <= SMALL_MAX_FRAME {
+            self.free.len() + self.small.len()
+        } else {
+            self.free.len()
+        }
+    }
+
+    /// Moves a packet held in a small buffer into a large one (same frame,
+    /// headroom and metadata), so it can grow to a super-packet; `true` if
+    /// it is in a large buffer now, `false` (unchanged) if none is left.
+    pub fn grow(&mut self, p: &mut Packet) -> bool {
+        if !p.is_small() {
+            return true;
+        }
+        let Some(mut big) = self.free.pop() else {
+            return false;
+        };
+        let (h, n) = (p.head, p.len);
+        big[h..h + n].copy_from_slice(&p.buf[h..h + n]);
+        let small = std::mem::replace(&mut p.buf, big);
+        if self.small.len() < self.capacity {
+            self.small.push(small);
+        }
+        true
     }
 
     /// Returns a packet's buffer to the pool.
     #[inline]
     pub fn free(&mut self, pkt: Packet) {
-        if self.free.len() < self.capacity {
-            self.free.push(pkt.buf);
+        let list = if pkt.buf.len() == BUF_SIZE {
+            &mut self.free
+        } else if pkt.buf.len() == SMALL_BUF_SIZE {
+            &mut self.small
+        } else {
+            return;
+        };
+        if list.len() < self.capacity {
+            list.push(pkt.buf);
         }
     }
 
@@ -262,14 +345,24 @@ impl Pool {
         }
     }
 
-    /// Buffers currently available.
+    /// Large buffers currently available.
     pub fn available(&self) -> usize {
         self.free.len()
     }
 
-    /// Buffers the pool was created with.
+    /// Small buffers currently available.
+    pub fn available_small(&self) -> usize {
+        self.small.len()
+    }
+
+    /// Buffers of each size the pool was created with.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Whether every buffer of both sizes is back (no packet leaked).
+    pub fn is_full(&self) -> bool {
+        self.free.len() == self.capacity && self.small.len() == self.capacity
     }
 }
 
@@ -301,6 +394,50 @@ mod tests {
         assert!(pool.alloc().is_none());
         pool.free(a);
         assert!(pool.alloc().is_some());
+    }
+
+    #[test]
+    fn small_buffers_for_small_frames_and_growing_into_a_large_one() {
+        let mut pool = Pool::new(2);
+        let mut p = pool.alloc_for(1514).unwrap();
+        assert!(p.is_small());
+        assert_eq!(p.rx_area().len(), SMALL_MAX_FRAME);
+        assert!(p.set_data(&[7u8; 1514]));
+        p.push_front(20).unwrap().fill(1);
+        p.meta.vrf = 9;
+        assert!(
+            p.extend(SMALL_MAX_FRAME).is_none(),
+            "no room in a small buffer"
+        );
+        assert!(pool.grow(&mut p));
+        assert!(!p.is_small());
+        assert_eq!(p.headroom(), HEADROOM - 20);
+        assert_eq!(&p.data()[..20], &[1u8; 20]);
+        assert_eq!(&p.data()[20..], &[7u8; 1514][..]);
+        assert_eq!(p.meta.vrf, 9);
+        assert!(p.extend(SMALL_MAX_FRAME).is_some(), "room once large");
+        assert_eq!((pool.available(), pool.available_small()), (1, 2));
+        let big = pool.alloc_for(SMALL_MAX_FRAME + 1).unwrap();
+        assert!(!big.is_small());
+        assert!(
+            pool.alloc_for(SMALL_MAX_FRAME + 1).is_none(),
+            "large ones gone"
+        );
+        let mut q = pool.alloc_for(60).unwrap();
+        assert!(q.is_small());
+        assert!(!pool.grow(&mut q), "no large buffer left to grow into");
+        assert!(q.is_small());
+        pool.free(p);
+        pool.free(big);
+        pool.free(q);
+        assert!(pool.is_full());
+        // Small ones run out: large ones serve small frames too.
+        let a = pool.alloc_for(10).unwrap();
+        let b = pool.alloc_for(10).unwrap();
+        let c = pool.alloc_for(10).unwrap();
+        assert!(a.is_small() && b.is_small() && !c.is_small());
+        assert_eq!(pool.available_for(10), 1);
+        assert_eq!(pool.available_for(5000), 1);
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //!   may advance, see [`GroConfig::allow_ts_advance`]);
 //! - its payload is no larger than the first segment's (`gso_size`), and
 //!   no segment follows one smaller than `gso_size`;
-//! - the result stays within the 16-bit IP length and a buffer.
+//! - the result stays within the 16-bit IP length and a large buffer (a
+//!   head received into a small one moves into a large one to grow).
 //!
 //! Coalescing works over one vector at a time: merged segments disappear
 //! from the vector, the super-packet stays at the position of its first
@@ -32,7 +33,7 @@ use super::csum::{fold, verify_l4_at};
 use super::hdr::{
     self, Ip, PROTO_TCP, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG,
 };
-use packet::buffer::{Gso, Packet, Pool, MAX_FRAME, VECTOR_SIZE};
+use packet::buffer::{Gso, Packet, Pool, BUF_SIZE, MAX_FRAME, VECTOR_SIZE};
 
 /// Why a packet was not merged into a super-packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -407,6 +408,14 @@ impl Coalescer {
                 Some(r) => Err(r),
                 None => self.can_merge(&slot, &out[slot.idx], &pkt, &seg),
             };
+            // A head in a small buffer moves into a large one to grow.
+            let verdict = verdict.and_then(|ts| {
+                if pool.grow(&mut out[slot.idx]) {
+                    Ok(ts)
+                } else {
+                    Err(Refusal::TooBig)
+                }
+            });
             match verdict {
                 Ok(ts) => {
                     self.merge(si, out, &pkt, &seg, ts);
@@ -532,9 +541,16 @@ impl Coalescer {
         let head_end = hl4 + thl + (slot.next_seq.wrapping_sub(head_seq) as usize);
         let new_end = head_end + seg.payload;
         let ip_len = new_end - l3 - if seg.ip.v6 { hdr::IPV6_HDR_LEN } else { 0 };
+        // Room behind the frame once the head is in a large buffer
+        // (`Pool::grow` moves a small one before the merge).
+        let tailroom = if head.is_small() {
+            BUF_SIZE.saturating_sub(head.headroom() + head.len())
+        } else {
+            head.tailroom()
+        };
         if ip_len > usize::from(u16::MAX)
             || new_end > MAX_FRAME
-            || seg.payload > head.tailroom() + (head.len() - head_end.min(head.len()))
+            || seg.payload > tailroom + (head.len() - head_end.min(head.len()))
         {
             return Err(Refusal::TooBig);
         }

@@ -21,6 +21,7 @@ use super::csum::{finish, fold, sum};
 use super::hdr::{self, Ip, PROTO_TCP, PROTO_UDP, TCP_CWR, TCP_FIN, TCP_PSH};
 use super::OffloadError;
 use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
+use wire::checksum::copy_data;
 
 /// The outer L4 header of an encapsulated super-packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,7 +223,7 @@ pub fn segment_with(
             return Err(OffloadError::TooBig);
         }
     }
-    if pool.available() < nseg {
+    if pool.available_for(max_len) < nseg {
         return Err(OffloadError::NoBuffers);
     }
     let outer_covers_inner = outer
@@ -246,7 +247,8 @@ pub fn segment_with(
         .chain(payload.is_empty().then_some(&payload[..0]))
         .enumerate()
     {
-        let Some(mut seg) = pool.alloc() else {
+        let len = hdr_len + chunk.len();
+        let Some(mut seg) = pool.alloc_for(len) else {
             while out.len() > base {
                 if let Some(p) = out.pop() {
                     pool.free(p);
@@ -254,10 +256,16 @@ pub fn segment_with(
             }
             return Err(OffloadError::NoBuffers);
         };
-        let len = hdr_len + chunk.len();
         let area = seg.rx_area();
         area[..hdr_len].copy_from_slice(&d[..hdr_len]);
-        area[hdr_len..len].copy_from_slice(chunk);
+        // The payload's sum rides along its copy, unless an outer checksum
+        // or the egress port computes over the final bytes anyway.
+        let payload_sum = if partial || outer_covers_inner {
+            area[hdr_len..len].copy_from_slice(chunk);
+            None
+        } else {
+            Some((hdr_len, copy_data(&mut area[hdr_len..len], chunk)))
+        };
         seg.set_len(len);
         seg.meta = pkt.meta;
         seg.meta.offload = Offload::default();
@@ -272,7 +280,7 @@ pub fn segment_with(
             mss,
             partial,
         };
-        let csum_at = shared.fix(s, &ip, i, last);
+        let csum_at = shared.fix(s, &ip, i, last, payload_sum);
 
         // Outer headers, after the inner bytes they may checksum are final.
         if let Some(ou) = &outer {
@@ -329,8 +337,18 @@ impl InnerSeg {
     /// IPv4 ID and header checksum, TCP sequence number and flags (FIN/PSH
     /// only on the last, CWR only on the first, as Linux's tcp_gso_segment)
     /// or UDP length, and the L4 checksum. `ip` locates the headers in `s`
-    /// with `end` = the segment's end. Returns the checksum field's offset.
-    pub(super) fn fix(&self, s: &mut [u8], ip: &Ip, i: usize, last: bool) -> usize {
+    /// with `end` = the segment's end. `payload`: where the segment's
+    /// payload starts in `s` and its sum, taken while it was copied
+    /// (`wire::checksum::copy_data`), so only the headers are summed here.
+    /// Returns the checksum field's offset.
+    pub(super) fn fix(
+        &self,
+        s: &mut [u8],
+        ip: &Ip,
+        i: usize,
+        last: bool,
+        payload: Option<(usize, u16)>,
+    ) -> usize {
         let len = ip.end;
         hdr::set_ip_len(s, ip.l3, ip.v6, len);
         if !ip.v6 {
@@ -357,7 +375,12 @@ impl InnerSeg {
             self.set_l4_checksum(s, ip.l4, fold(pseudo));
         } else {
             self.set_l4_checksum(s, ip.l4, 0);
-            let c = finish(sum(&s[ip.l4..len], pseudo));
+            let c = match payload {
+                Some((at, psum)) if (ip.l4..=len).contains(&at) && (at - ip.l4) % 2 == 0 => {
+                    finish(sum(&s[ip.l4..at], pseudo) + u64::from(psum))
+                }
+                _ => finish(sum(&s[ip.l4..len], pseudo)),
+            };
             if self.tcp {
                 hdr::tcp_mut(s, ip.l4).set_checksum(c);
             } else {

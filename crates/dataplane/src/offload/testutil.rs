@@ -227,8 +227,10 @@ pub fn payload(n: usize, salt: u8) -> Vec<u8> {
         .collect()
 }
 
+/// `bytes` in a buffer from `pool` sized to them (a small one when they
+/// fit, as a port's receive takes them).
 pub fn packet(pool: &mut Pool, bytes: &[u8], l3: u16) -> Packet {
-    let mut p = pool.alloc().expect("pool");
+    let mut p = pool.alloc_for(bytes.len()).expect("pool");
     assert!(p.set_data(bytes));
     p.meta.l3_offset = l3;
     p

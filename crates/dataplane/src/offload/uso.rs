@@ -129,7 +129,8 @@ pub fn pack(
             first_i.get_or_insert(i);
             let end = len + slice_hdr + chunk.len();
             area[len..len + slice_hdr].copy_from_slice(&d[body..hdr_len]);
-            area[len + slice_hdr..end].copy_from_slice(chunk);
+            // The inner checksum's payload sum rides along the copy.
+            let psum = wire::checksum::copy_data(&mut area[len + slice_hdr..end], chunk);
             let ip = Ip {
                 v6: inner.v6,
                 l3: rel(inner.l3),
@@ -137,7 +138,13 @@ pub fn pack(
                 proto: PROTO_TCP,
                 end: end - len,
             };
-            shared.fix(&mut area[len..end], &ip, i, i + 1 == nseg);
+            shared.fix(
+                &mut area[len..end],
+                &ip,
+                i,
+                i + 1 == nseg,
+                Some((slice_hdr, psum)),
+            );
             len = end;
             n += 1;
         }
@@ -419,7 +426,17 @@ pub fn join(run: &mut Vec<Packet>, out: &mut Vec<Packet>, pool: &mut Pool) -> us
     while let Some(mut head) = it.next() {
         let mut n = 1;
         let mut spill = None;
-        if per >= 2 && head.len() == body + seg && fits(&head, false) {
+        // A head in a small buffer moves into a large one to grow (left
+        // alone, with its followers sent apart, when none is free).
+        let joinable = per >= 2
+            && head.len() == body + seg
+            && fits(&head, false)
+            && {
+                let last = it.len() == 1;
+                it.peek().is_some_and(|q| fits(q, last))
+            }
+            && pool.grow(&mut head);
+        if joinable {
             while n < per {
                 let last = it.len() == 1;
                 let Some(next) = it.peek() else { break };

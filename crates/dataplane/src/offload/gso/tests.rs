@@ -381,17 +381,32 @@ fn refusals() {
 
 #[test]
 fn pool_exhaustion_leaves_nothing_behind() {
-    let mut pool = Pool::new(4);
+    // 2 large buffers (one holds the super-packet) and 2 small ones: 3 for
+    // 5 segments.
+    let mut pool = Pool::new(2);
     let t = Tcp::new(false);
     let (_, p) = super_tcp(&t, 5000, &mut pool, 1000);
     let mut out = Vec::new();
-    assert_eq!(pool.available(), 3);
+    assert_eq!((pool.available(), pool.available_small()), (1, 2));
     assert_eq!(
         segment(&p, &mut pool, &mut out),
         Err(OffloadError::NoBuffers)
     );
     assert!(out.is_empty());
-    assert_eq!(pool.available(), 3);
+    assert_eq!((pool.available(), pool.available_small()), (1, 2));
+}
+
+/// Segments of a wire-sized MSS go into small buffers: a 1500-byte frame
+/// does not take a 66 KB one.
+#[test]
+fn segments_take_small_buffers() {
+    let mut pool = Pool::new(8);
+    let t = Tcp::new(false);
+    let (_, p) = super_tcp(&t, 5000, &mut pool, 1000);
+    let mut out = Vec::new();
+    assert_eq!(segment(&p, &mut pool, &mut out), Ok(5));
+    assert!(out.iter().all(|s| s.is_small()));
+    assert_eq!(pool.available(), 7, "no large buffer taken");
 }
 
 proptest! {
