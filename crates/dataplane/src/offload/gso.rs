@@ -376,7 +376,9 @@ impl InnerSeg {
         } else {
             self.set_l4_checksum(s, ip.l4, 0);
             let c = match payload {
-                Some((at, psum)) if (ip.l4..=len).contains(&at) && (at - ip.l4) % 2 == 0 => {
+                Some((at, psum))
+                    if (ip.l4..=len).contains(&at) && (at - ip.l4).is_multiple_of(2) =>
+                {
                     finish(sum(&s[ip.l4..at], pseudo) + u64::from(psum))
                 }
                 _ => finish(sum(&s[ip.l4..len], pseudo)),
