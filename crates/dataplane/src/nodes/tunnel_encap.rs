@@ -18,8 +18,10 @@
 //! ip-rewrite enforced (ICMP too-big / frag-needed, PMTU discovery) and SYN
 //! MSS clamping keeps true. With GRE sequence numbers each segment needs
 //! its own number, so such super-packets are segmented first and each
-//! segment encapsulated. A partial inner checksum is completed before
-//! encapsulation (an outer GRE / UDP checksum covers the final inner bytes).
+//! segment encapsulated. A packet that leaves whole keeps a partial inner
+//! checksum for the egress port to finish ([`keeps_partial`]) unless an
+//! outer GRE / UDP checksum covers the inner bytes, which must then be
+//! final before encapsulation.
 //!
 //! A VXLAN super-packet's wire packets are not cut apart but packed into UDP
 //! GSO datagrams ([`uso::pack`]): the kernel (or interface-output, for a
@@ -121,7 +123,7 @@ impl Node for TunnelEncap {
                 );
             }
             if p.meta.offload.gso == Gso::None {
-                if csum::complete(&mut p).is_err() {
+                if !keeps_partial(tun, &p) && csum::complete(&mut p).is_err() {
                     vdrop(cx, tun.port, next, p, E::ChecksumFailed as u16);
                     continue;
                 }
@@ -137,13 +139,20 @@ impl Node for TunnelEncap {
             // hands it on as a super-packet again (offload::tso).
             if p.len().saturating_sub(inner_l3) <= mtu as usize {
                 // One packet now: the partial checksum (pseudo-header over
-                // the whole super-packet, Linux's convention) is completed.
-                p.meta.offload.gso = Gso::None;
-                if csum::complete(&mut p).is_err() {
+                // the whole super-packet, Linux's convention) is kept for
+                // the egress port to complete, or completed here when an
+                // outer checksum must cover the final inner bytes.
+                let o = p.meta.offload;
+                p.meta.offload = Offload {
+                    needs_csum: o.needs_csum,
+                    csum_start: o.csum_start,
+                    csum_offset: o.csum_offset,
+                    ..Offload::default()
+                };
+                if !keeps_partial(tun, &p) && csum::complete(&mut p).is_err() {
                     vdrop(cx, tun.port, next, p, E::ChecksumFailed as u16);
                     continue;
                 }
-                p.meta.offload = Offload::default();
                 next.count(E::WholeSuperPackets as u16, 1);
                 match self.encap(&mut p, tun, hash, true) {
                     Ok(()) => enqueue(next, p, tun),
@@ -247,6 +256,24 @@ pub(crate) fn big_mss(p: &Packet, inner_l3: usize, mtu: usize) -> u16 {
     }
 }
 
+/// Whether a whole (unsegmented) packet keeps its partial inner checksum
+/// through encapsulation: when no outer checksum covers the inner bytes
+/// (GRE without the C bit, NVGRE, VXLAN over IPv4 with a zero UDP
+/// checksum, RFC 7348 §5) and the offsets lie inside the packet. The
+/// egress port then finishes it: the kernel or the NIC for a port with
+/// offloads (a veth hands it on partial to the peer, which finishes it or
+/// passes it to its host as is), interface-output for one without. Neither
+/// gateway walks the payload for it: the encapsulating one does not sum it,
+/// and a decapsulating vecgate that hands a super-packet on need not verify
+/// a sum it would otherwise have to trust (offload::tso::mark).
+fn keeps_partial(tun: &Tunnel, p: &Packet) -> bool {
+    let o = p.meta.offload;
+    let covered = tun.gre_csum_off().is_some() || (tun.v6 && tun.def.kind == TunnelKind::Vxlan);
+    o.needs_csum
+        && !covered
+        && usize::from(o.csum_start) + usize::from(o.csum_offset) + 2 <= p.len()
+}
+
 /// Drops a packet the tunnel could not send, counted on the node (by
 /// reason) and on the tunnel's virtual port.
 #[inline]
@@ -343,7 +370,15 @@ impl TunnelEncap {
         p.meta.flags = flags::LOCAL;
         p.meta.l3_offset = 0;
         if full {
+            // A partial inner checksum left for the egress port moves
+            // behind the outer headers; anything else is final.
+            let o = p.meta.offload;
             p.meta.offload = Offload::default();
+            if o.needs_csum {
+                p.meta.offload.needs_csum = true;
+                p.meta.offload.csum_start = o.csum_start.saturating_add(n as u16);
+                p.meta.offload.csum_offset = o.csum_offset;
+            }
         }
         Ok(())
     }

@@ -37,6 +37,10 @@ struct Opts {
     v6_outer: bool,
     lan_offloads: bool,
     rsc: bool,
+    /// The underlay: MTU, and whether its ports take offloads (a veth:
+    /// partial checksums reach the peer as they were sent).
+    wan_mtu: u32,
+    wan_offloads: bool,
 }
 
 fn opts(kind: TunnelKind) -> Opts {
@@ -49,6 +53,8 @@ fn opts(kind: TunnelKind) -> Opts {
         v6_outer: false,
         lan_offloads: false,
         rsc: true,
+        wan_mtu: 1500,
+        wan_offloads: false,
     }
 }
 
@@ -86,7 +92,15 @@ fn tables_at(side: usize, o: &Opts, vport: u16) -> Tables {
     } else {
         Prefix::new(outer(side, false), 24).unwrap()
     };
-    b.add_interface(1, "wan", WAN[side], 1500, 0, &[wan]);
+    b.add_interface(1, "wan", WAN[side], o.wan_mtu, 0, &[wan]);
+    b.set_flags(
+        1,
+        IfFlags {
+            offloads: o.wan_offloads,
+            rsc: o.rsc,
+            ipv6: true,
+        },
+    );
     let def = TunnelDef {
         kind: o.kind,
         local: outer(side, o.v6_outer),
@@ -99,7 +113,7 @@ fn tables_at(side: usize, o: &Opts, vport: u16) -> Tables {
         udp_port: 4789,
     };
     let probe = crate::tunnel::Tunnel::new(vport, def.clone(), 0).unwrap();
-    let mtu = 1500 - probe.mtu_overhead() as u32;
+    let mtu = o.wan_mtu - probe.mtu_overhead() as u32;
     let tun_addr = Prefix::new(IpAddr::V4(Ipv4Addr::new(10, 9, 0, side as u8 + 1)), 24).unwrap();
     let addrs = if o.ethernet { vec![tun_addr] } else { vec![] };
     b.add_interface(
@@ -132,6 +146,8 @@ struct Pair {
     now: u64,
     /// Every underlay frame seen, A→B and B→A.
     underlay: Vec<Vec<u8>>,
+    /// Their offload state (a partial checksum crosses a veth as is).
+    underlay_offload: Vec<Offload>,
     /// Received by the host behind each side (non-ARP), with offload state.
     got: [Vec<(Vec<u8>, Offload)>; 2],
 }
@@ -145,14 +161,17 @@ impl Pair {
             wan: Vec::new(),
             now: 1,
             underlay: Vec::new(),
+            underlay_offload: Vec::new(),
             got: [Vec::new(), Vec::new()],
         };
         for side in 0..2 {
             let shared = SharedTables::new(tables(side, o));
             let (l, lh) = MockPort::new("lan", LAN[side], 1500);
-            let (w, wh) = MockPort::new("wan", WAN[side], 1500);
-            let ports: Vec<Box<dyn Port>> =
-                vec![Box::new(l.with_offloads(o.lan_offloads)), Box::new(w)];
+            let (w, wh) = MockPort::new("wan", WAN[side], o.wan_mtu);
+            let ports: Vec<Box<dyn Port>> = vec![
+                Box::new(l.with_offloads(o.lan_offloads)),
+                Box::new(w.with_offloads(o.wan_offloads)),
+            ];
             pr.w.push(Worker::new(
                 side,
                 ports,
@@ -173,9 +192,10 @@ impl Pair {
             let mut moved = false;
             for side in 0..2 {
                 self.w[side].step(self.now);
-                for f in self.wan[side].take_tx() {
+                for (f, o) in self.wan[side].take_tx_with() {
                     self.underlay.push(f.clone());
-                    self.wan[1 - side].inject(f);
+                    self.underlay_offload.push(o);
+                    self.wan[1 - side].inject_with(f, o);
                     moved = true;
                 }
                 for (f, o) in self.lan[side].take_tx_with() {
@@ -671,6 +691,64 @@ fn super_packet_is_segmented_after_encap_and_coalesced_after_decap() {
         assert_eq!(pr.got[1].len(), 15, "rsc off: segments as they came");
         assert!(pr.got[1].iter().all(|(_, o)| o.gso == Gso::None));
         assert_eq!(pr.snap(1).error("rsc-output", "coalesced-segments"), 0);
+    }
+}
+
+/// Over a large-MTU underlay whose ports take offloads (veth), a
+/// super-packet crosses whole with its inner TCP checksum still partial:
+/// neither gateway walks the payload for it, the host behind B finishes it
+/// (here: the test, as its NIC would) and it verifies. With the GRE
+/// checksum (C bit) the outer checksum covers the inner bytes: those are
+/// final before encapsulation and the GRE checksum verifies.
+#[test]
+fn partial_inner_checksum_crosses_a_large_underlay_whole() {
+    for checksum in [false, true] {
+        let mut o = opts(TunnelKind::Gre);
+        o.lan_offloads = true;
+        o.wan_offloads = true;
+        o.wan_mtu = 65_000;
+        o.checksum = checksum;
+        let mut pr = Pair::new(&o);
+        ping_both_ways(&mut pr);
+        pr.underlay.clear();
+        pr.underlay_offload.clear();
+        let (f, off) = tcp_super(1400, 20_000, 1);
+        pr.lan[0].inject_with(f.clone(), off);
+        pr.pump();
+        let data: Vec<usize> = (0..pr.underlay.len())
+            .filter(|&i| pr.underlay[i].len() > 20_000)
+            .collect();
+        assert_eq!(data.len(), 1, "checksum {checksum}: one whole GRE packet");
+        let (u, uo) = (&pr.underlay[data[0]], pr.underlay_offload[data[0]]);
+        // GRE with its key (0x1234), and the checksum word with C.
+        let gre_len = if checksum { 12 } else { 8 };
+        let inner_l3 = 14 + 20 + gre_len;
+        if checksum {
+            assert!(!uo.needs_csum, "covered by the GRE checksum: final");
+            assert!(crate::offload::csum::verify_l4_at(u, inner_l3));
+            assert_eq!(wire::checksum::data(&u[34..]), 0xffff, "GRE checksum");
+        } else {
+            assert!(uo.needs_csum, "left for the egress port");
+            assert_eq!(usize::from(uo.csum_start), inner_l3 + 20);
+            assert_eq!(uo.csum_offset, 16);
+            assert!(
+                !crate::offload::csum::verify_l4_at(u, inner_l3),
+                "not summed"
+            );
+        }
+        assert_eq!(pr.got[1].len(), 1);
+        let (mut g, go) = pr.got[1].remove(0);
+        assert_eq!(g.len(), 14 + 40 + 20_000);
+        // Segments sized for the host's link again (offload::tso::mark).
+        assert_eq!(
+            (go.gso, go.gso_size),
+            (Gso::TcpV4, 1460),
+            "a super-packet for the host"
+        );
+        assert!(go.needs_csum);
+        finish_partial(&mut g, &go);
+        assert!(crate::offload::csum::verify_l4_at(&g, 14));
+        assert_eq!(g[54..], f[54..], "payload intact");
     }
 }
 
