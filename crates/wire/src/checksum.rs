@@ -26,9 +26,11 @@ fn fold(mut acc: u64) -> u16 {
 /// 16-bit words; an odd trailing byte is padded with a zero on the right
 /// (RFC 1071 §4.1).
 ///
-/// Speed comes from deferring carries (RFC 1071 §2(C)): words are added
-/// into wide accumulators and folded once at the end. Long buffers go
-/// through 16 independent 32-bit lanes of 16-bit words (a shape the compiler
+/// Speed comes from deferring carries (RFC 1071 §2(C)) and from byte-order
+/// independence (§2(B)): words are read in little-endian order — plain
+/// loads, no byte swap per word — added into wide accumulators, folded once
+/// at the end, and the folded sum is swapped once. Long buffers go through
+/// 16 independent 32-bit lanes of 16-bit words (a shape the compiler
 /// vectorises), flushed every [`LANE_BLOCK`] bytes so no lane can overflow;
 /// short ones through 32-bit words into one 64-bit accumulator.
 #[inline]
@@ -41,7 +43,7 @@ pub fn data(data: &[u8]) -> u16 {
             sum_words(block)
         };
     }
-    fold(acc)
+    fold(acc).swap_bytes()
 }
 
 /// Copies `src` into `dst` (the first `src.len()` bytes; `dst` at least as
@@ -53,10 +55,7 @@ pub fn data(data: &[u8]) -> u16 {
 pub fn copy_data(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len().min(dst.len());
     let mut acc: u64 = 0;
-    for (d, s) in dst[..n]
-        .chunks_mut(FUSE_BLOCK)
-        .zip(src[..n].chunks(FUSE_BLOCK))
-    {
+    for (d, s) in dst[..n].chunks_mut(FUSE_BLOCK).zip(src[..n].chunks(FUSE_BLOCK)) {
         d.copy_from_slice(s);
         acc += if d.len() >= 128 {
             sum_lanes(d)
@@ -64,7 +63,7 @@ pub fn copy_data(dst: &mut [u8], src: &[u8]) -> u16 {
             sum_words(d)
         };
     }
-    fold(acc)
+    fold(acc).swap_bytes()
 }
 
 /// Bytes copied before they are summed (even, so every block starts at an
@@ -75,32 +74,35 @@ const FUSE_BLOCK: usize = 2048;
 /// at most 0xffff per lane, below 2^32.
 const LANE_BLOCK: usize = 65_536;
 
+/// Sum of `block` (at most [`LANE_BLOCK`] bytes) as little-endian words.
 #[inline]
 fn sum_lanes(block: &[u8]) -> u64 {
     let mut lanes = [0u32; 16];
     let mut chunks = block.chunks_exact(32);
     for c in &mut chunks {
         for (i, lane) in lanes.iter_mut().enumerate() {
-            *lane += u32::from(u16::from_be_bytes([c[2 * i], c[2 * i + 1]]));
+            *lane += u32::from(u16::from_le_bytes([c[2 * i], c[2 * i + 1]]));
         }
     }
     lanes.iter().map(|&l| u64::from(l)).sum::<u64>() + sum_words(chunks.remainder())
 }
 
+/// Sum of `bytes` as little-endian words; an odd trailing byte is the low
+/// byte of its word (the high one once the folded sum is swapped).
 #[inline]
 fn sum_words(bytes: &[u8]) -> u64 {
     let mut acc: u64 = 0;
     let mut words = bytes.chunks_exact(4);
     for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        acc += u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
     }
     let rest = words.remainder();
     let mut pairs = rest.chunks_exact(2);
     for p in &mut pairs {
-        acc += u64::from(u16::from_be_bytes([p[0], p[1]]));
+        acc += u64::from(u16::from_le_bytes([p[0], p[1]]));
     }
     if let [last] = pairs.remainder() {
-        acc += u64::from(*last) << 8;
+        acc += u64::from(*last);
     }
     acc
 }
