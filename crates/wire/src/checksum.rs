@@ -55,7 +55,10 @@ pub fn data(data: &[u8]) -> u16 {
 pub fn copy_data(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len().min(dst.len());
     let mut acc: u64 = 0;
-    for (d, s) in dst[..n].chunks_mut(FUSE_BLOCK).zip(src[..n].chunks(FUSE_BLOCK)) {
+    for (d, s) in dst[..n]
+        .chunks_mut(FUSE_BLOCK)
+        .zip(src[..n].chunks(FUSE_BLOCK))
+    {
         d.copy_from_slice(s);
         acc += if d.len() >= 128 {
             sum_lanes(d)
