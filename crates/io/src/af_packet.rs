@@ -23,7 +23,9 @@
 //! += vnet_hdr_sz`, header at `h.raw + macoff - sz`), and in front of the
 //! data `recvmsg` returns.
 //!
-//! Transmit: `sendmmsg` with two iovecs per packet (header, frame), up to
+//! Transmit: `sendmmsg` with one iovec per packet, the virtio-net header
+//! written into the packet's headroom in front of the frame (two iovecs,
+//! header and frame, only for a packet without that room), up to
 //! [`sys::MMSG_BATCH`] packets per syscall. A TX ring (TPACKET_V2) would need
 //! 64 KB+ frames and builds the skb from ring pages, which is limited to
 //! MAX_SKB_FRAGS pages — a 64 KB frame does not always fit; `sendmmsg` copies
@@ -649,25 +651,42 @@ impl Port for AfPacketPort {
             let chunk = (total - i).min(sys::MMSG_BATCH);
             let mut hdrs = [[0u8; VNET_HDR_LEN]; sys::MMSG_BATCH];
             let mut frames: [&[u8]; sys::MMSG_BATCH] = [&[]; sys::MMSG_BATCH];
+            // The virtio-net header goes into each packet's headroom, so
+            // the kernel imports one iovec per packet, not two (a separate
+            // header iovec only if some packet has no room in front).
+            let inline = hdr_len > 0 && pkts[i..i + chunk].iter().all(|p| p.headroom() >= hdr_len);
             for j in 0..chunk {
-                let p = &pkts[i + j];
+                let p = &mut pkts[i + j];
                 if self.vnet_hdr {
                     hdrs[j] = vnet::encode(&p.meta.offload);
+                    if inline {
+                        if let Some(h) = p.push_front(hdr_len) {
+                            h.copy_from_slice(&hdrs[j]);
+                        }
+                    }
                 }
-                frames[j] = p.data();
             }
+            for j in 0..chunk {
+                frames[j] = pkts[i + j].data();
+            }
+            let hdr_in_frame = if inline { hdr_len } else { 0 };
             let mut j = 0;
             while j < chunk {
-                match sys::sendmmsg_hdr_frames(
-                    self.fd.as_raw_fd(),
-                    &hdrs[j..chunk],
-                    hdr_len,
-                    &frames[j..chunk],
-                ) {
+                let r = if inline {
+                    sys::sendmmsg_frames(self.fd.as_raw_fd(), &frames[j..chunk])
+                } else {
+                    sys::sendmmsg_hdr_frames(
+                        self.fd.as_raw_fd(),
+                        &hdrs[j..chunk],
+                        hdr_len,
+                        &frames[j..chunk],
+                    )
+                };
+                match r {
                     Ok(0) => break 'outer,
                     Ok(k) => {
                         for f in &frames[j..j + k] {
-                            self.stats.tx_bytes += f.len() as u64;
+                            self.stats.tx_bytes += (f.len() - hdr_in_frame) as u64;
                         }
                         sent += k;
                         j += k;

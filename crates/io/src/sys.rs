@@ -443,6 +443,34 @@ pub fn sendmmsg_hdr_frames(
     cvt(r).map(|r| r as usize)
 }
 
+/// Sends each of `frames` as one packet (one iovec each: a virtio-net
+/// header, if any, already in front of the frame) with one `sendmmsg(2)`,
+/// without blocking. Returns how many were accepted from the front.
+pub fn sendmmsg_frames(fd: RawFd, frames: &[&[u8]]) -> io::Result<usize> {
+    let n = frames.len().min(MMSG_BATCH);
+    let empty = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let mut iovs = [empty; MMSG_BATCH];
+    // SAFETY: mmsghdr is plain data; all-zero (null name/control) is valid.
+    let mut msgs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..n {
+        iovs[i] = libc::iovec {
+            iov_base: frames[i].as_ptr() as *mut libc::c_void,
+            iov_len: frames[i].len(),
+        };
+    }
+    for i in 0..n {
+        msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: `msgs[..n]` point to `iovs`, which point to borrowed slices
+    // alive for the call; the kernel only reads them (and writes msg_len).
+    let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+    cvt(r).map(|r| r as usize)
+}
+
 /// Sends one packet per entry of `msgs`, each the concatenation of its
 /// three slices (virtio-net header, a header to prepend, the frame where it
 /// lies), with one `sendmmsg(2)`, without blocking: the I/O floor's
