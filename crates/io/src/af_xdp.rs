@@ -85,13 +85,28 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, Weak};
 
+mod chain;
 mod csum;
 mod floor;
+use chain::{Chain, RxArea};
 pub use csum::complete_partial_csum;
 
 /// Bytes per UMEM frame (one page; the kernel's copy mode leaves
-/// XDP_PACKET_HEADROOM of it unused, so frames up to 3840 bytes fit).
+/// XDP_PACKET_HEADROOM of it unused on receive, so one frame takes a
+/// received frame of up to [`RX_FRAME_ROOM`] bytes).
 pub const FRAME_SIZE: usize = 4096;
+/// `XDP_PACKET_HEADROOM`: bytes the kernel keeps in front of every
+/// received frame in its UMEM frame.
+const XDP_PACKET_HEADROOM: usize = 256;
+/// Largest frame one receive descriptor carries (3840 bytes).
+pub const RX_FRAME_ROOM: usize = FRAME_SIZE - XDP_PACKET_HEADROOM;
+/// Largest MTU a port serves without multi-buffer: an untagged frame of
+/// [`RX_FRAME_ROOM`] bytes (3826; a VLAN-tagged frame 4 bytes less).
+pub const SINGLE_BUFFER_MAX_MTU: u32 = (RX_FRAME_ROOM - 14) as u32;
+/// Most descriptors one transmitted frame may take: the kernel's copy mode
+/// takes up to CONFIG_MAX_SKB_FRAGS + 1 (at least 18, af_xdp.rst). A pool
+/// buffer ([`packet::MAX_FRAME`]) needs 17.
+const MAX_TX_DESCS: usize = 18;
 /// Most frames copied per ring pass (bounds the work between index stores).
 const CHUNK: u32 = 64;
 /// Frames the kernel's copy-mode transmit takes per kick.
@@ -125,6 +140,12 @@ pub struct AfXdpOpts {
     /// Refuse zero-copy even where the driver offers it. By default the
     /// kernel picks zero-copy when it can and copy mode otherwise (veth).
     pub force_copy: bool,
+    /// Ask for multi-buffer AF_XDP (frames longer than one UMEM frame, see
+    /// the module docs); `false` opens the port as kernels before 6.6 do:
+    /// frames up to [`RX_FRAME_ROOM`] bytes, MTU up to
+    /// [`SINGLE_BUFFER_MAX_MTU`]. Shared by the netdev's ports like
+    /// `mode` for the XDP program's part.
+    pub multi_buffer: bool,
 }
 
 impl Default for AfXdpOpts {
@@ -135,6 +156,7 @@ impl Default for AfXdpOpts {
             frames: 4096,
             mode: XdpMode::Auto,
             force_copy: false,
+            multi_buffer: true,
         }
     }
 }
@@ -144,14 +166,20 @@ impl Default for AfXdpOpts {
 pub struct XdpPortStats {
     pub rx_packets: u64,
     pub rx_bytes: u64,
-    /// Descriptors outside the UMEM, across frames, or longer than a pool
-    /// buffer: dropped.
+    /// Frames dropped on receive: a descriptor outside the receive half of
+    /// the UMEM or across a frame boundary, or a chain longer than a pool
+    /// buffer (each dropped frame counts once, whatever its descriptors).
     pub rx_bad: u64,
+    /// Received frames that took several descriptors (multi-buffer).
+    pub rx_multi: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
+    /// Sent frames that took several descriptors (multi-buffer).
+    pub tx_multi: u64,
     /// Packets not sent: tx ring or transmit frames exhausted.
     pub tx_full: u64,
-    /// Packets not sent: empty or larger than a UMEM frame.
+    /// Packets not sent: empty, or larger than a UMEM frame without
+    /// multi-buffer (larger than 18 of them with it).
     pub tx_too_big: u64,
     /// Kicks the kernel refused with a non-transient error.
     pub tx_kick_errors: u64,
@@ -180,6 +208,8 @@ pub struct Attachment {
     /// open never sees a half-detached netdev.
     link: Option<OwnedFd>,
     native: bool,
+    /// The program was loaded with BPF_F_XDP_HAS_FRAGS.
+    frags: bool,
     key: AttachKey,
 }
 
@@ -189,6 +219,7 @@ impl std::fmt::Debug for Attachment {
             .field("ifname", &self.ifname)
             .field("ifindex", &self.ifindex)
             .field("native", &self.native)
+            .field("frags", &self.frags)
             .finish()
     }
 }
@@ -213,12 +244,15 @@ fn netns_id() -> Result<(u64, u64), IoError> {
 
 impl Attachment {
     /// The netdev's attachment, created (program loaded and attached) if
-    /// this is the first port on it in this process.
+    /// this is the first port on it in this process. With `frags` the
+    /// program is loaded as multi-buffer aware (BPF_F_XDP_HAS_FRAGS) when
+    /// the kernel takes the flag.
     fn get_or_create(
         ifname: &str,
         ifindex: i32,
         max_entries: u32,
         mode: XdpMode,
+        frags: bool,
     ) -> Result<Arc<Attachment>, IoError> {
         let (dev, ino) = netns_id()?;
         let key = (dev, ino, ifindex);
@@ -241,8 +275,25 @@ impl Attachment {
             },
             _ => xdp_err(format!("creating the XSKMAP: {e}")),
         })?;
-        let prog = xdp_sys::load_redirect_program(&map, xdp_sys::XDP_DROP)
-            .map_err(|e| xdp_err(format!("loading the XDP program: {e}")))?;
+        let load = |flags| xdp_sys::load_redirect_program(&map, xdp_sys::XDP_DROP, flags);
+        let (prog, frags) = match load(if frags {
+            xdp_sys::BPF_F_XDP_HAS_FRAGS
+        } else {
+            0
+        }) {
+            Ok(p) => (p, frags),
+            // Kernels before 5.18 refuse the flag (EINVAL): a program
+            // without it still serves frames of one page.
+            Err(e) if frags && e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::warn!(netdev = ifname, reason = %e,
+                    "the kernel refuses a multi-buffer XDP program (BPF_F_XDP_HAS_FRAGS, Linux 5.18): loading it single-buffer");
+                (
+                    load(0).map_err(|e| xdp_err(format!("loading the XDP program: {e}")))?,
+                    false,
+                )
+            }
+            Err(e) => return Err(xdp_err(format!("loading the XDP program: {e}"))),
+        };
         let busy =
             |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST));
         let busy_err = || {
@@ -284,7 +335,12 @@ impl Attachment {
                 }
             }
         };
-        tracing::debug!(netdev = ifname, native, "XDP redirect program attached");
+        tracing::debug!(
+            netdev = ifname,
+            native,
+            frags,
+            "XDP redirect program attached"
+        );
         let a = Arc::new(Attachment {
             ifname: ifname.to_string(),
             ifindex,
@@ -292,6 +348,7 @@ impl Attachment {
             _prog: prog,
             link: Some(link),
             native,
+            frags,
             key,
         });
         reg.push((key, Arc::downgrade(&a)));
@@ -301,6 +358,11 @@ impl Attachment {
     /// Whether the program runs in native (driver) mode.
     pub fn native(&self) -> bool {
         self.native
+    }
+
+    /// Whether the program takes multi-buffer frames (BPF_F_XDP_HAS_FRAGS).
+    pub fn frags(&self) -> bool {
+        self.frags
     }
 }
 
@@ -337,6 +399,9 @@ pub struct AfXdpPort {
     mac: [u8; 6],
     mtu: u32,
     zero_copy: bool,
+    /// The socket is bound with XDP_USE_SG: frames may take several
+    /// descriptors, on receive and on transmit.
+    multi_buf: bool,
     /// Descriptors were left in the tx ring after the last kick.
     tx_pending: bool,
     dead: bool,
@@ -354,6 +419,7 @@ impl std::fmt::Debug for AfXdpPort {
             .field("queue", &self.queue)
             .field("zero_copy", &self.zero_copy)
             .field("native", &self.attach.native)
+            .field("multi_buffer", &self.multi_buf)
             .finish()
     }
 }
@@ -459,11 +525,33 @@ impl AfXdpPort {
         if opts.force_copy {
             bind_flags |= SocketAddrXdpFlags::XDP_COPY;
         }
-        rustix::net::bind(
-            &fd,
-            &SocketAddrXdp::new(bind_flags, ifindex as u32, opts.queue),
-        )
-        .map_err(|e| match e {
+        let bind =
+            |flags| rustix::net::bind(&fd, &SocketAddrXdp::new(flags, ifindex as u32, opts.queue));
+        let mut multi_buf = opts.multi_buffer;
+        let mut bound = if multi_buf {
+            bind(bind_flags | SocketAddrXdpFlags::XDP_USE_SG)
+        } else {
+            bind(bind_flags)
+        };
+        if multi_buf && bound == Err(rustix::io::Errno::INVAL) {
+            // Kernels before 6.6 refuse the flag (before anything else in
+            // bind, so the socket can be bound again). A zero-copy driver
+            // without multi-buffer does not get here: without XDP_ZEROCOPY
+            // the kernel falls back to copy mode, which has it.
+            let retry = bind(bind_flags);
+            if retry.is_ok() {
+                multi_buf = false;
+                tracing::warn!(
+                    netdev = ifname,
+                    queue = opts.queue,
+                    max_mtu = SINGLE_BUFFER_MAX_MTU,
+                    "the kernel refuses multi-buffer AF_XDP (XDP_USE_SG, Linux 6.6): \
+                     frames up to one UMEM frame ({RX_FRAME_ROOM} bytes)"
+                );
+            }
+            bound = retry;
+        }
+        bound.map_err(|e| match e {
             rustix::io::Errno::BUSY => xdp_err(format!(
                 "queue {} is already used by another AF_XDP socket",
                 opts.queue
@@ -478,9 +566,24 @@ impl AfXdpPort {
         let zero_copy = sockopt::xdp_options(&fd)
             .map(|o| o.contains(XdpOptionsFlags::XDP_OPTIONS_ZEROCOPY))
             .unwrap_or(false);
+        if !multi_buf && mtu > SINGLE_BUFFER_MAX_MTU {
+            // Frames over one UMEM frame would be dropped by the kernel
+            // (rx_dropped), silently for the operator: refused instead,
+            // before anything is attached.
+            return Err(IoError::XdpMtu {
+                ifname: ifname.to_string(),
+                mtu,
+                max: SINGLE_BUFFER_MAX_MTU,
+                why: if opts.multi_buffer {
+                    "this kernel has no multi-buffer AF_XDP (XDP_USE_SG needs Linux 6.6)"
+                } else {
+                    "multi-buffer is turned off for this port"
+                },
+            });
+        }
 
         let max_entries = queues.unwrap_or(256).max(workers);
-        let attach = Attachment::get_or_create(ifname, ifindex, max_entries, opts.mode)?;
+        let attach = Attachment::get_or_create(ifname, ifindex, max_entries, opts.mode, multi_buf)?;
         xdp_sys::xskmap_set(&attach.map, opts.queue, &fd).map_err(|e| {
             xdp_err(format!(
                 "registering queue {} in the XSKMAP: {e}",
@@ -492,6 +595,8 @@ impl AfXdpPort {
             queue = opts.queue,
             zero_copy,
             native = attach.native,
+            multi_buffer = multi_buf,
+            frags = attach.frags,
             "AF_XDP socket bound"
         );
         Ok(AfXdpPort {
@@ -510,6 +615,7 @@ impl AfXdpPort {
             mac,
             mtu,
             zero_copy,
+            multi_buf,
             tx_pending: false,
             dead: false,
             stats: XdpPortStats::default(),
@@ -534,9 +640,73 @@ impl AfXdpPort {
         self.attach.native
     }
 
+    /// Whether frames may take several UMEM frames (multi-buffer: the
+    /// socket is bound with XDP_USE_SG).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buf
+    }
+
+    /// The receive half of the UMEM.
+    fn rx_area(&self) -> RxArea {
+        RxArea {
+            frame: FRAME_SIZE as u64,
+            end: (self.umem.len() / 2) as u64,
+        }
+    }
+
     /// The queue this socket is bound to.
     pub fn queue(&self) -> u32 {
         self.queue
+    }
+
+    /// Takes the multi-buffer frame whose first descriptor is the `used`-th
+    /// after the receive ring's consumer: copies it into `pkt` (checking
+    /// every descriptor, [`chain::assemble`]) and writes its frames to the
+    /// fill ring from slot `filled` on. Returns (descriptors consumed,
+    /// frames refilled, the frame's length or `None` if it was dropped), or
+    /// `None` with nothing consumed when the chain's last descriptor is not
+    /// in the ring yet.
+    fn rx_chain(
+        &mut self,
+        used: u32,
+        filled: u32,
+        pkt: &mut Packet,
+    ) -> Option<(u32, u32, Option<usize>)> {
+        let size = self.rx.size();
+        let ready = self.rx.peek_fresh(size);
+        let view = ready.saturating_sub(used);
+        let area = self.rx_area();
+        let rx = &self.rx;
+        let r = chain::assemble(
+            |i| rx.read_desc(used + i),
+            view,
+            &self.umem,
+            area,
+            pkt.rx_area(),
+        );
+        let (descs, len) = match r {
+            Chain::Frame { descs, len } => (descs, Some(len)),
+            Chain::Dropped { descs, .. } => (descs, None),
+            // The kernel publishes whole chains: one that fills the ring
+            // without an end never gets one. Dropped, or the ring would
+            // stay stuck.
+            Chain::Incomplete if ready == size => (view, None),
+            Chain::Incomplete => return None,
+        };
+        // Not reachable (the fill ring has a slot for every receive frame).
+        if self.fill.free(filled + descs) < filled + descs {
+            return None;
+        }
+        let mut refilled = 0;
+        for i in 0..descs {
+            let a = self.rx.read_desc(used + i).addr;
+            if a < area.end {
+                self.fill
+                    .write_addr(filled + refilled, a & !(FRAME_SIZE as u64 - 1));
+                refilled += 1;
+            }
+        }
+        Some((descs, refilled, len))
     }
 
     /// Moves completed transmit frames back to the free list.
@@ -606,7 +776,8 @@ impl Port for AfXdpPort {
         let max = u32::try_from(max).unwrap_or(u32::MAX);
         let mut n = 0u32;
         let frame_mask = !(FRAME_SIZE as u64 - 1);
-        while n < max {
+        let mut more = true;
+        while n < max && more {
             let k = self.rx.peek((max - n).min(CHUNK));
             if k == 0 {
                 break;
@@ -617,18 +788,49 @@ impl Port for AfXdpPort {
             let (mut used, mut filled) = (0, 0);
             while used < k {
                 let Some(mut pkt) = pool.alloc() else {
+                    more = false;
                     break;
                 };
                 let d = self.rx.read_desc(used);
+                if d.options != XdpDescOptions::empty() {
+                    // The first descriptor of a multi-buffer frame (or a
+                    // malformed one): its chain may end past `k`.
+                    match self.rx_chain(used, filled, &mut pkt) {
+                        Some((descs, refilled, len)) => {
+                            used += descs;
+                            filled += refilled;
+                            match len {
+                                Some(len) => {
+                                    pkt.set_len(len);
+                                    if complete_partial_csum(pkt.data_mut()) {
+                                        self.stats.rx_csum_completed += 1;
+                                    }
+                                    self.stats.rx_packets += 1;
+                                    self.stats.rx_bytes += len as u64;
+                                    self.stats.rx_multi += u64::from(descs > 1);
+                                    out.push(pkt);
+                                    n += 1;
+                                }
+                                None => {
+                                    self.stats.rx_bad += 1;
+                                    pool.free(pkt);
+                                }
+                            }
+                        }
+                        None => {
+                            // The rest of the chain is not in the ring yet.
+                            pool.free(pkt);
+                            more = false;
+                            break;
+                        }
+                    }
+                    continue;
+                }
                 used += 1;
                 let len = d.len as usize;
                 let in_frame = (d.addr % FRAME_SIZE as u64) as usize + len <= FRAME_SIZE;
                 let ok = match self.umem.bytes(d.addr, len) {
-                    Some(src)
-                        if in_frame
-                            && d.options == XdpDescOptions::empty()
-                            && len <= pkt.rx_area().len() =>
-                    {
+                    Some(src) if in_frame && len <= pkt.rx_area().len() => {
                         pkt.rx_area()[..len].copy_from_slice(src);
                         pkt.set_len(len);
                         if complete_partial_csum(pkt.data_mut()) {
@@ -655,9 +857,6 @@ impl Port for AfXdpPort {
             // Frames copied: hand the descriptors and frames back at once.
             self.rx.release(used);
             self.fill.submit(filled);
-            if used < k {
-                break; // out of pool buffers
-            }
         }
         if n > 0 && self.fill.needs_wakeup() && self.zero_copy {
             let _ = rustix::net::recv(
@@ -672,51 +871,99 @@ impl Port for AfXdpPort {
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
         self.reap();
         let total = pkts.len();
-        let room = self
+        // Every descriptor written takes a free transmit frame: `room`
+        // never exceeds the frames free now.
+        let frames = self.tx_free.len() as u32;
+        let mut room = self
             .tx
             .free(u32::try_from(total).unwrap_or(u32::MAX))
-            .min(self.tx_free.len() as u32);
-        let mut slot = 0u32;
+            .min(frames);
+        let (mut slot, mut sent) = (0u32, 0u32);
         for p in pkts.iter() {
             let data = p.data();
-            if data.is_empty() || data.len() > FRAME_SIZE {
+            if data.is_empty() {
                 self.stats.tx_too_big += 1;
                 continue;
             }
-            if slot >= room {
-                self.stats.tx_full += 1;
-                continue;
-            }
-            let Some(addr) = self.tx_free.pop() else {
-                self.stats.tx_full += 1;
-                continue;
-            };
-            match self.umem.bytes_mut(addr, data.len()) {
-                Some(dst) => dst.copy_from_slice(data),
-                None => {
-                    // Not reachable: free frames are all inside the UMEM.
+            if data.len() <= FRAME_SIZE {
+                if slot >= room {
                     self.stats.tx_full += 1;
                     continue;
                 }
+                let Some(addr) = self.tx_free.pop() else {
+                    self.stats.tx_full += 1;
+                    continue;
+                };
+                match self.umem.bytes_mut(addr, data.len()) {
+                    Some(dst) => dst.copy_from_slice(data),
+                    None => {
+                        // Not reachable: free frames are all inside the UMEM.
+                        self.stats.tx_full += 1;
+                        continue;
+                    }
+                }
+                self.tx.write_desc(
+                    slot,
+                    &XdpDesc {
+                        addr,
+                        len: data.len() as u32,
+                        options: XdpDescOptions::empty(),
+                    },
+                );
+                slot += 1;
+            } else {
+                // Multi-buffer: one descriptor per UMEM frame, all but the
+                // last with XDP_PKT_CONTD. The whole chain's slots and
+                // frames are secured before the first is written, so a
+                // part of a frame is never submitted.
+                let need = chain::tx_descs(data.len(), FRAME_SIZE);
+                if !self.multi_buf || need > MAX_TX_DESCS {
+                    self.stats.tx_too_big += 1;
+                    continue;
+                }
+                let need = need as u32;
+                if slot + need > room {
+                    room = self.tx.free(slot + need).min(frames);
+                }
+                if slot + need > room || self.tx_free.len() < need as usize {
+                    self.stats.tx_full += 1;
+                    continue;
+                }
+                let mut pieces = data.chunks(FRAME_SIZE).peekable();
+                while let Some(piece) = pieces.next() {
+                    let Some(addr) = self.tx_free.pop() else {
+                        break; // not reachable: `need` frames are free
+                    };
+                    if let Some(dst) = self.umem.bytes_mut(addr, piece.len()) {
+                        dst.copy_from_slice(piece);
+                    }
+                    let options = if pieces.peek().is_some() {
+                        XdpDescOptions::XDP_PKT_CONTD
+                    } else {
+                        XdpDescOptions::empty()
+                    };
+                    self.tx.write_desc(
+                        slot,
+                        &XdpDesc {
+                            addr,
+                            len: piece.len() as u32,
+                            options,
+                        },
+                    );
+                    slot += 1;
+                }
+                self.stats.tx_multi += 1;
             }
-            self.tx.write_desc(
-                slot,
-                &XdpDesc {
-                    addr,
-                    len: data.len() as u32,
-                    options: XdpDescOptions::empty(),
-                },
-            );
             self.stats.tx_bytes += data.len() as u64;
-            slot += 1;
+            sent += 1;
         }
         self.tx.submit(slot);
-        self.stats.tx_packets += u64::from(slot);
+        self.stats.tx_packets += u64::from(sent);
         pool.free_all(pkts);
         if slot > 0 || self.tx_pending {
             self.kick()?;
         }
-        Ok(slot as usize)
+        Ok(sent as usize)
     }
 
     fn poll_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -33,6 +33,15 @@ pub enum IoError {
     /// AF_XDP cannot be set up on this netdev, and why (for the operator).
     #[error("af_xdp on '{ifname}': {why}")]
     Xdp { ifname: String, why: String },
+    /// The netdev's MTU needs frames longer than one UMEM frame, and the
+    /// AF_XDP socket cannot take them (no multi-buffer).
+    #[error("af_xdp on '{ifname}': MTU {mtu} needs frames longer than one 4 KiB UMEM frame holds, but {why}: without multi-buffer the af_xdp driver serves MTUs up to {max} (`ip link set dev {ifname} mtu {max}`), or use `driver = \"af_packet\"`")]
+    XdpMtu {
+        ifname: String,
+        mtu: u32,
+        max: u32,
+        why: &'static str,
+    },
     /// The `nft` command failed (ingress guard).
     #[error("nft failed: {0}")]
     Nft(String),

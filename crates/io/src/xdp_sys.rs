@@ -26,6 +26,9 @@ const BPF_XDP: u32 = 37;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// `bpf_redirect_map(map, key, flags)`: helper id 51.
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+/// `prog_flags` of BPF_PROG_LOAD: the XDP program accepts multi-buffer
+/// (fragmented) frames (Linux 5.18, "xdp.frags" in libbpf's section names).
+pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
 // linux/if_link.h: XDP attach flags.
 pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
@@ -202,9 +205,10 @@ pub fn xskmap_set(map: &OwnedFd, key: u32, xsk: &OwnedFd) -> io::Result<()> {
     bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(|_| ())
 }
 
-/// Loads [`redirect_program`] for `map`. On a verifier rejection the error
-/// carries the verifier's log.
-pub fn load_redirect_program(map: &OwnedFd, fallback: i32) -> io::Result<OwnedFd> {
+/// Loads [`redirect_program`] for `map`, with `prog_flags` (0 or
+/// [`BPF_F_XDP_HAS_FRAGS`]). On a verifier rejection the error carries the
+/// verifier's log.
+pub fn load_redirect_program(map: &OwnedFd, fallback: i32, prog_flags: u32) -> io::Result<OwnedFd> {
     let prog = redirect_program(map.as_raw_fd(), fallback);
     let license = c"GPL";
     let mut a = ProgLoadAttr {
@@ -212,6 +216,7 @@ pub fn load_redirect_program(map: &OwnedFd, fallback: i32) -> io::Result<OwnedFd
         insn_cnt: prog.len() as u32,
         insns: prog.as_ptr() as u64,
         license: license.as_ptr() as u64,
+        prog_flags,
         prog_name: name16("vecgate_xsk"),
         expected_attach_type: BPF_XDP,
         ..ProgLoadAttr::default()
@@ -503,6 +508,17 @@ impl Ring {
             n = self.cached_prod.wrapping_sub(self.cached_cons);
         }
         n.min(max).min(self.size)
+    }
+
+    /// Entries ready to consume (up to `max`), reading the kernel's producer
+    /// every time: a frame's descriptor chain may go on past the cached
+    /// view.
+    pub fn peek_fresh(&mut self, max: u32) -> u32 {
+        self.cached_prod = self.word(self.producer).load(Ordering::Acquire);
+        self.cached_prod
+            .wrapping_sub(self.cached_cons)
+            .min(max)
+            .min(self.size)
     }
 
     /// The `i`-th entry after the consumer, as a descriptor (rx ring).
