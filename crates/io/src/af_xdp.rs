@@ -459,6 +459,20 @@ impl AfXdpPort {
                     "more receive queues than workers: frames arriving on queues without a worker are dropped");
             }
         }
+        // Frames over one UMEM frame would be dropped by the kernel
+        // (rx_dropped), silently for the operator: a port that cannot take
+        // its MTU's frames is refused instead, before anything is attached
+        // (and, when known now, before the queue is bound: the kernel
+        // frees a closed socket's queue asynchronously).
+        let mtu_err = |why| IoError::XdpMtu {
+            ifname: ifname.to_string(),
+            mtu,
+            max: SINGLE_BUFFER_MAX_MTU,
+            why,
+        };
+        if !opts.multi_buffer && mtu > SINGLE_BUFFER_MAX_MTU {
+            return Err(mtu_err("multi-buffer is turned off for this port"));
+        }
         let frames = opts.frames.clamp(64, 32768).next_power_of_two();
         let half = frames / 2;
         let sys = |op: &'static str| move |e: rustix::io::Errno| IoError::sys(op, ifname, e.into());
@@ -567,19 +581,9 @@ impl AfXdpPort {
             .map(|o| o.contains(XdpOptionsFlags::XDP_OPTIONS_ZEROCOPY))
             .unwrap_or(false);
         if !multi_buf && mtu > SINGLE_BUFFER_MAX_MTU {
-            // Frames over one UMEM frame would be dropped by the kernel
-            // (rx_dropped), silently for the operator: refused instead,
-            // before anything is attached.
-            return Err(IoError::XdpMtu {
-                ifname: ifname.to_string(),
-                mtu,
-                max: SINGLE_BUFFER_MAX_MTU,
-                why: if opts.multi_buffer {
-                    "this kernel has no multi-buffer AF_XDP (XDP_USE_SG needs Linux 6.6)"
-                } else {
-                    "multi-buffer is turned off for this port"
-                },
-            });
+            return Err(mtu_err(
+                "this kernel has no multi-buffer AF_XDP (XDP_USE_SG needs Linux 6.6)",
+            ));
         }
 
         let max_entries = queues.unwrap_or(256).max(workers);
@@ -870,26 +874,38 @@ impl Port for AfXdpPort {
 
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
         self.reap();
-        let total = pkts.len();
         // Every descriptor written takes a free transmit frame: `room`
-        // never exceeds the frames free now.
+        // never exceeds the frames free now. The ring is asked for one slot
+        // per packet, and for more once chains have used those up.
         let frames = self.tx_free.len() as u32;
-        let mut room = self
-            .tx
-            .free(u32::try_from(total).unwrap_or(u32::MAX))
-            .min(frames);
+        let mut asked = u32::try_from(pkts.len()).unwrap_or(u32::MAX);
+        let mut room = self.tx.free(asked).min(frames);
         let (mut slot, mut sent) = (0u32, 0u32);
         for p in pkts.iter() {
             let data = p.data();
-            if data.is_empty() {
+            let need = if data.is_empty() {
                 self.stats.tx_too_big += 1;
                 continue;
-            }
-            if data.len() <= FRAME_SIZE {
-                if slot >= room {
-                    self.stats.tx_full += 1;
-                    continue;
+            } else if data.len() <= FRAME_SIZE {
+                1
+            } else {
+                match chain::tx_descs(data.len(), FRAME_SIZE) {
+                    n if self.multi_buf && n <= MAX_TX_DESCS => n as u32,
+                    _ => {
+                        self.stats.tx_too_big += 1;
+                        continue;
+                    }
                 }
+            };
+            if slot + need > room && room == asked {
+                asked = slot + need;
+                room = self.tx.free(asked).min(frames);
+            }
+            if slot + need > room {
+                self.stats.tx_full += 1;
+                continue;
+            }
+            if need == 1 {
                 let Some(addr) = self.tx_free.pop() else {
                     self.stats.tx_full += 1;
                     continue;
@@ -913,31 +929,20 @@ impl Port for AfXdpPort {
                 slot += 1;
             } else {
                 // Multi-buffer: one descriptor per UMEM frame, all but the
-                // last with XDP_PKT_CONTD. The whole chain's slots and
-                // frames are secured before the first is written, so a
-                // part of a frame is never submitted.
-                let need = chain::tx_descs(data.len(), FRAME_SIZE);
-                if !self.multi_buf || need > MAX_TX_DESCS {
-                    self.stats.tx_too_big += 1;
+                // last with XDP_PKT_CONTD. The chain's slots and frames
+                // were secured above (slot + need <= room <= frames free),
+                // so a part of a frame is never submitted.
+                let Some(first) = self.tx_free.len().checked_sub(need as usize) else {
+                    self.stats.tx_full += 1; // not reachable (room <= frames)
                     continue;
-                }
-                let need = need as u32;
-                if slot + need > room {
-                    room = self.tx.free(slot + need).min(frames);
-                }
-                if slot + need > room || self.tx_free.len() < need as usize {
-                    self.stats.tx_full += 1;
-                    continue;
-                }
-                let mut pieces = data.chunks(FRAME_SIZE).peekable();
-                while let Some(piece) = pieces.next() {
-                    let Some(addr) = self.tx_free.pop() else {
-                        break; // not reachable: `need` frames are free
-                    };
+                };
+                let last = need as usize - 1;
+                let addrs = self.tx_free[first..].iter();
+                for (j, (&addr, piece)) in addrs.zip(data.chunks(FRAME_SIZE)).enumerate() {
                     if let Some(dst) = self.umem.bytes_mut(addr, piece.len()) {
                         dst.copy_from_slice(piece);
                     }
-                    let options = if pieces.peek().is_some() {
+                    let options = if j < last {
                         XdpDescOptions::XDP_PKT_CONTD
                     } else {
                         XdpDescOptions::empty()
@@ -952,6 +957,7 @@ impl Port for AfXdpPort {
                     );
                     slot += 1;
                 }
+                self.tx_free.truncate(first);
                 self.stats.tx_multi += 1;
             }
             self.stats.tx_bytes += data.len() as u64;
