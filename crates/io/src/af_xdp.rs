@@ -105,7 +105,7 @@ pub const RX_FRAME_ROOM: usize = FRAME_SIZE - XDP_PACKET_HEADROOM;
 pub const SINGLE_BUFFER_MAX_MTU: u32 = (RX_FRAME_ROOM - 14) as u32;
 /// Most descriptors one transmitted frame may take: the kernel's copy mode
 /// takes up to CONFIG_MAX_SKB_FRAGS + 1 (at least 18, af_xdp.rst). A pool
-/// buffer ([`packet::MAX_FRAME`]) needs 17.
+/// buffer ([`packet::buffer::MAX_FRAME`]) needs 17.
 const MAX_TX_DESCS: usize = 18;
 /// Most frames copied per ring pass (bounds the work between index stores).
 const CHUNK: u32 = 64;
@@ -376,6 +376,38 @@ impl Drop for Attachment {
     }
 }
 
+/// The transmit ring slots one burst may fill: at most the free transmit
+/// frames at its start (every descriptor takes one). The ring is asked for
+/// one slot per packet first, and again for more when chains have used
+/// those up.
+struct TxRoom {
+    frames: u32,
+    asked: u32,
+    room: u32,
+}
+
+impl TxRoom {
+    fn new(tx: &mut Ring, frames: usize, want: u32) -> TxRoom {
+        let frames = u32::try_from(frames).unwrap_or(u32::MAX);
+        TxRoom {
+            frames,
+            asked: want,
+            room: tx.free(want).min(frames),
+        }
+    }
+
+    /// Whether `need` more descriptors fit behind the `slot` written.
+    #[inline]
+    fn fits(&mut self, tx: &mut Ring, slot: u32, need: u32) -> bool {
+        let end = slot.saturating_add(need);
+        if end > self.room && self.room == self.asked {
+            self.asked = end;
+            self.room = tx.free(end).min(self.frames);
+        }
+        end <= self.room
+    }
+}
+
 /// One worker's AF_XDP socket on one queue of one netdev.
 pub struct AfXdpPort {
     name: String,
@@ -402,6 +434,9 @@ pub struct AfXdpPort {
     /// The socket is bound with XDP_USE_SG: frames may take several
     /// descriptors, on receive and on transmit.
     multi_buf: bool,
+    /// The I/O floor's buffer for multi-buffer frames (allocated at the
+    /// first one, [`AfXdpPort::forward_to`]; empty in vecgate's ports).
+    scratch: Vec<u8>,
     /// Descriptors were left in the tx ring after the last kick.
     tx_pending: bool,
     dead: bool,
@@ -620,6 +655,7 @@ impl AfXdpPort {
             mtu,
             zero_copy,
             multi_buf,
+            scratch: Vec::new(),
             tx_pending: false,
             dead: false,
             stats: XdpPortStats::default(),
@@ -664,7 +700,7 @@ impl AfXdpPort {
     }
 
     /// Takes the multi-buffer frame whose first descriptor is the `used`-th
-    /// after the receive ring's consumer: copies it into `pkt` (checking
+    /// after the receive ring's consumer: copies it into `buf` (checking
     /// every descriptor, [`chain::assemble`]) and writes its frames to the
     /// fill ring from slot `filled` on. Returns (descriptors consumed,
     /// frames refilled, the frame's length or `None` if it was dropped), or
@@ -674,20 +710,14 @@ impl AfXdpPort {
         &mut self,
         used: u32,
         filled: u32,
-        pkt: &mut Packet,
+        buf: &mut [u8],
     ) -> Option<(u32, u32, Option<usize>)> {
         let size = self.rx.size();
         let ready = self.rx.peek_fresh(size);
         let view = ready.saturating_sub(used);
         let area = self.rx_area();
         let rx = &self.rx;
-        let r = chain::assemble(
-            |i| rx.read_desc(used + i),
-            view,
-            &self.umem,
-            area,
-            pkt.rx_area(),
-        );
+        let r = chain::assemble(|i| rx.read_desc(used + i), view, &self.umem, area, buf);
         let (descs, len) = match r {
             Chain::Frame { descs, len } => (descs, Some(len)),
             Chain::Dropped { descs, .. } => (descs, None),
@@ -711,6 +741,55 @@ impl AfXdpPort {
             }
         }
         Some((descs, refilled, len))
+    }
+
+    /// Descriptors a frame of `len` bytes takes on the transmit ring, or
+    /// `None` if this port cannot send it: empty, longer than a UMEM frame
+    /// without multi-buffer, or than [`MAX_TX_DESCS`] frames with it.
+    #[inline]
+    fn tx_need(&self, len: usize) -> Option<u32> {
+        match len {
+            0 => None,
+            1..=FRAME_SIZE => Some(1),
+            _ => match chain::tx_descs(len, FRAME_SIZE) {
+                n if self.multi_buf && n <= MAX_TX_DESCS => Some(n as u32),
+                _ => None,
+            },
+        }
+    }
+
+    /// Writes `data` to the transmit ring from `slot` on: one descriptor per
+    /// UMEM frame, all but the last with XDP_PKT_CONTD (a chain when it
+    /// takes several). The caller has secured the slots ([`TxRoom::fits`]);
+    /// the frames are checked here before anything is written, so a part of
+    /// a frame is never produced. Returns whether it was written.
+    fn write_frames(&mut self, slot: u32, data: &[u8]) -> bool {
+        let need = chain::tx_descs(data.len(), FRAME_SIZE);
+        let Some(first) = self.tx_free.len().checked_sub(need) else {
+            return false;
+        };
+        let addrs = self.tx_free[first..].iter();
+        for (j, (&addr, piece)) in addrs.zip(data.chunks(FRAME_SIZE)).enumerate() {
+            if let Some(dst) = self.umem.bytes_mut(addr, piece.len()) {
+                dst.copy_from_slice(piece);
+            }
+            let options = if j + 1 < need {
+                XdpDescOptions::XDP_PKT_CONTD
+            } else {
+                XdpDescOptions::empty()
+            };
+            self.tx.write_desc(
+                slot + j as u32,
+                &XdpDesc {
+                    addr,
+                    len: piece.len() as u32,
+                    options,
+                },
+            );
+        }
+        self.tx_free.truncate(first);
+        self.stats.tx_multi += u64::from(need > 1);
+        true
     }
 
     /// Moves completed transmit frames back to the free list.
@@ -799,7 +878,7 @@ impl Port for AfXdpPort {
                 if d.options != XdpDescOptions::empty() {
                     // The first descriptor of a multi-buffer frame (or a
                     // malformed one): its chain may end past `k`.
-                    match self.rx_chain(used, filled, &mut pkt) {
+                    match self.rx_chain(used, filled, pkt.rx_area()) {
                         Some((descs, refilled, len)) => {
                             used += descs;
                             filled += refilled;
@@ -874,34 +953,16 @@ impl Port for AfXdpPort {
 
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
         self.reap();
-        // Every descriptor written takes a free transmit frame: `room`
-        // never exceeds the frames free now. The ring is asked for one slot
-        // per packet, and for more once chains have used those up.
-        let frames = self.tx_free.len() as u32;
-        let mut asked = u32::try_from(pkts.len()).unwrap_or(u32::MAX);
-        let mut room = self.tx.free(asked).min(frames);
+        let want = u32::try_from(pkts.len()).unwrap_or(u32::MAX);
+        let mut room = TxRoom::new(&mut self.tx, self.tx_free.len(), want);
         let (mut slot, mut sent) = (0u32, 0u32);
         for p in pkts.iter() {
             let data = p.data();
-            let need = if data.is_empty() {
+            let Some(need) = self.tx_need(data.len()) else {
                 self.stats.tx_too_big += 1;
                 continue;
-            } else if data.len() <= FRAME_SIZE {
-                1
-            } else {
-                match chain::tx_descs(data.len(), FRAME_SIZE) {
-                    n if self.multi_buf && n <= MAX_TX_DESCS => n as u32,
-                    _ => {
-                        self.stats.tx_too_big += 1;
-                        continue;
-                    }
-                }
             };
-            if slot + need > room && room == asked {
-                asked = slot + need;
-                room = self.tx.free(asked).min(frames);
-            }
-            if slot + need > room {
+            if !room.fits(&mut self.tx, slot, need) {
                 self.stats.tx_full += 1;
                 continue;
             }
@@ -926,40 +987,11 @@ impl Port for AfXdpPort {
                         options: XdpDescOptions::empty(),
                     },
                 );
-                slot += 1;
-            } else {
-                // Multi-buffer: one descriptor per UMEM frame, all but the
-                // last with XDP_PKT_CONTD. The chain's slots and frames
-                // were secured above (slot + need <= room <= frames free),
-                // so a part of a frame is never submitted.
-                let Some(first) = self.tx_free.len().checked_sub(need as usize) else {
-                    self.stats.tx_full += 1; // not reachable (room <= frames)
-                    continue;
-                };
-                let last = need as usize - 1;
-                let addrs = self.tx_free[first..].iter();
-                for (j, (&addr, piece)) in addrs.zip(data.chunks(FRAME_SIZE)).enumerate() {
-                    if let Some(dst) = self.umem.bytes_mut(addr, piece.len()) {
-                        dst.copy_from_slice(piece);
-                    }
-                    let options = if j < last {
-                        XdpDescOptions::XDP_PKT_CONTD
-                    } else {
-                        XdpDescOptions::empty()
-                    };
-                    self.tx.write_desc(
-                        slot,
-                        &XdpDesc {
-                            addr,
-                            len: piece.len() as u32,
-                            options,
-                        },
-                    );
-                    slot += 1;
-                }
-                self.tx_free.truncate(first);
-                self.stats.tx_multi += 1;
+            } else if !self.write_frames(slot, data) {
+                self.stats.tx_full += 1; // not reachable (room <= frames)
+                continue;
             }
+            slot += need;
             self.stats.tx_bytes += data.len() as u64;
             sent += 1;
         }
