@@ -46,9 +46,60 @@
 //! back to the fill ring. Transmit copies packets into free frames,
 //! produces descriptors and kicks the kernel with `send(MSG_DONTWAIT)` when
 //! the tx ring asks for a wakeup. In copy mode the kernel sends at most 32
-//! frames per kick (`__xsk_generic_xmit`) and answers EAGAIN while some
-//! remain, so the kick repeats; what is still queued after that is kicked
-//! again at the next burst.
+//! descriptors per kick (`__xsk_generic_xmit`) and answers EAGAIN while
+//! some remain, so the kick repeats; what is still queued after that is
+//! kicked again at the next burst.
+//!
+//! # Frames larger than one UMEM frame (multi-buffer)
+//!
+//! A UMEM frame is one page, and on receive the kernel writes a frame
+//! `XDP_PACKET_HEADROOM` (256) bytes into it: one receive descriptor holds
+//! at most [`RX_FRAME_ROOM`] = 3840 bytes. Without multi-buffer that was
+//! the limit, and measured on kernel 6.18 over veth it bit twice, silently:
+//!
+//! - A veth refuses a program without BPF_F_XDP_HAS_FRAGS once the peer's
+//!   MTU exceeds what one page holds after the XDP headroom and the
+//!   `skb_shared_info` (3506 bytes: `veth_xdp_set`, "Peer MTU is too large
+//!   to set XDP", ERANGE), so at MTU 4088 or 9000 the attach fell back to
+//!   generic (SKB) mode, with one info line.
+//! - There, a socket bound without XDP_USE_SG drops every frame longer
+//!   than 3840 bytes (`xsk_rcv_check`: `rx_dropped`, seen as RX-missed):
+//!   at MTU 4088 frames of 3841..4102 bytes were lost, at MTU 9000
+//!   everything over 3840 — 9000-byte pings went unanswered and TCP with
+//!   its MSS of 8960 stalled. Transmit refused packets over 4096 bytes
+//!   (`tx_too_big`, TX-errors).
+//!
+//! Now (kernel `Documentation/networking/af_xdp.rst`, "Multi-Buffer
+//! Support"; Linux 6.6) the program is loaded with BPF_F_XDP_HAS_FRAGS
+//! (the veth then keeps native mode up to 3506 + 17 pages of MTU) and the
+//! socket is bound with XDP_USE_SG. A frame longer than one descriptor
+//! holds arrives as a chain: every descriptor but the last has
+//! XDP_PKT_CONTD in its options. Receive puts the chain back together in
+//! one pool packet (`chain::assemble`: every descriptor checked against
+//! the receive half of the UMEM and one frame, the total capped at the
+//! packet buffer's [`packet::buffer::MAX_FRAME`]; a chain with a bad
+//! descriptor or too long is dropped whole and counted once in `rx_bad`)
+//! and gives every frame of it back to the fill ring. The kernel only
+//! publishes whole chains, but a batch may end inside one: a chain is
+//! taken only once its last descriptor is in the ring (a chain that fills
+//! the whole ring without an end is dropped, or the ring would stay
+//! stuck). Transmit splits a packet longer than a UMEM frame (4096 bytes
+//! each: no headroom on transmit) over as many descriptors, all but the
+//! last with XDP_PKT_CONTD, after securing every slot and frame the chain
+//! needs, so a part of a packet is never submitted; each descriptor is
+//! completed on its own and frees its frame. At most 18 descriptors a
+//! packet (the copy mode's limit with the smallest CONFIG_MAX_SKB_FRAGS);
+//! a 64 KB pool buffer takes 17. Frames that fit one UMEM frame take the
+//! same path as before.
+//!
+//! A kernel without it (before 6.6 the bind refuses XDP_USE_SG with
+//! EINVAL; before 5.18 BPF_PROG_LOAD refuses the flag) gets the
+//! single-buffer socket and program, with a warning; a port whose MTU then
+//! needs frames over 3840 bytes (MTU over [`SINGLE_BUFFER_MAX_MTU`] =
+//! 3826, 3822 with a VLAN tag) is refused ([`IoError::XdpMtu`], with the
+//! limit and the fixes) rather than opened to lose its big frames. A
+//! zero-copy driver without multi-buffer needs nothing of this: without
+//! XDP_ZEROCOPY the kernel falls back to copy mode, which has it.
 //!
 //! # Offloads and checksums
 //!

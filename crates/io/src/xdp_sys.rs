@@ -525,8 +525,9 @@ impl Ring {
     pub fn read_desc(&self, i: u32) -> XdpDesc {
         let p = self.entry(self.cached_cons.wrapping_add(i)) as *const [u8; 16];
         // SAFETY: the entry is in the mapping and 8-byte aligned; the kernel
-        // published it (Acquire load of its producer in `peek`) and does not
-        // rewrite it until the consumer moves past it.
+        // published it (Acquire load of its producer in `peek` or
+        // `peek_fresh`, which bound `i`) and does not rewrite it until the
+        // consumer moves past it.
         let b = unsafe { p.read_volatile() };
         let mut a = [0u8; 8];
         a.copy_from_slice(&b[..8]);

@@ -702,3 +702,39 @@ fn single_buffer_refuses_an_mtu_it_cannot_serve() {
     assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 0);
     assert_eq!(port.stats().tx_too_big, 1);
 }
+
+/// A 65535-byte MTU: the largest frame a pool buffer holds (65549 bytes)
+/// crosses both ways — 18 receive descriptors of 3840 bytes, 17 transmit
+/// ones of 4096 (the copy mode takes up to 18) — and the peer's kernel
+/// answers a 65535-byte ping.
+#[test]
+fn largest_frames_of_a_64k_mtu_cross_both_ways() {
+    let t = VethPair::new();
+    set_mtu(&t, 65535);
+    let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
+    assert!(port.native() && port.multi_buffer());
+    let mut pool = Pool::new(64);
+    let (mac_a, mac_b) = (port.mac(), t.mac_b());
+    let sent: Vec<Vec<u8>> = [65549, 60, 40000]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| exp_frame(mac_a, mac_b, i as u16, n))
+        .collect();
+    peer_send(&t, &sent);
+    assert!(recv_exp(&mut port, &mut pool, sent.len()) == sent);
+    let g = ghost(&t, mac_a);
+    let payload: Vec<u8> = (0..65535 - 28).map(|j| (j % 253) as u8).collect();
+    let f = icmp_echo(mac_b, mac_a, ip4(&g), ip4(&t.ip_b), 0x64, 1, &payload);
+    let mut v = vec![pool.alloc().unwrap()];
+    assert!(v[0].set_data(&f));
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 1);
+    let r = recv_until(&mut port, &mut pool, Duration::from_secs(10), |p| {
+        is_icmp(p.data(), 0, Some(0x64))
+    })
+    .expect("echo reply");
+    assert_eq!(r.data().len(), 65549);
+    assert!(r.data()[42..] == payload[..], "reply payload");
+    assert_eq!(checksum(&r.data()[34..]), 0, "ICMP checksum");
+    let s = port.stats();
+    assert_eq!((s.tx_multi, s.rx_bad, s.tx_too_big), (1, 0, 0), "{s:?}");
+}
