@@ -89,8 +89,12 @@
 //! needs, so a part of a packet is never submitted; each descriptor is
 //! completed on its own and frees its frame. At most 18 descriptors a
 //! packet (the copy mode's limit with the smallest CONFIG_MAX_SKB_FRAGS);
-//! a 64 KB pool buffer takes 17. Frames that fit one UMEM frame take the
-//! same path as before.
+//! a 64 KB pool buffer takes 17. In zero-copy mode the NIC's own limit
+//! applies instead (NETDEV_A_DEV_XDP_ZC_MAX_SEGS, usually 5 or more: a
+//! 9000-byte frame takes 3); vecgate does not ask for it (veth has no
+//! zero-copy). Frames that fit one UMEM frame take the same path as
+//! before, into a large pool buffer as before (a chain's length is known
+//! only at its end).
 //!
 //! A kernel without it (before 6.6 the bind refuses XDP_USE_SG with
 //! EINVAL; before 5.18 BPF_PROG_LOAD refuses the flag) gets the
