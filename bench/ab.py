@@ -8,7 +8,8 @@ Every topology is set up twice, once per build, and the runs interleave
 both builds alike; the traffic tool (`vecgate perf`) is the same for both:
 target/release/vecgate, or $VECGATE. Rows: one-hop routing and the GRE,
 VXLAN and ESP (AES-GCM-128, plain and NAT-T) tunnels over a 1500-byte
-underlay, 1 and 8 TCP streams. Prints medians of each build and after/before
+underlay, GRE and ESP over a 64K-MTU underlay and over a 1500-byte AF_XDP
+underlay, 1 and 8 TCP streams (--only picks rows). Prints medians of each build and after/before
 ratios measured in this run; compare nothing across runs. A build older than
 state_dir needs VECGATE_NO_STATE_DIR=1 (see vecgate_topo.py).
 """
@@ -31,6 +32,10 @@ def topologies():
         ("vxlan", lambda: vt.VecgateTunnel("vxlan")),
         ("esp-gcm128", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16")),
         ("esp-gcm128-natt", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", nat_t=True)),
+        ("gre-64k", lambda: vt.VecgateTunnel("gre", underlay_mtu=65535)),
+        ("esp-gcm128-64k", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_mtu=65535)),
+        ("gre-xdp", lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp")),
+        ("esp-gcm128-xdp", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_driver="af_xdp")),
     ]
 
 

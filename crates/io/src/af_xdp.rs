@@ -92,9 +92,9 @@
 //! a 64 KB pool buffer takes 17. In zero-copy mode the NIC's own limit
 //! applies instead (NETDEV_A_DEV_XDP_ZC_MAX_SEGS, usually 5 or more: a
 //! 9000-byte frame takes 3); vecgate does not ask for it (veth has no
-//! zero-copy). Frames that fit one UMEM frame take the same path as
-//! before, into a large pool buffer as before (a chain's length is known
-//! only at its end).
+//! zero-copy). A frame that fits one UMEM frame is copied into a pool
+//! buffer sized to it (a small one, `packet::Pool::alloc_for`); a chain
+//! into a large one (its length is known only at its end).
 //!
 //! A kernel without it (before 6.6 the bind refuses XDP_USE_SG with
 //! EINVAL; before 5.18 BPF_PROG_LOAD refuses the flag) gets the
@@ -925,11 +925,18 @@ impl Port for AfXdpPort {
             let k = k.min(self.fill.free(k));
             let (mut used, mut filled) = (0, 0);
             while used < k {
-                let Some(mut pkt) = pool.alloc() else {
+                let d = self.rx.read_desc(used);
+                // A buffer sized to a single-descriptor frame; a chain's
+                // length is known only at its end: a large one.
+                let want = if d.options == XdpDescOptions::empty() {
+                    d.len as usize
+                } else {
+                    usize::MAX
+                };
+                let Some(mut pkt) = pool.alloc_for(want) else {
                     more = false;
                     break;
                 };
-                let d = self.rx.read_desc(used);
                 if d.options != XdpDescOptions::empty() {
                     // The first descriptor of a multi-buffer frame (or a
                     // malformed one): its chain may end past `k`.
