@@ -885,6 +885,14 @@ def tunnel_contenders():
               lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp")))
     c.append(("vecgate-esp-aes128gcm16-xdp", "vecgate ESP aes128gcm16, 1500 AF_XDP underlay",
               lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_driver="af_xdp")))
+    # AF_XDP multi-buffer: a jumbo underlay over AF_XDP (frames over one
+    # UMEM frame cross as descriptor chains).
+    for mtu in JUMBO_MTUS:
+        c.append((f"vecgate-gre-{mtu}-xdp", vt.LABELS["gre"] + f", {mtu}-byte AF_XDP underlay",
+                  lambda mtu=mtu: vt.VecgateTunnel("gre", underlay_mtu=mtu, underlay_driver="af_xdp")))
+        c.append((f"vecgate-esp-aes128gcm16-{mtu}-xdp", f"vecgate ESP aes128gcm16, {mtu}-byte AF_XDP underlay",
+                  lambda mtu=mtu: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_mtu=mtu,
+                                                   underlay_driver="af_xdp")))
     # Workers that never sleep (`busy_poll`), as testpmd's lcore.
     c.append(("vecgate-gre-xdp-busy", vt.LABELS["gre"] + ", 1500 AF_XDP underlay, busy_poll",
               lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp", busy_poll=True)))
@@ -991,7 +999,7 @@ def table_tunnels(rows):
     def floor_of(r):
         """A vecgate row's floor: the GRE twin over the same underlay (the
         64K twin for 64K-MTU rows, the per-packet twin for 1500 rows)."""
-        if not r["mode"].startswith("vecgate-") or any(r["mode"].endswith(f"-{m}") for m in JUMBO_MTUS):
+        if not r["mode"].startswith("vecgate-") or any(f"-{m}" in r["mode"] for m in JUMBO_MTUS):
             return None
         key = "floor-gre-64k" if r["mode"].endswith("-64k") else \
             "floor-gre-xdp" if r["mode"].endswith(("-xdp", "-xdp-busy")) else "floor-gre"
