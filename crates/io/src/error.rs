@@ -42,9 +42,13 @@ pub enum IoError {
         max: u32,
         why: &'static str,
     },
-    /// The `nft` command failed (ingress guard).
+    /// The nftables ingress guard could not be set up or removed.
     #[error("nft failed: {0}")]
     Nft(String),
+    /// The ingress guard could not be installed (tcx and/or nftables), or
+    /// `VECGATE_INGRESS_GUARD` is not understood.
+    #[error("ingress guard: {0}")]
+    Guard(String),
     /// Another running vecgate holds the netdev's lock.
     #[error("network interface '{ifname}' is already attached by {holder} (lock {})", lock.display())]
     InUse {

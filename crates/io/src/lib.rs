@@ -5,13 +5,14 @@
 //! - [`af_xdp`]: an existing netdev through AF_XDP sockets (one per worker
 //!   and queue) fed by a small XDP redirect program: the small-packet path.
 //! - [`tap`]: a TAP device vecgate creates (or attaches to).
-//! - [`netdev`]: ioctl helpers and the nftables ingress guard — the one thing
-//!   vecgate changes on the host, see its module docs.
+//! - [`netdev`]: ioctl helpers and the ingress guard (a tcx BPF program, an
+//!   nftables table where tcx is unavailable) — the one thing vecgate
+//!   changes on the host, see its module docs.
 //! - [`floor`]: the I/O floor, the smallest forwarder on the AF_PACKET path
 //!   (`vecgate-floor`), what the benchmarks measure vecgate against.
 //! - [`netdev_lock`]: one gateway per netdev (a `flock`ed file).
 //!
-//! `unsafe` lives only in the private `sys` and `xdp_sys` modules.
+//! `unsafe` lives only in the private `sys`, `tcx_sys` and `xdp_sys` modules.
 
 pub mod af_packet;
 pub mod af_xdp;
@@ -23,13 +24,14 @@ pub mod netdev_lock;
 mod nft;
 mod sys;
 pub mod tap;
+mod tcx_sys;
 pub mod vnet;
 mod xdp_sys;
 
 pub use af_packet::{AfPacketOpts, AfPacketPort, PortStats};
 pub use af_xdp::{AfXdpOpts, AfXdpPort, XdpMode};
 pub use error::{is_device_gone, IoError};
-pub use netdev::IngressGuard;
+pub use netdev::{GuardMechanism, GuardMode, IngressGuard};
 pub use netdev_lock::NetdevLock;
 pub use tap::{TapOpts, TapPort};
 

@@ -140,6 +140,25 @@ impl VethPair {
     }
 }
 
+/// The ingress guards' tcx programs attached on `dev` in `ns`.
+pub fn guard_programs(ns: &Netns, dev: &str) -> Vec<vecgate_io::netdev::TcxProgram> {
+    let dev = dev.to_string();
+    ns.run_in(move || vecgate_io::netdev::tcx_ingress_programs(&dev).expect("tcx query"))
+        .into_iter()
+        .filter(|p| p.name == vecgate_io::netdev::GUARD_PROGRAM_NAME)
+        .collect()
+}
+
+/// The nftables tables named `vecgate_*` in `ns` (`nft list tables`).
+pub fn guard_tables(ns: &Netns) -> Vec<String> {
+    String::from_utf8(ns.exec(&["nft", "list", "tables"]).stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("vecgate_"))
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn mac_str(m: [u8; 6]) -> String {
     m.iter()
         .map(|b| format!("{b:02x}"))
