@@ -25,7 +25,7 @@
 //!
 //! No neighbour resolution (the next hops' MACs are given), no table
 //! lookup, no counters beyond the ports'. Like vecgate, it installs the
-//! nftables ingress guard on both netdevs, pins worker `i` to the `i`-th
+//! ingress guard (tcx, or nftables) on both netdevs, pins worker `i` to the `i`-th
 //! CPU it may run on, and with several workers joins each netdev's sockets
 //! in one PACKET_FANOUT group.
 

@@ -277,9 +277,10 @@ pub const GUARD_PROGRAM_NAME: &str = tcx_sys::PROG_NAME;
 /// Either way the guard is removed on drop, and by the kernel when the
 /// process dies however it dies: the BPF link is detached when its
 /// descriptor closes, the owner table deleted when its socket closes.
-/// Install logs `ingress guard installed` with `mechanism=tcx` (and the
-/// BPF link's id, for `bpftool link show id N`) or `mechanism=nftables`
-/// (after a warning saying why tcx could not be used);
+/// Install logs `ingress guard installed: tcx (program vecgate_guard, BPF
+/// link N)` (`bpftool link show id N`) or `ingress guard installed:
+/// nftables (table netdev NAME)`, the latter after a warning saying why
+/// tcx could not be used;
 /// [`IngressGuard::mechanism`] tells the program. A table of the guard's
 /// name left by an older vecgate (without the owner flag, so it outlived
 /// its process) is deleted at install whichever mechanism is used.
@@ -342,8 +343,11 @@ impl IngressGuard {
             GuardMode::Auto => match attach_tcx(ifindex) {
                 Ok(t) => t,
                 Err(tcx) => {
-                    tracing::warn!(netdev = %ifname, error = %tcx,
-                        "tcx ingress program unavailable (Linux >= 6.6, CAP_BPF): falling back to an nftables table");
+                    tracing::warn!(
+                        netdev = %ifname,
+                        "ingress guard: no tcx program ({tcx}; needs Linux >= 6.6 and CAP_BPF), \
+                         falling back to an nftables table"
+                    );
                     Inner::Nft(add_nft(sock, &table, ifname).map_err(|e| {
                         IoError::Guard(format!(
                             "on {ifname}: tcx ingress program: {tcx}; nftables fallback: {e}"
@@ -359,11 +363,14 @@ impl IngressGuard {
         };
         match &guard.inner {
             Some(Inner::Tcx { link_id, .. }) => tracing::info!(
-                netdev = %ifname, mechanism = %GuardMechanism::Tcx, program = GUARD_PROGRAM_NAME,
-                link = link_id, "ingress guard installed"),
+                netdev = %ifname,
+                "ingress guard installed: tcx (program {GUARD_PROGRAM_NAME}, BPF link {link_id})"
+            ),
             _ => tracing::info!(
-                netdev = %ifname, mechanism = %GuardMechanism::Nftables,
-                table = %format!("netdev {}", guard.table), "ingress guard installed"),
+                netdev = %ifname,
+                "ingress guard installed: nftables (table netdev {})",
+                guard.table
+            ),
         }
         Ok(guard)
     }
