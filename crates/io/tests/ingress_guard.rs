@@ -196,7 +196,9 @@ fn guard_holder_child() {
         return;
     };
     let (ns, dev) = spec.split_once(' ').expect("netns and netdev");
-    netdev::enter_netns(Path::new(ns)).expect("setns");
+    if ns != "-" {
+        netdev::enter_netns(Path::new(ns)).expect("setns");
+    }
     let g = IngressGuard::install(dev).unwrap_or_else(|e| panic!("install guard: {e}"));
     println!("READY {}", g.mechanism());
     std::thread::sleep(Duration::from_secs(120));
@@ -214,13 +216,19 @@ impl Drop for Holder {
 
 fn start_holder(t: &VethPair, mode: Option<&str>) -> (Holder, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.env(CHILD_ENV, format!("{} {}", t.a.path().display(), t.va));
+    holder(cmd, mode)
+}
+
+/// The holder started by `cmd` (this binary, or a command that execs it
+/// in the end), with `CHILD_ENV` set; waits for its READY line.
+fn holder(mut cmd: Command, mode: Option<&str>) -> (Holder, String) {
     cmd.args([
         "--exact",
         "guard_holder_child",
         "--nocapture",
         "--test-threads=1",
     ])
-    .env(CHILD_ENV, format!("{} {}", t.a.path().display(), t.va))
     .env_remove(GUARD_MODE_ENV)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
@@ -285,6 +293,58 @@ fn killed_holder_of_an_nftables_guard_leaves_nothing() {
     kill9(h);
     assert!(guard_tables(&t.a).is_empty(), "{:?}", guard_tables(&t.a));
     assert!(answers(&t), "A's kernel answers again");
+}
+
+/// Where tcx cannot be attached the guard falls back to nftables by
+/// itself: here a holder without CAP_BPF and CAP_SYS_ADMIN (dropped from
+/// its bounding and inheritable sets by `setpriv`, already inside A's
+/// namespace through `ip netns exec`), whose program load fails with
+/// EPERM as it does on a host that grants vecgate CAP_NET_ADMIN only
+/// (an older kernel fails the link with EINVAL instead).
+#[test]
+fn tcx_refused_falls_back_to_nftables() {
+    let t = setup();
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &t.a.name])
+        .args(["setpriv", "--bounding-set", "-bpf,-sys_admin"])
+        .args(["--inh-caps", "-bpf,-sys_admin", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .env(CHILD_ENV, format!("- {}", t.va));
+    let (h, mechanism) = holder(cmd, None);
+    assert_eq!(mechanism, "nftables");
+    assert_eq!(guard_tables(&t.a).len(), 1, "{:?}", guard_tables(&t.a));
+    assert!(guard_programs(&t.a, &t.va).is_empty());
+    assert!(silent(&t), "A's kernel answered behind the guard");
+    kill9(h);
+    assert!(guard_tables(&t.a).is_empty(), "{:?}", guard_tables(&t.a));
+    assert!(answers(&t), "A's kernel answers again");
+    // `VECGATE_INGRESS_GUARD=tcx` forbids the fallback: a clear error.
+    let out = Command::new("ip")
+        .args(["netns", "exec", &t.a.name])
+        .args(["setpriv", "--bounding-set", "-bpf,-sys_admin"])
+        .args(["--inh-caps", "-bpf,-sys_admin", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "guard_holder_child", "--nocapture"])
+        .env(CHILD_ENV, format!("- {}", t.va))
+        .env(GUARD_MODE_ENV, "tcx")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "install guard: ingress guard: attaching the tcx ingress program on {} \
+             (Linux >= 6.6, CAP_BPF): Operation not permitted",
+            t.va
+        )),
+        "{text}"
+    );
+    assert!(guard_tables(&t.a).is_empty(), "{:?}", guard_tables(&t.a));
+    // With CAP_BPF the same holder takes tcx.
+    let (h, mechanism) = start_holder(&t, None);
+    assert_eq!(mechanism, "tcx");
+    kill9(h);
 }
 
 /// An unknown `VECGATE_INGRESS_GUARD` is an error naming it, not a silent
