@@ -77,7 +77,7 @@ fn prepare_socket(path: &Path) -> Result<(), String> {
 /// Checks, before a gateway attaches to anything, that `endpoint` is free:
 /// a unix socket another process answers on, or a TCP address someone
 /// listens on, is an "address in use" error (a second `vecgate run` with
-/// the same API must not touch the first one's interfaces or nftables
+/// the same API must not touch the first one's interfaces or ingress
 /// guards). A stale unix socket is fine ([`serve`] replaces it).
 pub fn check_endpoint(endpoint: &ApiEndpoint) -> Result<(), String> {
     match endpoint {

@@ -1,7 +1,7 @@
 //! Punt and inject: IKE datagrams between the graph and the control plane.
 //!
 //! Why not a kernel UDP socket: vecgate owns its netdevs through AF_PACKET
-//! and an nftables ingress guard drops every frame before the host stack
+//! and an ingress guard drops every frame before the host stack
 //! (`vecgate_io::netdev`), so a socket on UDP 500 / 4500 in the gateway's
 //! namespace never receives anything, and the host's routes do not know
 //! vecgate's VRFs. IKE (RFC 7296 §2, RFC 3948 §2.2) therefore travels

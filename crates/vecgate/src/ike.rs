@@ -3,7 +3,7 @@
 //! the ESP dataplane through the [`EspRegistry`].
 //!
 //! Why the datagrams go through the dataplane: the gateway owns its
-//! netdevs (AF_PACKET + an nftables ingress guard), so a kernel socket on
+//! netdevs (AF_PACKET + an ingress guard), so a kernel socket on
 //! UDP 500/4500 would never see IKE. ip-local punts IKE into
 //! [`dataplane::ike_punt::Punt`] and the thread injects its answers there; the
 //! workers route them in the tunnel's underlay VRF (see `dataplane::ike_punt`).

@@ -112,7 +112,7 @@ impl vecgate_control::PortOps for LivePorts {
                     &ifc.host,
                     &format!("vecgate_{}_{}", self.gateway, ifc.host),
                 )
-                .map_err(|e| format!("installing the nftables ingress guard: {e}"))?,
+                .map_err(|e| format!("installing the ingress guard: {e}"))?,
             ),
             _ => None,
         };

@@ -670,10 +670,7 @@ fn attach(
             guards.insert(
                 ifc.name.clone(),
                 IngressGuard::install_named(&ifc.host, &table).with_context(|| {
-                    format!(
-                        "interface \"{}\": installing the nftables ingress guard",
-                        ifc.name
-                    )
+                    format!("interface \"{}\": installing the ingress guard", ifc.name)
                 })?,
             );
         }

@@ -523,7 +523,7 @@ fn api_obj(sock: &str, path: &str, name: &str) -> Option<serde_json::Value> {
 /// ```
 ///
 /// Referees from the same run: the dry run's plan; the kernel's list of
-/// AF_PACKET sockets on the new netdev and its nftables ingress guard
+/// AF_PACKET sockets on the new netdev and its ingress guard (a tcx program)
 /// (there after the first reload, gone after the second); pings from h3
 /// to h1 answered through lan3 and captured on h3; lan3's counters in the
 /// API; after the removal, h1's pings to 10.5.0.2 answered with ICMP net
@@ -563,11 +563,13 @@ fn reload_attaches_and_releases_an_interface_while_a_transfer_runs() {
     let lan3 = format!(
         "[[interface]]\nname = \"lan3\"\nhost = \"{dev}\"\ndriver = \"af_packet\"\naddresses = [\"10.5.0.1/24\"]\n\n"
     );
-    let guard = format!("vecgate_rl_{dev}");
+    // The ingress guard: tcx on this kernel (one program on the netdev, no
+    // nftables table).
+    let guard = format!("tcx program on {dev}");
     let has_guard = || {
-        t.gw.try_sh(&format!("nft list table netdev {guard}"))
-            .status
-            .success()
+        let tables = common::nft_guard_tables(&t.gw);
+        assert!(tables.is_empty(), "{tables:?}");
+        common::tcx_guards(&t.gw, &dev) == 1
     };
 
     // The transfer through t1, captured where it leaves the tunnel.

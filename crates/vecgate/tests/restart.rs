@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{veth, Gateway, Netns};
+use common::{nft_guard_tables, veth, Gateway, Netns};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -53,48 +53,64 @@ addresses = ["10.2.0.1/24"]
     )
 }
 
-fn guard_tables(ns: &Netns) -> Vec<String> {
-    ns.sh("nft list tables")
-        .lines()
-        .filter(|l| l.contains("vecgate_"))
-        .map(str::to_string)
-        .collect()
+/// The tcx guard programs on gw-h1 and gw-h2.
+fn guards(t: &Topo) -> (usize, usize) {
+    (
+        common::tcx_guards(&t.gw, "gw-h1"),
+        common::tcx_guards(&t.gw, "gw-h2"),
+    )
 }
 
-/// `kill -9` of a gateway leaves no guard table, and the host's own address
-/// on the netdev answers within 1 s of the process being reaped (measured
-/// by a pinger that runs across the kill and timestamps its replies).
-#[test]
-fn kill9_leaves_no_guard_and_the_host_answers_within_1s() {
-    let t = topo();
-    let mut gw = Gateway::start(&t.gw, &config("own9"));
-    common::warm_up(&t.h1, "10.1.0.1");
-    assert_eq!(guard_tables(&t.gw).len(), 2, "{:?}", guard_tables(&t.gw));
-    assert!(
-        t.gw.sh("nft list table netdev vecgate_own9_gw_h1")
-            .contains("flags owner"),
-        "the guard is an owner table"
-    );
-    assert!(
-        !common::ping_ok(&t.h1, "-c 2 -i 0.2 -W 1 10.1.0.100"),
-        "behind the guard the host address is silent"
-    );
-    // h1 knows the host address's MAC (while the guard is up its ARP
-    // requests go unanswered, and a failed entry is retried only every
-    // second: that is h1's timer, not what is measured here).
+/// h1 knows the host address's MAC (while a guard is up its ARP requests
+/// go unanswered, and a failed entry is retried only every second: that
+/// is h1's timer, not what is measured here).
+fn pin_host_mac(t: &Topo) {
     let mac = t.gw.sh("cat /sys/class/net/gw-h1/address");
     t.h1.sh(&format!(
         "ip neigh replace 10.1.0.100 lladdr {} dev eth0 nud permanent",
         mac.trim()
     ));
+}
+
+/// `kill -9` of a gateway leaves no guard (the tcx programs on this
+/// kernel), and the host's own address on the netdev answers within 1 s of
+/// the process being reaped (measured by a pinger that runs across the
+/// kill and timestamps its replies).
+#[test]
+fn kill9_leaves_no_guard_and_the_host_answers_within_1s() {
+    let t = topo();
+    let mut gw = Gateway::start(&t.gw, &config("own9"));
+    common::warm_up(&t.h1, "10.1.0.1");
+    // tcx: one guard program per netdev, and no nftables table.
+    assert_eq!(guards(&t), (1, 1));
+    assert!(
+        nft_guard_tables(&t.gw).is_empty(),
+        "{:?}",
+        nft_guard_tables(&t.gw)
+    );
+    assert!(
+        gw.log_contains("ingress guard installed: tcx"),
+        "{}",
+        gw.log_text()
+    );
+    assert!(
+        !common::ping_ok(&t.h1, "-c 2 -i 0.2 -W 1 10.1.0.100"),
+        "behind the guard the host address is silent"
+    );
+    pin_host_mac(&t);
     // One echo request every 20 ms across the kill; -D timestamps replies.
     let pinger = t.h1.spawn("ping -n -D -i 0.02 -W 1 -w 60 -c 1 10.1.0.100");
     std::thread::sleep(Duration::from_millis(300));
     let st = gw.kill9();
     let reaped = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     assert!(!st.success());
-    // The kernel closed the owning netlink socket with the process.
-    assert!(guard_tables(&t.gw).is_empty(), "{:?}", guard_tables(&t.gw));
+    // The kernel closed the BPF links with the process.
+    assert_eq!(guards(&t), (0, 0));
+    assert!(
+        nft_guard_tables(&t.gw).is_empty(),
+        "{:?}",
+        nft_guard_tables(&t.gw)
+    );
     let out = pinger.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text
@@ -137,12 +153,59 @@ fn second_instance_on_the_same_netdev_is_refused() {
         err.contains(&format!("gateway ownfirst (pid {})", first.pid())),
         "{err}"
     );
-    // It never attached: no guard table of its own.
-    let tables = guard_tables(&t.gw);
+    // It never attached: the first one's guards only.
+    assert_eq!(guards(&t), (1, 1));
     assert!(
-        tables.iter().all(|l| !l.contains("ownsecond")),
-        "{tables:?}"
+        nft_guard_tables(&t.gw).is_empty(),
+        "{:?}",
+        nft_guard_tables(&t.gw)
     );
-    assert_eq!(tables.len(), 2, "{tables:?}");
     common::warm_up(&t.h1, "10.1.0.1");
+}
+
+/// With the nftables guard forced (`VECGATE_INGRESS_GUARD=nftables`, what
+/// a kernel without tcx gets) the guards are owner tables, and `kill -9`
+/// of the gateway leaves none: the host address answers again.
+#[test]
+fn kill9_with_the_nftables_guard_leaves_no_table() {
+    let t = topo();
+    let mut gw = Gateway::start_env(
+        &t.gw,
+        &config("own9n"),
+        &[("VECGATE_INGRESS_GUARD", "nftables")],
+    );
+    common::warm_up(&t.h1, "10.1.0.1");
+    assert_eq!(
+        nft_guard_tables(&t.gw).len(),
+        2,
+        "{:?}",
+        nft_guard_tables(&t.gw)
+    );
+    assert!(
+        t.gw.sh("nft list table netdev vecgate_own9n_gw_h1")
+            .contains("flags owner"),
+        "the guard is an owner table"
+    );
+    assert_eq!(guards(&t), (0, 0));
+    assert!(
+        gw.log_contains("ingress guard installed: nftables (table netdev vecgate_own9n_gw_h1)"),
+        "{}",
+        gw.log_text()
+    );
+    pin_host_mac(&t);
+    assert!(
+        !common::ping_ok(&t.h1, "-c 2 -i 0.2 -W 1 10.1.0.100"),
+        "behind the guard the host address is silent"
+    );
+    assert!(!gw.kill9().success());
+    // The kernel closed the owning netlink socket with the process.
+    assert!(
+        nft_guard_tables(&t.gw).is_empty(),
+        "{:?}",
+        nft_guard_tables(&t.gw)
+    );
+    assert!(
+        common::ping_ok(&t.h1, "-c 1 -W 3 10.1.0.100"),
+        "the host address answers again"
+    );
 }

@@ -172,6 +172,39 @@ impl Drop for Netns {
     }
 }
 
+/// How many ingress guards (tcx programs named `vecgate_guard`) are
+/// attached at netdev `dev`'s tcx ingress hook in `ns`; 0 when there is no
+/// such netdev. Read with `BPF_PROG_QUERY` from a thread inside the
+/// namespace (`vecgate_io::netdev::tcx_ingress_programs`): Debian 12's
+/// bpftool does not know tcx.
+pub fn tcx_guards(ns: &Netns, dev: &str) -> usize {
+    let path = PathBuf::from(format!("/run/netns/{}", ns.name));
+    let dev = dev.to_string();
+    std::thread::spawn(move || {
+        vecgate_io::netdev::enter_netns(&path).expect("setns");
+        match vecgate_io::netdev::tcx_ingress_programs(&dev) {
+            Ok(v) => v
+                .iter()
+                .filter(|p| p.name == vecgate_io::netdev::GUARD_PROGRAM_NAME)
+                .count(),
+            Err(vecgate_io::IoError::NoSuchDevice(_)) => 0,
+            Err(e) => panic!("tcx programs on {dev}: {e}"),
+        }
+    })
+    .join()
+    .expect("tcx query thread")
+}
+
+/// The nftables tables named `vecgate_*` in `ns` (the ingress guard's
+/// fallback, and of vecgate before tcx).
+pub fn nft_guard_tables(ns: &Netns) -> Vec<String> {
+    ns.sh("nft list tables")
+        .lines()
+        .filter(|l| l.contains("vecgate_"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Creates a veth pair directly inside two namespaces (names are local to
 /// each namespace, so they need not be globally unique).
 pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
@@ -207,6 +240,11 @@ impl Gateway {
     /// Writes `config` to a file and starts `vecgate run` in `ns`, waiting
     /// (up to 20 s) for the "ready" log line.
     pub fn start(ns: &Netns, config: &str) -> Gateway {
+        Self::start_env(ns, config, &[])
+    }
+
+    /// [`Gateway::start`] with these environment variables added.
+    pub fn start_env(ns: &Netns, config: &str, env: &[(&str, &str)]) -> Gateway {
         let path = std::env::temp_dir().join(format!("{}.toml", unique("cfg")));
         let (text, state) = with_state_dir(config);
         std::fs::write(&path, text).expect("write config");
@@ -216,6 +254,7 @@ impl Gateway {
             .args(["run", "--config"])
             .arg(&path)
             .args(["--log-level", "debug"])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
