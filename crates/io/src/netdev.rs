@@ -264,7 +264,9 @@ pub const GUARD_PROGRAM_NAME: &str = tcx_sys::PROG_NAME;
 ///
 /// - **tcx** (Linux ≥ 6.6): a tcx ingress BPF program of two instructions,
 ///   `r0 = TC_ACT_SHOT; exit`, named `vecgate_guard`, attached through a BPF
-///   link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`). Chosen first because it
+///   link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`) in front of any tcx
+///   program already on the netdev (one that passes a frame would
+///   otherwise hand it to the stack first). Chosen first because it
 ///   costs a few ns per frame where the nftables chain cost ~5 % of all CPU
 ///   time on the machine (perf, a GRE flow over a 1500-byte veth underlay:
 ///   `nf_hook_slow` / `nft_do_chain_netdev` / `nft_do_chain` for every

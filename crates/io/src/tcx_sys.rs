@@ -22,6 +22,8 @@ const BPF_LINK_DETACH: libc::c_long = 34;
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// `enum bpf_attach_type`: BPF_TCX_INGRESS.
 pub const BPF_TCX_INGRESS: u32 = 46;
+/// `BPF_F_BEFORE` without a relative program: attach at the front.
+const BPF_F_BEFORE: u32 = 1 << 3;
 /// `TC_ACT_SHOT` (`TCX_DROP`): the frame is freed at the hook.
 const TC_ACT_SHOT: i32 = 2;
 
@@ -209,7 +211,9 @@ pub fn load_drop_program() -> io::Result<OwnedFd> {
 }
 
 /// Attaches `prog` at the tcx ingress hook of `ifindex` (in the calling
-/// thread's network namespace), after the programs already there. The
+/// thread's network namespace), in front of the programs already there
+/// (one of them returning `TC_ACT_OK` would end the chain, and hand the
+/// frame to the stack, before a program behind it runs). The
 /// program stays attached while the returned link descriptor is open (in
 /// this process or a child that inherited it) or until [`link_detach`].
 /// Kernels before 6.6 answer EINVAL.
@@ -218,6 +222,7 @@ pub fn link_tcx_ingress(prog: &OwnedFd, ifindex: i32) -> io::Result<OwnedFd> {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex as u32,
         attach_type: BPF_TCX_INGRESS,
+        flags: BPF_F_BEFORE,
         ..LinkCreateAttr::default()
     };
     owned(bpf(BPF_LINK_CREATE, &mut a)?)

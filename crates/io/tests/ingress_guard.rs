@@ -96,7 +96,11 @@ fn tcx_guard_is_a_linked_program_and_no_table() {
     assert!(requests_seen(&t) >= 2, "AF_PACKET still sees the requests");
 
     let g2 = install(&t, "vecgate_two", GuardMode::Tcx);
-    assert_eq!(guard_programs(&t.a, &t.va).len(), 2);
+    let progs = guard_programs(&t.a, &t.va);
+    assert_eq!(progs.len(), 2, "{progs:?}");
+    // Each guard goes in front of what is there.
+    assert_eq!(Some(progs[0].link_id), g2.link_id());
+    assert_eq!(Some(progs[1].link_id), g1.link_id());
     g1.remove().expect("remove");
     assert_eq!(guard_programs(&t.a, &t.va).len(), 1);
     assert!(silent(&t), "the second guard still drops");
