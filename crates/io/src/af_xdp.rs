@@ -12,7 +12,8 @@
 //! driver has no native XDP. A link is detached when its last descriptor
 //! closes — when the last port of the netdev is dropped, or the process
 //! exits or crashes — so nothing stays behind on the host, unlike a
-//! netlink-attached program or the AF_PACKET backend's nftables guard.
+//! netlink-attached program (the AF_PACKET backend's ingress guard is a
+//! BPF link too, [`crate::IngressGuard`]).
 //!
 //! Frames on a queue without a socket are dropped, not passed: vecgate owns
 //! the netdev, the host stack must not answer ARP/ping or send RSTs there
