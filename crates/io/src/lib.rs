@@ -12,10 +12,12 @@
 //!   (`vecgate-floor`), what the benchmarks measure vecgate against.
 //! - [`netdev_lock`]: one gateway per netdev (a `flock`ed file).
 //!
-//! `unsafe` lives only in the private `sys`, `tcx_sys` and `xdp_sys` modules.
+//! `unsafe` lives only in the private `sys`, `bpf_sys`, `tcx_sys` and
+//! `xdp_sys` modules.
 
 pub mod af_packet;
 pub mod af_xdp;
+mod bpf_sys;
 pub mod error;
 pub mod floor;
 pub mod host_tun;

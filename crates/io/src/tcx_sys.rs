@@ -8,15 +8,14 @@
 //! `struct bpf_insn`, `struct bpf_prog_info`, `struct bpf_link_info`);
 //! tcx is Linux ≥ 6.6 (`BPF_TCX_INGRESS`, `BPF_LINK_TYPE_TCX`).
 
+use crate::bpf_sys::{bpf, insn, link_create, load_program, owned, BpfInsn, Program};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 // linux/bpf.h: commands.
-const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_PROG_QUERY: libc::c_long = 16;
-const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_LINK_DETACH: libc::c_long = 34;
 /// `enum bpf_prog_type`: BPF_PROG_TYPE_SCHED_CLS.
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
@@ -30,66 +29,13 @@ const TC_ACT_SHOT: i32 = 2;
 /// The program's name (`bpftool prog` shows it; at most 15 bytes).
 pub const PROG_NAME: &str = "vecgate_guard";
 
-/// `struct bpf_insn`: opcode, dst (low nibble) and src (high nibble)
-/// registers, offset, immediate (little-endian register order).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct BpfInsn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
 /// The whole program: `r0 = TC_ACT_SHOT; exit`.
 const DROP_PROGRAM: [BpfInsn; 2] = [
     // BPF_ALU64 | BPF_MOV | BPF_K, dst r0
-    BpfInsn {
-        code: 0xb7,
-        regs: 0,
-        off: 0,
-        imm: TC_ACT_SHOT,
-    },
+    insn(0xb7, 0, 0, 0, TC_ACT_SHOT),
     // BPF_JMP | BPF_EXIT
-    BpfInsn {
-        code: 0x95,
-        regs: 0,
-        off: 0,
-        imm: 0,
-    },
+    insn(0x95, 0, 0, 0, 0),
 ];
-
-/// `union bpf_attr` for BPF_PROG_LOAD (up to expected_attach_type).
-#[repr(C)]
-#[derive(Default)]
-struct ProgLoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
-/// `union bpf_attr` for BPF_LINK_CREATE with its `tcx` tail (relative
-/// fd/id and expected revision: zero, append after whatever is there).
-#[repr(C)]
-#[derive(Default)]
-struct LinkCreateAttr {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-    relative_fd: u32,
-    _pad: u32,
-    expected_revision: u64,
-}
 
 /// `union bpf_attr` for BPF_LINK_DETACH.
 #[repr(C)]
@@ -158,56 +104,16 @@ struct LinkInfo {
     prog_id: u32,
 }
 
-/// `bpf(cmd, attr, sizeof attr)`.
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
-    // SAFETY: `attr` is a live, exclusively borrowed repr(C) prefix of
-    // `union bpf_attr` of exactly the size passed (the kernel treats the
-    // missing tail as zero); pointers inside it, set by the callers,
-    // reference memory alive and large enough for the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr as *mut T,
-            std::mem::size_of::<T>() as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn owned(fd: libc::c_long) -> io::Result<OwnedFd> {
-    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
-    // SAFETY: `fd` was just returned by bpf(2) as a new descriptor that
-    // nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn name16(s: &str) -> [u8; 16] {
-    let mut n = [0u8; 16];
-    let b = s.as_bytes();
-    let l = b.len().min(15);
-    n[..l].copy_from_slice(&b[..l]);
-    n
-}
-
 /// Loads the drop program as a tcx ingress program (needs CAP_BPF and
 /// CAP_NET_ADMIN).
 pub fn load_drop_program() -> io::Result<OwnedFd> {
-    let license = c"GPL";
-    let mut a = ProgLoadAttr {
+    load_program(&Program {
         prog_type: BPF_PROG_TYPE_SCHED_CLS,
-        insn_cnt: DROP_PROGRAM.len() as u32,
-        insns: DROP_PROGRAM.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        prog_name: name16(PROG_NAME),
-        expected_attach_type: BPF_TCX_INGRESS,
-        ..ProgLoadAttr::default()
-    };
-    owned(bpf(BPF_PROG_LOAD, &mut a)?)
+        insns: &DROP_PROGRAM,
+        name: PROG_NAME,
+        flags: 0,
+        attach_type: BPF_TCX_INGRESS,
+    })
 }
 
 /// Attaches `prog` at the tcx ingress hook of `ifindex` (in the calling
@@ -218,14 +124,7 @@ pub fn load_drop_program() -> io::Result<OwnedFd> {
 /// this process or a child that inherited it) or until [`link_detach`].
 /// Kernels before 6.6 answer EINVAL.
 pub fn link_tcx_ingress(prog: &OwnedFd, ifindex: i32) -> io::Result<OwnedFd> {
-    let mut a = LinkCreateAttr {
-        prog_fd: prog.as_raw_fd() as u32,
-        target_ifindex: ifindex as u32,
-        attach_type: BPF_TCX_INGRESS,
-        flags: BPF_F_BEFORE,
-        ..LinkCreateAttr::default()
-    };
-    owned(bpf(BPF_LINK_CREATE, &mut a)?)
+    link_create(prog, ifindex, BPF_TCX_INGRESS, BPF_F_BEFORE)
 }
 
 /// Detaches the program of `link` now, whoever else still holds the
@@ -301,9 +200,6 @@ mod tests {
 
     #[test]
     fn layouts() {
-        assert_eq!(std::mem::size_of::<BpfInsn>(), 8);
-        assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
-        assert_eq!(std::mem::size_of::<LinkCreateAttr>(), 32);
         assert_eq!(std::mem::size_of::<ProgQueryAttr>(), 64);
         assert_eq!(std::mem::offset_of!(ProgQueryAttr, link_ids), 40);
         assert_eq!(std::mem::offset_of!(ProgInfo, name), 64);

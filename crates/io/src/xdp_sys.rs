@@ -1,5 +1,5 @@
-//! The raw pieces of the AF_XDP backend: the `bpf(2)` calls that load and
-//! attach the XDP redirect program, the UMEM (packet memory shared with the
+//! The raw pieces of the AF_XDP backend: the XDP redirect program and its
+//! XSKMAP (the `bpf(2)` plumbing is [`crate::bpf_sys`]'s), the UMEM (packet memory shared with the
 //! kernel) and the four single-producer/single-consumer rings mapped from an
 //! XSK socket. Socket creation, bind and the XDP socket options go through
 //! `rustix::net` (typed and already safe); what rustix does not cover lives
@@ -8,17 +8,16 @@
 //! Layouts follow the kernel's stable UAPI: `linux/bpf.h` (`union bpf_attr`,
 //! `struct bpf_insn`), `linux/if_xdp.h` and `linux/ethtool.h`.
 
+use crate::bpf_sys::{bpf, insn, link_create, load_program, name16, owned, BpfInsn, Program};
 use rustix::net::xdp::{XdpDesc, XdpDescOptions, XdpRingOffset};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 // linux/bpf.h: commands, types, flags.
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type`: BPF_XDP.
@@ -39,27 +38,6 @@ pub const XDP_DROP: i32 = 1;
 
 // linux/ethtool.h
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
-
-/// `struct bpf_insn`: opcode, dst (low nibble) and src (high nibble)
-/// registers, offset, immediate. The register nibbles are in this order on
-/// little-endian machines, the only ones vecgate builds for.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BpfInsn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> BpfInsn {
-    BpfInsn {
-        code,
-        regs: (dst & 0xf) | (src << 4),
-        off,
-        imm,
-    }
-}
 
 /// `offsetof(struct xdp_md, rx_queue_index)`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
@@ -117,68 +95,6 @@ struct MapElemAttr {
     flags: u64,
 }
 
-/// `union bpf_attr` for BPF_PROG_LOAD (up to expected_attach_type).
-#[repr(C)]
-#[derive(Default)]
-struct ProgLoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
-/// `union bpf_attr` for BPF_LINK_CREATE.
-#[repr(C)]
-struct LinkCreateAttr {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-}
-
-/// `bpf(cmd, attr, sizeof attr)`; a returned descriptor becomes owned.
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
-    // SAFETY: `attr` is a live, exclusively borrowed repr(C) prefix of
-    // `union bpf_attr` of exactly the size passed; pointers inside it (set
-    // by the callers) reference memory alive for the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr as *mut T,
-            std::mem::size_of::<T>() as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn owned(fd: libc::c_long) -> io::Result<OwnedFd> {
-    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
-    // SAFETY: `fd` was just returned by bpf(2) as a new descriptor that
-    // nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn name16(s: &str) -> [u8; 16] {
-    let mut n = [0u8; 16];
-    let b = s.as_bytes();
-    let l = b.len().min(15);
-    n[..l].copy_from_slice(&b[..l]);
-    n
-}
-
 /// A BPF_MAP_TYPE_XSKMAP with `max_entries` slots (queue index → socket).
 pub fn xskmap_create(max_entries: u32) -> io::Result<OwnedFd> {
     let mut a = MapCreateAttr {
@@ -210,51 +126,20 @@ pub fn xskmap_set(map: &OwnedFd, key: u32, xsk: &OwnedFd) -> io::Result<()> {
 /// verifier's log.
 pub fn load_redirect_program(map: &OwnedFd, fallback: i32, prog_flags: u32) -> io::Result<OwnedFd> {
     let prog = redirect_program(map.as_raw_fd(), fallback);
-    let license = c"GPL";
-    let mut a = ProgLoadAttr {
+    load_program(&Program {
         prog_type: BPF_PROG_TYPE_XDP,
-        insn_cnt: prog.len() as u32,
-        insns: prog.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        prog_flags,
-        prog_name: name16("vecgate_xsk"),
-        expected_attach_type: BPF_XDP,
-        ..ProgLoadAttr::default()
-    };
-    match bpf(BPF_PROG_LOAD, &mut a) {
-        Ok(fd) => owned(fd),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EACCES)) => {
-            // Again with the verifier's log, for the error message.
-            let mut log = vec![0u8; 4096];
-            a.log_level = 1;
-            a.log_size = log.len() as u32;
-            a.log_buf = log.as_mut_ptr() as u64;
-            match bpf(BPF_PROG_LOAD, &mut a) {
-                Ok(fd) => owned(fd),
-                Err(_) => {
-                    let end = log.iter().position(|&c| c == 0).unwrap_or(log.len());
-                    Err(io::Error::new(
-                        e.kind(),
-                        format!("{e}; verifier: {}", String::from_utf8_lossy(&log[..end])),
-                    ))
-                }
-            }
-        }
-        Err(e) => Err(e),
-    }
+        insns: &prog,
+        name: "vecgate_xsk",
+        flags: prog_flags,
+        attach_type: BPF_XDP,
+    })
 }
 
 /// Attaches `prog` to `ifindex` (in the calling thread's network namespace)
 /// through a BPF link: the program is detached when the returned descriptor
 /// is closed (and with it at process exit), so nothing stays on the host.
 pub fn link_xdp(prog: &OwnedFd, ifindex: i32, flags: u32) -> io::Result<OwnedFd> {
-    let mut a = LinkCreateAttr {
-        prog_fd: prog.as_raw_fd() as u32,
-        target_ifindex: ifindex as u32,
-        attach_type: BPF_XDP,
-        flags,
-    };
-    owned(bpf(BPF_LINK_CREATE, &mut a)?)
+    link_create(prog, ifindex, BPF_XDP, flags)
 }
 
 /// Receive queues of a netdev (ETHTOOL_GCHANNELS: rx + combined), `None`
@@ -636,8 +521,6 @@ mod tests {
         assert_eq!(p[1].imm, 7);
         assert_eq!(p[3].imm, XDP_DROP);
         assert_eq!(p[4].imm, 51);
-        assert_eq!(std::mem::size_of::<BpfInsn>(), 8);
-        assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
         assert_eq!(std::mem::size_of::<MapElemAttr>(), 32);
     }
 }
