@@ -9,21 +9,14 @@ use packet::{Pool, Port};
 use std::time::Duration;
 use vecgate_io::{AfPacketOpts, AfPacketPort};
 
-#[test]
-fn full_rx_ring_is_reported_as_ring_full_drops_once() {
-    let t = VethPair::new();
+fn open_a(t: &VethPair, opts: AfPacketOpts) -> AfPacketPort {
     let va = t.va.clone();
-    let opts = AfPacketOpts {
-        frames: 8,
-        slot_size: vecgate_io::af_packet::SLOT_MAX,
-        ..AfPacketOpts::default()
-    };
-    let mut port =
-        t.a.run_in(move || AfPacketPort::open(&va, opts).expect("open af_packet"));
-    assert_eq!(port.take_drops().rx_ring_full, 0, "fresh socket");
-    // B sends 64 echo requests to an address behind A that nobody answers;
-    // nothing reads the ring meanwhile (8 slots asked, rounded up to one
-    // whole block of 15).
+    t.a.run_in(move || AfPacketPort::open(&va, opts).expect("open af_packet"))
+}
+
+/// B sends `n` echo requests (ping `extra` arguments) to an address behind
+/// A's `port` that nobody answers, while nothing reads the port.
+fn unanswered_pings(t: &VethPair, port: &AfPacketPort, n: u64, extra: &[&str]) {
     let g = format!("10.99.{}.9", t.subnet);
     t.b.exec(&[
         "ip",
@@ -35,17 +28,27 @@ fn full_rx_ring_is_reported_as_ring_full_drops_once() {
         "dev",
         &t.vb,
     ]);
+    let count = n.to_string();
+    let mut args = vec!["ping", "-c", &count, "-i", "0.005", "-W", "0.1"];
+    args.extend_from_slice(extra);
+    args.push(&g);
+    t.b.try_exec(&args);
+}
+
+#[test]
+fn full_rx_ring_is_reported_as_ring_full_drops_once() {
+    let t = VethPair::new();
+    let opts = AfPacketOpts {
+        frames: 8,
+        slot_size: vecgate_io::af_packet::SLOT_MAX,
+        ..AfPacketOpts::default()
+    };
+    // 64 echo requests; nothing reads the ring meanwhile (8 slots asked,
+    // rounded up to one whole block of 15).
     let sent = 64u64;
-    t.b.try_exec(&[
-        "ping",
-        "-c",
-        &sent.to_string(),
-        "-i",
-        "0.005",
-        "-W",
-        "0.1",
-        &g,
-    ]);
+    let mut port = open_a(&t, opts);
+    assert_eq!(port.take_drops().rx_ring_full, 0, "fresh socket");
+    unanswered_pings(&t, &port, sent, &[]);
     let mut pool = Pool::new(64);
     let mut received = 0u64;
     recv_for(&mut port, &mut pool, Duration::from_millis(200), |_| {
@@ -74,40 +77,16 @@ fn frames_over_a_full_receive_buffer_are_counted_as_ring_full() {
     let t = VethPair::new();
     t.a.exec(&["ip", "link", "set", &t.va, "mtu", "9000"]);
     t.b.exec(&["ip", "link", "set", &t.vb, "mtu", "9000"]);
-    let va = t.va.clone();
     let opts = AfPacketOpts {
         slot_size: 2048,
         rcvbuf: 1,
         ..AfPacketOpts::default()
     };
-    let mut port =
-        t.a.run_in(move || AfPacketPort::open(&va, opts).expect("open af_packet"));
-    let g = format!("10.99.{}.9", t.subnet);
-    t.b.exec(&[
-        "ip",
-        "neigh",
-        "replace",
-        &g,
-        "lladdr",
-        &mac_str(port.mac()),
-        "dev",
-        &t.vb,
-    ]);
     // 20 echo requests of 6028 bytes (over a 2 KiB slot), none read
     // while they arrive.
     let sent = 20u64;
-    t.b.try_exec(&[
-        "ping",
-        "-c",
-        &sent.to_string(),
-        "-i",
-        "0.005",
-        "-W",
-        "0.1",
-        "-s",
-        "6000",
-        &g,
-    ]);
+    let mut port = open_a(&t, opts);
+    unanswered_pings(&t, &port, sent, &["-s", "6000"]);
     let mut pool = Pool::new(64);
     let (mut whole, mut cut) = (0u64, 0u64);
     recv_for(&mut port, &mut pool, Duration::from_millis(200), |p| {
