@@ -345,9 +345,11 @@ pub fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) }).map(|_| ())
 }
 
-/// `readv(2)` of two buffers (virtio-net header, frame).
-pub fn readv2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
-    let iov = [
+/// The iovecs of two writable buffers (virtio-net header, frame); they
+/// borrow nothing: the caller keeps `a` and `b` borrowed while the kernel
+/// may write through them.
+fn iov2(a: &mut [u8], b: &mut [u8]) -> [libc::iovec; 2] {
+    [
         libc::iovec {
             iov_base: a.as_mut_ptr().cast(),
             iov_len: a.len(),
@@ -356,7 +358,12 @@ pub fn readv2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
             iov_base: b.as_mut_ptr().cast(),
             iov_len: b.len(),
         },
-    ];
+    ]
+}
+
+/// `readv(2)` of two buffers (virtio-net header, frame).
+pub fn readv2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
+    let iov = iov2(a, b);
     // SAFETY: both iovecs describe live, writable, exclusively borrowed slices.
     cvt_size(unsafe { libc::readv(fd, iov.as_ptr(), 2) })
 }
@@ -366,16 +373,7 @@ pub fn readv2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
 /// whole length (header included), which exceeds `a.len() + b.len()` when
 /// it did not fit (the rest is lost).
 pub fn recv_trunc2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
-    let mut iov = [
-        libc::iovec {
-            iov_base: a.as_mut_ptr().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        },
-    ];
+    let mut iov = iov2(a, b);
     // SAFETY: msghdr is plain data; all-zero (no name, no control) is valid.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr();

@@ -8,7 +8,10 @@
 //! `tcp_offload_linux.go` also applies them; a segment is merged only if
 //! - it is IPv4 without options or fragmentation, or IPv6 without extension
 //!   headers, carries TCP with payload, and its checksum is valid (verified
-//!   here unless the packet is marked DATA_VALID or NEEDS_CSUM);
+//!   here unless the packet is marked DATA_VALID or NEEDS_CSUM); a TCP
+//!   super-packet with its checksum partial at its TCP header counts as
+//!   one (large) segment, so packets decapsulated whole from a jumbo
+//!   underlay and marked for the host's MSS still coalesce;
 //! - it has no SYN/FIN/RST/URG, and the super-packet has not seen PSH yet
 //!   (PSH is merged on the last segment and ends the super-packet);
 //! - same addresses and ports; same TOS, TTL and DF (IPv4) or traffic
@@ -309,7 +312,15 @@ impl Coalescer {
             return Err(Refusal::IpLayout);
         }
         let thl = hdr::tcp_hdr_len(d, &ip).map_err(|_| Refusal::NotTcp)?;
-        if o.gso != Gso::None {
+        // A TCP super-packet whose checksum is left partial at this TCP
+        // header (what offload::tso::mark makes of a packet decapsulated
+        // whole from a large-MTU underlay, wider than the host's link) is
+        // data like a segment: it may extend or start a super-packet.
+        let tcp_gso = matches!((o.gso, ip.v6), (Gso::TcpV4, false) | (Gso::TcpV6, true))
+            && o.needs_csum
+            && usize::from(o.csum_start) == ip.l4
+            && o.csum_offset == 16;
+        if o.gso != Gso::None && !tcp_gso {
             return Err(Refusal::AlreadyGso);
         }
         let t = hdr::tcp(d, ip.l4);
@@ -621,8 +632,11 @@ impl Coalescer {
         let pseudo = fold(hdr::pseudo_sum(d, &ip, len - l4));
         hdr::tcp_mut(d, l4).set_checksum(pseudo);
         let o = &mut head.meta.offload;
+        // A head that was a super-packet already keeps its segment size
+        // (the egress MSS it was cut for) if that is the smaller.
+        let prior = (o.gso != Gso::None && o.gso_size > 0).then_some(o.gso_size);
         o.gso = if v6 { Gso::TcpV6 } else { Gso::TcpV4 };
-        o.gso_size = slot.gso_size as u16;
+        o.gso_size = prior.map_or(slot.gso_size as u16, |g| g.min(slot.gso_size as u16));
         o.hdr_len = (l4 + thl) as u16;
         o.needs_csum = true;
         o.csum_valid = false;

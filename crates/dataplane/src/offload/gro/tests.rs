@@ -457,6 +457,38 @@ fn super_packets_pass_untouched() {
     assert_eq!(c.stats().refused(Refusal::AlreadyGso), 2);
 }
 
+/// Packets decapsulated whole from a jumbo underlay and marked for the
+/// host's MSS (TCP GSO, checksum partial at the TCP header, as
+/// offload::tso::mark leaves them) coalesce like segments; the result keeps
+/// the smaller segment size, and its checksum completes to a valid one.
+#[test]
+fn marked_super_packets_coalesce_and_keep_their_segment_size() {
+    let t = Tcp::new(false);
+    let f = segs(&t, &[2896, 2896, 1000]);
+    let mut pool = Pool::new(8);
+    let mut v: Vec<Packet> = f.iter().map(|x| packet(&mut pool, x, 14)).collect();
+    for p in &mut v {
+        let big = p.len() > 1514;
+        assert_eq!(crate::offload::tso::mark(p, 14, 1500), Ok(big));
+        if big {
+            // The MSS of a 1500-byte link behind 20 + 32 bytes of headers.
+            assert_eq!(p.meta.offload.gso_size, 1448);
+        }
+    }
+    let mut c = gro();
+    c.coalesce(&mut v, &mut pool);
+    assert_eq!(v.len(), 1, "{:?}", c.stats());
+    let o = v[0].meta.offload;
+    assert_eq!((o.gso, o.gso_size), (Gso::TcpV4, 1448));
+    let d = complete_and_verify(&v[0]);
+    let mut want = Vec::new();
+    for x in &f {
+        want.extend_from_slice(&x[66..]);
+    }
+    assert_eq!(d[66..], want[..], "payload in order");
+    assert_eq!(c.stats().merged, 2);
+}
+
 #[test]
 fn table_full_passes_extra_flows() {
     let cfg = GroConfig {
