@@ -349,16 +349,31 @@ impl Coalescer {
     /// Slot index for `key`: the existing flow, or a free slot, or `None`
     /// when the table is full.
     fn lookup(&self, key: &FlowKey) -> Option<usize> {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in key
-            .src
-            .iter()
-            .chain(key.dst.iter())
-            .chain(key.ports.to_be_bytes().iter())
-        {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        // Five words, a multiply each (FxHash's step): a byte-wise hash
+        // was 36 dependent multiplies per packet.
+        let word = |b: &[u8; 16], i: usize| {
+            u64::from_le_bytes([
+                b[i],
+                b[i + 1],
+                b[i + 2],
+                b[i + 3],
+                b[i + 4],
+                b[i + 5],
+                b[i + 6],
+                b[i + 7],
+            ])
+        };
+        let mut h: u64 = 0;
+        for w in [
+            word(&key.src, 0),
+            word(&key.src, 8),
+            word(&key.dst, 0),
+            word(&key.dst, 8),
+            u64::from(key.ports),
+        ] {
+            h = (h.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
         }
-        let mut i = (h ^ (h >> 29)) as usize & self.mask;
+        let mut i = (h ^ (h >> 32)) as usize & self.mask;
         for _ in 0..self.table.len() {
             let s = &self.table[i];
             if s.gen != self.gen || s.key == *key {
