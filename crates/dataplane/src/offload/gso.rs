@@ -230,16 +230,12 @@ pub fn segment_with(
         .as_ref()
         .is_some_and(|ou| ou.gre_csum.is_some() || ou.udp.is_some_and(|(_, needs)| needs));
     let partial = spec.partial_csum && !outer_covers_inner;
-    let seq0 = if tcp {
-        hdr::tcp(d, inner.l4).seq_number()
-    } else {
-        0
-    };
-    let id0 = if inner.v6 {
-        0
-    } else {
-        hdr::ip4(d, inner.l3).ident()
-    };
+    let shared = InnerSeg::new(d, &inner, tcp, l4_hlen, mss, partial);
+    // The outer IPv4 header's unchanging words, summed once.
+    let outer_ip4_sum = outer
+        .as_ref()
+        .filter(|ou| !ou.ip.v6)
+        .map_or(0, |ou| hdr::ipv4_sum_but_len_id(d, ou.ip.l3));
     let base = out.len();
 
     for (i, chunk) in payload
@@ -273,22 +269,16 @@ pub fn segment_with(
         let last = i + 1 == nseg;
 
         let ip = Ip { end: len, ..inner };
-        let shared = InnerSeg {
-            tcp,
-            seq0,
-            id0,
-            mss,
-            partial,
-        };
         let csum_at = shared.fix(s, &ip, i, last, payload_sum);
 
         // Outer headers, after the inner bytes they may checksum are final.
         if let Some(ou) = &outer {
             let l3 = ou.ip.l3;
-            hdr::set_ip_len(s, l3, ou.ip.v6, len);
-            if !ou.ip.v6 {
-                hdr::ip4_mut(s, l3).set_ident(ou.id.wrapping_add(i as u16));
-                hdr::set_ipv4_csum(s, l3);
+            if ou.ip.v6 {
+                hdr::set_ip_len(s, l3, true, len);
+            } else {
+                let id = ou.id.wrapping_add(i as u16);
+                hdr::set_ipv4_len_id(s, l3, outer_ip4_sum, (len - l3) as u16, id);
             }
             if let Some((u, needs)) = ou.udp {
                 let ulen = len - u;
@@ -320,7 +310,10 @@ pub fn segment_with(
 }
 
 /// What every segment of one super-packet shares, for rewriting the inner
-/// IP and TCP/UDP headers of each ([`InnerSeg::fix`]).
+/// IP and TCP/UDP headers of each ([`InnerSeg::fix`]). The sums of the
+/// header words no segment changes are taken once, from the super-packet:
+/// a segment's checksums are then finished from the values it writes,
+/// never by reading back its fresh header (see [`hdr::ipv4_sum_but_len_id`]).
 #[derive(Clone, Copy)]
 pub(super) struct InnerSeg {
     pub tcp: bool,
@@ -330,9 +323,69 @@ pub(super) struct InnerSeg {
     pub mss: usize,
     /// Leave the L4 checksum partial (pseudo-header sum only).
     pub partial: bool,
+    /// IPv4 header words but length, ID and checksum.
+    ip4_sum: u64,
+    /// Pseudo-header addresses and protocol (RFC 793 §3.1, RFC 8200 §8.1).
+    pseudo_sum: u64,
+    /// TCP: the header's words but sequence number, offset/flags and
+    /// checksum; UDP: the ports.
+    l4_sum: u64,
+    /// TCP/UDP header length, and TCP's data-offset byte and flags.
+    l4_hlen: usize,
+    tcp_off: u8,
+    tcp_flags: u8,
 }
 
 impl InnerSeg {
+    /// The shared part of the segments of the super-packet `d`, whose inner
+    /// headers `inner` locates (checked by the caller: the TCP header lies
+    /// within `inner.end`, `l4_hlen` long, or the UDP header does).
+    pub(super) fn new(
+        d: &[u8],
+        inner: &Ip,
+        tcp: bool,
+        l4_hlen: usize,
+        mss: usize,
+        partial: bool,
+    ) -> Self {
+        let (id0, ip4_sum) = if inner.v6 {
+            (0, 0)
+        } else {
+            (
+                hdr::ip4(d, inner.l3).ident(),
+                hdr::ipv4_sum_but_len_id(d, inner.l3),
+            )
+        };
+        let l4 = inner.l4;
+        let mut h = [0u8; 60];
+        let n = l4_hlen.min(60);
+        h[..n].copy_from_slice(&d[l4..l4 + n]);
+        let (seq0, tcp_off, tcp_flags) = if tcp {
+            let t = hdr::tcp(d, l4);
+            let r = (t.seq_number(), h[12], h[13]);
+            h[4..8].fill(0);
+            h[12..14].fill(0);
+            h[16..18].fill(0);
+            r
+        } else {
+            h[4..8].fill(0);
+            (0, 0, 0)
+        };
+        Self {
+            tcp,
+            seq0,
+            id0,
+            mss,
+            partial,
+            ip4_sum,
+            pseudo_sum: hdr::pseudo_sum(d, inner, 0),
+            l4_sum: sum(&h[..n], 0),
+            l4_hlen: n,
+            tcp_off,
+            tcp_flags,
+        }
+    }
+
     /// Makes segment `i`'s inner headers true for its bytes: IP length,
     /// IPv4 ID and header checksum, TCP sequence number and flags (FIN/PSH
     /// only on the last, CWR only on the first, as Linux's tcp_gso_segment)
@@ -350,38 +403,45 @@ impl InnerSeg {
         payload: Option<(usize, u16)>,
     ) -> usize {
         let len = ip.end;
-        hdr::set_ip_len(s, ip.l3, ip.v6, len);
-        if !ip.v6 {
-            hdr::ip4_mut(s, ip.l3).set_ident(self.id0.wrapping_add(i as u16));
-            hdr::set_ipv4_csum(s, ip.l3);
+        if ip.v6 {
+            hdr::set_ip_len(s, ip.l3, true, len);
+        } else {
+            let id = self.id0.wrapping_add(i as u16);
+            hdr::set_ipv4_len_id(s, ip.l3, self.ip4_sum, (len - ip.l3) as u16, id);
         }
         let l4_len = len - ip.l4;
-        if self.tcp {
-            let mut t = hdr::tcp_mut(s, ip.l4);
-            t.set_seq_number(self.seq0.wrapping_add((i * self.mss) as u32));
-            let mut flags = t.flags();
+        // The words of the L4 header this segment writes.
+        let written = if self.tcp {
+            let seq = self.seq0.wrapping_add((i * self.mss) as u32);
+            let mut flags = self.tcp_flags;
             if !last {
                 flags &= !(TCP_FIN | TCP_PSH);
             }
             if i != 0 {
                 flags &= !TCP_CWR;
             }
+            let mut t = hdr::tcp_mut(s, ip.l4);
+            t.set_seq_number(seq);
             t.set_flags(flags);
+            u64::from(seq >> 16)
+                + u64::from(seq & 0xffff)
+                + u64::from(u16::from_be_bytes([self.tcp_off, flags]))
         } else {
             hdr::udp_mut(s, ip.l4).set_len(l4_len as u16);
-        }
-        let pseudo = hdr::pseudo_sum(s, ip, l4_len);
+            l4_len as u64
+        };
+        let pseudo = self.pseudo_sum + l4_len as u64;
         if self.partial {
             self.set_l4_checksum(s, ip.l4, fold(pseudo));
         } else {
-            self.set_l4_checksum(s, ip.l4, 0);
             let c = match payload {
-                Some((at, psum))
-                    if (ip.l4..=len).contains(&at) && (at - ip.l4).is_multiple_of(2) =>
-                {
-                    finish(sum(&s[ip.l4..at], pseudo) + u64::from(psum))
+                Some((at, psum)) if at == ip.l4 + self.l4_hlen && at <= len => {
+                    finish(pseudo + self.l4_sum + written + u64::from(psum))
                 }
-                _ => finish(sum(&s[ip.l4..len], pseudo)),
+                _ => {
+                    self.set_l4_checksum(s, ip.l4, 0);
+                    finish(sum(&s[ip.l4..len], pseudo))
+                }
             };
             if self.tcp {
                 hdr::tcp_mut(s, ip.l4).set_checksum(c);

@@ -92,17 +92,7 @@ pub fn pack(
         return Err(OffloadError::NoBuffers);
     }
     let udp_needs_csum = outer.v6 || hdr::udp(d, u).checksum() != 0;
-    let shared = InnerSeg {
-        tcp: true,
-        seq0: hdr::tcp(d, inner.l4).seq_number(),
-        id0: if inner.v6 {
-            0
-        } else {
-            hdr::ip4(d, inner.l3).ident()
-        },
-        mss,
-        partial: false,
-    };
+    let shared = InnerSeg::new(d, &inner, true, hdr_len - inner.l4, mss, false);
     // Inner headers relative to the start of a slice.
     let rel = |x: usize| x - body;
     let outer_id = if outer.v6 { 0 } else { hdr::ip4(d, 0).ident() };
