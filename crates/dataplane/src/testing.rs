@@ -128,8 +128,8 @@ impl Port for MockPort {
             ));
         }
         let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
-        let mut n = 0;
-        while n < max {
+        let (mut n, mut budget) = (0, 0);
+        while budget < max {
             let Some((f, o)) = q.rx.pop_front() else {
                 break;
             };
@@ -140,6 +140,7 @@ impl Port for MockPort {
             };
             p.set_data(&f);
             p.meta.offload = o;
+            budget += p.wire_segments();
             out.push(p);
             n += 1;
         }

@@ -590,8 +590,8 @@ impl Port for AfPacketPort {
         out: &mut Vec<Packet>,
         max: usize,
     ) -> io::Result<usize> {
-        let mut n = 0;
-        while n < max {
+        let (mut n, mut budget) = (0, 0);
+        while budget < max {
             let h = self.geo.offset(self.slot);
             let status = self.ring.load_status(h + H_STATUS);
             if status & sys::TP_STATUS_USER == 0 {
@@ -624,6 +624,7 @@ impl Port for AfPacketPort {
                 Ok(()) => {
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += pkt.len() as u64;
+                    budget += pkt.wire_segments();
                     out.push(pkt);
                     n += 1;
                 }

@@ -174,8 +174,8 @@ impl Port for TapPort {
         out: &mut Vec<Packet>,
         max: usize,
     ) -> io::Result<usize> {
-        let mut n = 0;
-        while n < max {
+        let (mut n, mut budget) = (0, 0);
+        while budget < max {
             let Some(mut pkt) = pool.alloc() else { break };
             let mut hdr = [0u8; VNET_HDR_LEN];
             let hlen = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
@@ -198,6 +198,7 @@ impl Port for TapPort {
                     pkt.meta.offload = off;
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += (len - hlen) as u64;
+                    budget += pkt.wire_segments();
                     out.push(pkt);
                     n += 1;
                 }

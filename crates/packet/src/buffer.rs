@@ -129,6 +129,22 @@ impl Packet {
         self.head
     }
 
+    /// How many wire-sized packets this one may become: a GSO super-packet
+    /// counts as the segments of `offload.gso_size` its payload makes (the
+    /// nodes that cut it need a buffer for each), anything else as one.
+    /// Receive bursts are budgeted in these units ([`crate::Port::rx_burst`]).
+    #[inline]
+    pub fn wire_segments(&self) -> usize {
+        let o = &self.meta.offload;
+        if o.gso == Gso::None || o.gso_size == 0 {
+            return 1;
+        }
+        self.len
+            .saturating_sub(usize::from(o.hdr_len))
+            .div_ceil(usize::from(o.gso_size))
+            .max(1)
+    }
+
     /// Whether the packet lies in a small buffer ([`SMALL_MAX_FRAME`]).
     #[inline]
     pub fn is_small(&self) -> bool {

@@ -33,10 +33,15 @@ pub trait Port: Send {
     /// Linux netdev name this port is attached to.
     fn name(&self) -> &str;
 
-    /// Receives up to `max` packets into `out` (appending), with buffers taken
-    /// from `pool`; offload state from the kernel's virtio-net header is stored
-    /// in each packet's `meta.offload`. Never blocks: returns `Ok(0)` when
-    /// nothing is pending.
+    /// Receives packets into `out` (appending), with buffers taken from
+    /// `pool`, until `max` wire-sized packets' worth arrived: a super-packet
+    /// counts as its segments ([`Packet::wire_segments`](crate::Packet::wire_segments)),
+    /// so that a vector cut into wire-sized packets downstream (segmentation,
+    /// a UDP GSO datagram split into its ESP packets) fits the pool; 256
+    /// super-packets of 44 segments each emptied it and lost whole datagrams.
+    /// Offload state from the kernel's virtio-net header is stored in each
+    /// packet's `meta.offload`. Never blocks: returns `Ok(0)` when nothing is
+    /// pending; returns the number of packets received.
     fn rx_burst(&mut self, pool: &mut Pool, out: &mut Vec<Packet>, max: usize)
         -> io::Result<usize>;
 
