@@ -351,24 +351,13 @@ impl Coalescer {
     fn lookup(&self, key: &FlowKey) -> Option<usize> {
         // Five words, a multiply each (FxHash's step): a byte-wise hash
         // was 36 dependent multiplies per packet.
-        let word = |b: &[u8; 16], i: usize| {
-            u64::from_le_bytes([
-                b[i],
-                b[i + 1],
-                b[i + 2],
-                b[i + 3],
-                b[i + 4],
-                b[i + 5],
-                b[i + 6],
-                b[i + 7],
-            ])
-        };
+        let (src, dst) = (u128::from_le_bytes(key.src), u128::from_le_bytes(key.dst));
         let mut h: u64 = 0;
         for w in [
-            word(&key.src, 0),
-            word(&key.src, 8),
-            word(&key.dst, 0),
-            word(&key.dst, 8),
+            src as u64,
+            (src >> 64) as u64,
+            dst as u64,
+            (dst >> 64) as u64,
             u64::from(key.ports),
         ] {
             h = (h.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);

@@ -356,20 +356,21 @@ impl InnerSeg {
                 hdr::ipv4_sum_but_len_id(d, inner.l3),
             )
         };
-        let l4 = inner.l4;
-        let mut h = [0u8; 60];
-        let n = l4_hlen.min(60);
-        h[..n].copy_from_slice(&d[l4..l4 + n]);
-        let (seq0, tcp_off, tcp_flags) = if tcp {
-            let t = hdr::tcp(d, l4);
-            let r = (t.seq_number(), h[12], h[13]);
-            h[4..8].fill(0);
-            h[12..14].fill(0);
-            h[16..18].fill(0);
-            r
+        let (l4, n) = (inner.l4, l4_hlen.min(60));
+        let h = &d[l4..l4 + n];
+        // TCP: sequence number, offset/flags and checksum change per
+        // segment; UDP: length and checksum.
+        let (seq0, tcp_off, tcp_flags, l4_sum) = if tcp {
+            let but = [4..8, 12..14, 16..18];
+            let seq = hdr::tcp(d, l4).seq_number();
+            (seq, h[12], h[13], hdr::header_sum_but(h, &but))
         } else {
-            h[4..8].fill(0);
-            (0, 0, 0)
+            (
+                0,
+                0,
+                0,
+                hdr::header_sum_but(h, std::slice::from_ref(&(4..8))),
+            )
         };
         Self {
             tcp,
@@ -379,7 +380,7 @@ impl InnerSeg {
             partial,
             ip4_sum,
             pseudo_sum: hdr::pseudo_sum(d, inner, 0),
-            l4_sum: sum(&h[..n], 0),
+            l4_sum,
             l4_hlen: n,
             tcp_off,
             tcp_flags,

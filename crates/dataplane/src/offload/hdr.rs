@@ -183,11 +183,21 @@ pub(crate) fn set_ipv4_csum(d: &mut [u8], l3: usize) {
 /// payload copy: 3 % of a NAT-T gateway's time).
 pub(crate) fn ipv4_sum_but_len_id(d: &[u8], l3: usize) -> u64 {
     let hl = (usize::from(d[l3] & 0x0f) * 4).clamp(20, 60);
-    let mut h = [0u8; 60];
-    h[..hl].copy_from_slice(&d[l3..l3 + hl]);
-    h[2..6].fill(0);
-    h[10..12].fill(0);
-    super::csum::sum(&h[..hl], 0)
+    header_sum_but(&d[l3..l3 + hl], &[2..6, 10..12])
+}
+
+/// Sum of a header of at most 60 bytes (IPv4, TCP) with the byte ranges
+/// `but` taken as zero: the part of it every segment shares.
+pub(crate) fn header_sum_but(h: &[u8], but: &[std::ops::Range<usize>]) -> u64 {
+    let n = h.len().min(60);
+    let mut b = [0u8; 60];
+    b[..n].copy_from_slice(&h[..n]);
+    for r in but {
+        if let Some(z) = b.get_mut(r.clone()) {
+            z.fill(0);
+        }
+    }
+    super::csum::sum(&b[..n], 0)
 }
 
 /// Writes total length, identification and header checksum of the IPv4
