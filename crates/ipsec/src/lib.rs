@@ -71,4 +71,4 @@ pub use registry::{EspRegistry, InboundSad, RegistryError, RxOk, SaEvent, SaInfo
 pub use replay::ReplayWindow;
 pub use sa::{Algorithm, InboundSa, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap};
 pub use selectors::{Selector, Selectors};
-pub use tunnel_mode::Decrypted;
+pub use tunnel_mode::{Decrypted, SliceSealer};

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use packet::Packet;
 
+use crate::tunnel_mode::SliceSealer;
 use crate::{Algorithm, Decrypted, EspError, InboundSa, Lifetime, LifetimeEvent, OutboundSa};
 
 thread_local! {
@@ -82,6 +83,17 @@ impl TunnelTx {
         let n = pkts.len().min(status.len());
         sa.encrypt_batch(&mut pkts[..n], &mut status[..n])
             .map(|_| ())
+    }
+
+    /// A sealer for the ESP-in-UDP packets of one super-packet laid out as
+    /// a UDP GSO datagram ([`SliceSealer`]); `inner` is the super-packet
+    /// from its IP header. `Err` as [`TunnelTx::encrypt`] refuses a vector,
+    /// or `policy-mismatch` for a flow outside the SA's selectors.
+    pub fn sealer(&self, inner: &[u8]) -> Result<SliceSealer, EspError> {
+        let Some(sa) = self.sa.load_full() else {
+            return Err(EspError::NoSa);
+        };
+        SliceSealer::new(sa, inner)
     }
 
     /// Most bytes encryption adds to a packet (outer headers, ESP header,

@@ -14,7 +14,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 use aws_lc_rs::cipher::{DecryptionContext, EncryptionContext};
 use aws_lc_rs::iv::FixedLength;
@@ -211,6 +211,90 @@ impl OutboundSa {
         }
     }
 
+    /// ESP header and IV: the bytes in front of the inner packet.
+    pub fn esp_front(&self) -> usize {
+        HEADER_LEN + self.alg.iv_len()
+    }
+
+    /// Length of the ESP packet (header, IV, inner packet, padding,
+    /// trailer, ICV) that seals an inner packet of `inner_len` bytes;
+    /// never shorter for a longer inner packet.
+    pub fn esp_len(&self, inner_len: usize) -> usize {
+        let pad = padding_len(inner_len, self.alg.block_size());
+        self.esp_front() + inner_len + pad + TRAILER_LEN + self.alg.icv_len()
+    }
+
+    /// Seals the ESP packet `esp` (exactly [`OutboundSa::esp_len`] of
+    /// `inner_len` bytes) whose inner packet already lies behind the room
+    /// for header and IV: writes the trailer (§2.4), header and IV,
+    /// encrypts where the bytes lie and appends the ICV. No outer header:
+    /// the caller lays the packet out (in a packet's buffer, or as one
+    /// slice of a UDP GSO datagram).
+    fn seal_esp(
+        &self,
+        esp: &mut [u8],
+        inner_len: usize,
+        next_header: u8,
+        seq: u64,
+        iv: Option<&[u8]>,
+    ) -> Result<(), EspError> {
+        let alg = self.alg;
+        let (iv_len, icv_len) = (alg.iv_len(), alg.icv_len());
+        let front = self.esp_front();
+        if esp.len() != self.esp_len(inner_len) {
+            return Err(EspError::NoRoom);
+        }
+        let pad = padding_len(inner_len, alg.block_size());
+        let ct_end = esp.len() - icv_len;
+
+        // Trailer: padding 1, 2, 3, ..., pad length, next header (§2.4).
+        EspTrailer {
+            pad_len: pad as u8,
+            next_header,
+        }
+        .emit(&mut esp[front + inner_len..ct_end])
+        .map_err(|_| EspError::Crypto)?;
+
+        // ESP header and IV.
+        esp[0..4].copy_from_slice(&self.spi.to_be_bytes());
+        esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
+        let ivb = &mut esp[HEADER_LEN..front];
+        match iv {
+            Some(v) if v.len() == iv_len => ivb.copy_from_slice(v),
+            Some(_) => return Err(EspError::Crypto),
+            // RFC 4106 §3.1: the IV must not repeat under one key; the
+            // sequence number never does.
+            None if alg.is_aead() => ivb.copy_from_slice(&seq.to_be_bytes()),
+            // RFC 3602 §2.1: CBC IVs must be unpredictable.
+            None => rand::fill(ivb).map_err(|_| EspError::Crypto)?,
+        }
+
+        // Encrypt and compute the ICV.
+        let (head, rest) = esp.split_at_mut(front);
+        let (ct, icv) = rest.split_at_mut(ct_end - front);
+        match &self.transform {
+            Transform::Aead { key, salt } => {
+                let nonce = aead_nonce(salt, &head[HEADER_LEN..])?;
+                let (aad, alen) = aead_aad(self.spi, seq, self.esn);
+                let tag = key
+                    .seal_in_place_separate_tag(nonce, aead::Aad::from(&aad[..alen]), ct)
+                    .map_err(|_| EspError::Crypto)?;
+                icv.copy_from_slice(tag.as_ref());
+            }
+            Transform::CbcEnc { key, mac } => {
+                let iv16: [u8; 16] = head[HEADER_LEN..]
+                    .try_into()
+                    .map_err(|_| EspError::Crypto)?;
+                key.less_safe_encrypt(ct, EncryptionContext::Iv128(FixedLength::from(iv16)))
+                    .map_err(|_| EspError::Crypto)?;
+                let tag = cbc_mac(mac, head, ct, seq, self.esn);
+                icv.copy_from_slice(&tag.as_ref()[..icv_len]);
+            }
+            Transform::CbcDec { .. } => return Err(EspError::Crypto),
+        }
+        Ok(())
+    }
+
     /// The encapsulation proper. `next_header` is 4 or 41 in tunnel mode
     /// (other values only in known-answer tests); `iv` overrides the IV for
     /// those tests (production IVs are the sequence number for the AEADs,
@@ -225,74 +309,21 @@ impl OutboundSa {
         if seq == 0 || seq > self.last_seq() {
             return Err(EspError::SeqExhausted);
         }
-        let alg = self.alg;
-        let (iv_len, icv_len) = (alg.iv_len(), alg.icv_len());
         let inner_len = pkt.len();
-        let pad = padding_len(inner_len, alg.block_size());
-        let trailer = pad + TRAILER_LEN;
+        let esp_len = self.esp_len(inner_len);
         let tl = &self.template;
-        let esp_len = HEADER_LEN + iv_len + inner_len + trailer + icv_len;
         let ip_len = esp_len + tl.len - if tl.v6 { 40 } else { 0 };
         if ip_len > usize::from(u16::MAX) {
             return Err(EspError::BadInner);
         }
-        if pkt.headroom() < tl.len + HEADER_LEN + iv_len || pkt.tailroom() < trailer + icv_len {
+        let front = self.esp_front();
+        let back = esp_len - front - inner_len;
+        if pkt.headroom() < tl.len + front || pkt.tailroom() < back {
             return Err(EspError::NoRoom);
         }
-
-        // Trailer: padding 1, 2, 3, ..., pad length, next header (§2.4).
-        let t = pkt.push_back(trailer + icv_len).ok_or(EspError::NoRoom)?;
-        EspTrailer {
-            pad_len: pad as u8,
-            next_header,
-        }
-        .emit(&mut t[..trailer])
-        .map_err(|_| EspError::Crypto)?;
-
-        // ESP header and IV.
-        let h = pkt
-            .push_front(HEADER_LEN + iv_len)
-            .ok_or(EspError::NoRoom)?;
-        h[0..4].copy_from_slice(&self.spi.to_be_bytes());
-        h[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-        let ivb = &mut h[HEADER_LEN..];
-        match iv {
-            Some(v) if v.len() == iv_len => ivb.copy_from_slice(v),
-            Some(_) => return Err(EspError::Crypto),
-            // RFC 4106 §3.1: the IV must not repeat under one key; the
-            // sequence number never does.
-            None if alg.is_aead() => ivb.copy_from_slice(&seq.to_be_bytes()),
-            // RFC 3602 §2.1: CBC IVs must be unpredictable.
-            None => rand::fill(ivb).map_err(|_| EspError::Crypto)?,
-        }
-
-        // Encrypt and compute the ICV.
-        {
-            let data = pkt.data_mut();
-            let (head, rest) = data.split_at_mut(HEADER_LEN + iv_len);
-            let ct_len = rest.len() - icv_len;
-            let (ct, icv) = rest.split_at_mut(ct_len);
-            match &self.transform {
-                Transform::Aead { key, salt } => {
-                    let nonce = aead_nonce(salt, &head[HEADER_LEN..])?;
-                    let (aad, alen) = aead_aad(self.spi, seq, self.esn);
-                    let tag = key
-                        .seal_in_place_separate_tag(nonce, aead::Aad::from(&aad[..alen]), ct)
-                        .map_err(|_| EspError::Crypto)?;
-                    icv.copy_from_slice(tag.as_ref());
-                }
-                Transform::CbcEnc { key, mac } => {
-                    let iv16: [u8; 16] = head[HEADER_LEN..]
-                        .try_into()
-                        .map_err(|_| EspError::Crypto)?;
-                    key.less_safe_encrypt(ct, EncryptionContext::Iv128(FixedLength::from(iv16)))
-                        .map_err(|_| EspError::Crypto)?;
-                    let tag = cbc_mac(mac, head, ct, seq, self.esn);
-                    icv.copy_from_slice(&tag.as_ref()[..icv_len]);
-                }
-                Transform::CbcDec { .. } => return Err(EspError::Crypto),
-            }
-        }
+        pkt.push_back(back).ok_or(EspError::NoRoom)?;
+        pkt.push_front(front).ok_or(EspError::NoRoom)?;
+        self.seal_esp(pkt.data_mut(), inner_len, next_header, seq, iv)?;
 
         // Outer header(s) from the template.
         let total = pkt.len() + tl.len;
@@ -327,6 +358,100 @@ impl OutboundSa {
             }
         }
         Ok(())
+    }
+}
+
+/// Seals the ESP packets of one super-packet where the caller lays them
+/// out: as the slices of a UDP GSO datagram (RFC 3948 ESP in UDP), so that
+/// each inner segment is copied once, into its place on the wire, and
+/// encrypted there (no cut-then-join). Made by [`crate::TunnelTx::sealer`]
+/// for one inner packet's flow: the lifetime and the selectors are checked
+/// once, sequence numbers reserved once ([`SliceSealer::reserve`]); what it
+/// sealed is accounted to the SA's lifetime when it is dropped.
+pub struct SliceSealer {
+    sa: Arc<OutboundSa>,
+    seqs: Range<u64>,
+    next_header: u8,
+    packets: u64,
+    bytes: u64,
+}
+
+impl SliceSealer {
+    /// `inner`: the super-packet's IP header onwards, whose addresses (and
+    /// ports) every segment repeats.
+    pub(crate) fn new(sa: Arc<OutboundSa>, inner: &[u8]) -> Result<Self, EspError> {
+        sa.lifetime.check_now()?;
+        if sa
+            .selectors
+            .as_ref()
+            .is_some_and(|s| !s.allows_outbound(inner))
+        {
+            return Err(EspError::PolicyMismatch);
+        }
+        let next_header = match inner.first().map(|b| b >> 4) {
+            Some(4) => NH_IPV4,
+            Some(6) => NH_IPV6,
+            _ => return Err(EspError::BadInner),
+        };
+        Ok(SliceSealer {
+            sa,
+            seqs: 0..0,
+            next_header,
+            packets: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Reserves the sequence numbers of `n` packets; slice `i` is sealed
+    /// with the `i`-th. Fewer than `n` near the end of the sequence space:
+    /// the slices beyond fail as `seq-exhausted`.
+    pub fn reserve(&mut self, n: usize) -> Result<(), EspError> {
+        self.seqs = self.sa.reserve(n as u64)?;
+        Ok(())
+    }
+
+    /// Outer IP and UDP header of the SA (lengths, ID and checksums to be
+    /// filled in by the caller).
+    pub fn outer(&self) -> &[u8] {
+        &self.sa.template.bytes[..self.sa.template.len]
+    }
+
+    /// The sequence number slice `i` gets: the outer IPv4 ID, as
+    /// [`OutboundSa::encrypt`] numbers single packets.
+    pub fn seq(&self, i: usize) -> u64 {
+        self.seqs.start + i as u64
+    }
+
+    /// Bytes in front of each inner packet (ESP header and IV).
+    pub fn front(&self) -> usize {
+        self.sa.esp_front()
+    }
+
+    /// Length of the ESP packet around an inner packet of `inner_len`.
+    pub fn esp_len(&self, inner_len: usize) -> usize {
+        self.sa.esp_len(inner_len)
+    }
+
+    /// Seals slice `i`: `esp` is [`SliceSealer::esp_len`] of `inner_len`
+    /// long with the inner packet at [`SliceSealer::front`].
+    pub fn seal(&mut self, esp: &mut [u8], inner_len: usize, i: usize) -> Result<(), EspError> {
+        let seq = self.seq(i);
+        if seq >= self.seqs.end {
+            return Err(EspError::SeqExhausted);
+        }
+        self.sa
+            .seal_esp(esp, inner_len, self.next_header, seq, None)?;
+        self.packets += 1;
+        self.bytes += inner_len as u64;
+        Ok(())
+    }
+}
+
+impl Drop for SliceSealer {
+    fn drop(&mut self) {
+        // Crossing a limit raises the SA's event for the control thread
+        // (LifetimeState::take_event), as for encrypt_batch.
+        let _ = self.sa.lifetime.account(self.packets, self.bytes);
     }
 }
 

@@ -17,9 +17,13 @@
 //! every ESP packet fits the underlay. Partial checksums are completed
 //! first: after encryption nobody can.
 //!
-//! With UDP encapsulation (NAT-T, RFC 3948) the sealed packets of one
-//! super-packet are joined into UDP GSO datagrams ([`uso::join`]) and leave
-//! as one kernel send; UDP segmentation gives back the same packets.
+//! With UDP encapsulation (NAT-T, RFC 3948) the ESP packets of one
+//! super-packet leave as UDP GSO datagrams, one kernel send for up to 44 of
+//! them; UDP segmentation gives back the same packets. A TCP super-packet
+//! is sealed straight into the datagrams ([`uso::pack_slices`]): each inner
+//! segment is copied once, behind its ESP header, and encrypted where it
+//! lies ("packed-super-packets"); anything else is segmented, sealed and
+//! then joined ([`uso::join`]).
 //!
 //! Drop reasons: the crypto's own ([`EspError::NAMES`]) followed by this
 //! node's.
@@ -28,9 +32,9 @@ use super::tunnel_util::clamp_mss;
 use super::{pull, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
 use crate::esp::EspTunnel;
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
-use crate::offload::{csum, gso, uso, SegmentSpec};
+use crate::offload::{csum, gso, uso, OffloadError, SegmentSpec};
 use packet::buffer::{Gso, Offload, Packet, Pool};
-use vecgate_ipsec::EspError;
+use vecgate_ipsec::{EspError, SliceSealer};
 
 node_errors! {
     /// Reasons after the crypto's.
@@ -43,6 +47,7 @@ node_errors! {
         Segments => "segments",
         Encrypted => "encrypted",
         UdpGsoDatagrams => "udp-gso-datagrams",
+        PackedSuperPackets => "packed-super-packets",
     }
 }
 
@@ -142,8 +147,24 @@ impl Node for EspEncrypt {
                 self.origin.push(origin);
                 continue;
             }
+            let mss = super::tunnel_encap::big_mss(&p, 0, mtu as usize);
+            if tun.def.nat_t {
+                // What came before this packet leaves before it.
+                self.flush(tun, &mut cx.pool, next);
+                match self.seal_packed(tun, &p, mss, &mut cx.pool, next) {
+                    Ok(true) => {
+                        cx.pool.free(p);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(reason) => {
+                        next.drop(p, reason);
+                        continue;
+                    }
+                }
+            }
             let mut spec = SegmentSpec::plain(0);
-            spec.mss = super::tunnel_encap::big_mss(&p, 0, mtu as usize);
+            spec.mss = mss;
             self.segs.clear();
             match gso::segment_with(&p, &spec, &mut cx.pool, &mut self.segs) {
                 Ok(n) => {
@@ -224,6 +245,71 @@ impl EspEncrypt {
         next.count(E::Encrypted as u16, ok);
     }
 
+    /// ESP in UDP (RFC 3948) of a TCP super-packet, sealed straight into
+    /// UDP GSO datagrams ([`uso::pack_slices`]): each inner segment is
+    /// copied once, into its place behind its ESP header, and encrypted
+    /// there; what UDP segmentation makes of the datagrams is what sealing
+    /// the segments one by one and joining them would have sent, without
+    /// the join's second copy. `Ok(false)`: not packable (not TCP, too few
+    /// segments), nothing done, for the usual path; `Err`: the drop reason.
+    fn seal_packed(
+        &mut self,
+        tun: &EspTunnel,
+        p: &Packet,
+        mss: u16,
+        pool: &mut Pool,
+        next: &mut Next<'_>,
+    ) -> Result<bool, u16> {
+        let mut sealer = tun.def.tx.sealer(p.data()).map_err(|e| e.index())?;
+        let mut outer = [0u8; 48];
+        let olen = sealer.outer().len();
+        outer
+            .get_mut(..olen)
+            .ok_or(E::SegmentationFailed as u16)?
+            .copy_from_slice(sealer.outer());
+        let mut wrap = EspSlices {
+            sealer: &mut sealer,
+            began: false,
+            err: None,
+        };
+        let made = match uso::pack_slices(
+            p,
+            &outer[..olen],
+            0,
+            0,
+            mss,
+            &mut wrap,
+            pool,
+            &mut self.joined,
+        ) {
+            Ok(n) => n,
+            Err(_) if !wrap.began => return Ok(false),
+            Err(_) => return Err(wrap.err.map_or(E::SegmentationFailed as u16, |e| e.index())),
+        };
+        next.count(E::PackedSuperPackets as u16, 1);
+        next.count(E::SegmentedSuperPackets as u16, 1);
+        next.count(E::Segments as u16, made as u64);
+        next.count(E::Encrypted as u16, made as u64);
+        let to = if tun.v6 {
+            NodeId::Ip6Lookup
+        } else {
+            NodeId::Ip4Lookup
+        };
+        let mut datagrams = 0u64;
+        for mut d in self.joined.drain(..) {
+            if d.meta.offload.gso == Gso::UdpL4 {
+                datagrams += 1;
+            }
+            d.meta.vrf = tun.underlay_vrf;
+            d.meta.flags = flags::LOCAL;
+            d.meta.l3_offset = 0;
+            d.meta.aux = 0;
+            next.enqueue(to, d);
+        }
+        next.count(E::UdpGsoDatagrams as u16, datagrams);
+        Ok(true)
+    }
+
     /// Sends the sealed packets of one input packet, joined if they can be.
     fn emit_run(&mut self, to: NodeId, pool: &mut Pool, next: &mut Next<'_>) {
         if self.run.len() >= 2 {
@@ -238,6 +324,42 @@ impl EspEncrypt {
     }
 }
 
+/// ESP's slices of a UDP GSO datagram: header and IV in front of each
+/// inner segment, sealed in place with the slice's sequence number.
+struct EspSlices<'a> {
+    sealer: &'a mut SliceSealer,
+    /// Sequence numbers were reserved: an error now drops the packet.
+    began: bool,
+    err: Option<EspError>,
+}
+
+impl EspSlices<'_> {
+    fn fail(&mut self, e: EspError) -> OffloadError {
+        self.err = Some(e);
+        OffloadError::Unsupported
+    }
+}
+
+impl uso::Slices for EspSlices<'_> {
+    fn begin(&mut self, nseg: usize) -> Result<(), OffloadError> {
+        self.began = true;
+        self.sealer.reserve(nseg).map_err(|e| self.fail(e))
+    }
+    fn front(&self) -> usize {
+        self.sealer.front()
+    }
+    fn slice_len(&self, seg: usize) -> usize {
+        self.sealer.esp_len(seg)
+    }
+    fn ipv4_id(&self, i: usize) -> u16 {
+        // As esp-encrypt numbers single packets: the sequence number.
+        self.sealer.seq(i) as u16
+    }
+    fn finish(&mut self, slice: &mut [u8], seg: usize, i: usize) -> Result<(), OffloadError> {
+        self.sealer.seal(slice, seg, i).map_err(|e| self.fail(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +369,6 @@ mod tests {
         assert_eq!(ERRORS[E::NoTunnel as usize], "no-tunnel");
         assert_eq!(ERRORS[E::Encrypted as usize], "encrypted");
         assert_eq!(ERRORS[E::UdpGsoDatagrams as usize], "udp-gso-datagrams");
-        assert_eq!(ERRORS.len(), E::UdpGsoDatagrams as usize + 1);
+        assert_eq!(ERRORS.len(), E::PackedSuperPackets as usize + 1);
     }
 }

@@ -54,14 +54,102 @@ pub fn pack(
     out: &mut Vec<Packet>,
 ) -> Result<usize, OffloadError> {
     let d = pkt.data();
-    let o = pkt.meta.offload;
     let outer = outer_ip(d)?;
     let u = spec.udp_offset;
     let body = u + hdr::UDP_LEN;
     if outer.proto != PROTO_UDP || outer.l4 != u || body > spec.inner_l3_offset {
         return Err(OffloadError::Malformed);
     }
-    let inner = hdr::parse_ip(d, spec.inner_l3_offset, true)?;
+    let id0 = if outer.v6 { 0 } else { hdr::ip4(d, 0).ident() };
+    let mut wrap = Copied { id0 };
+    pack_slices(
+        pkt,
+        &d[..body],
+        spec.inner_l3_offset,
+        body,
+        spec.mss,
+        &mut wrap,
+        pool,
+        out,
+    )
+}
+
+/// How [`pack_slices`] wraps each inner segment into its slice of a UDP
+/// GSO datagram: nothing for VXLAN (its header is copied with the inner
+/// ones), an ESP header, IV, trailer and ICV for ESP in UDP (RFC 3948),
+/// sealed where the segment lies.
+pub trait Slices {
+    /// Called once the super-packet was found packable, with its number of
+    /// segments, before any buffer is taken.
+    fn begin(&mut self, nseg: usize) -> Result<(), OffloadError>;
+    /// Bytes of each slice in front of its segment.
+    fn front(&self) -> usize;
+    /// Length of a slice around a segment of `seg` bytes: at least
+    /// `front() + seg`, and never shorter for a longer segment.
+    fn slice_len(&self, seg: usize) -> usize;
+    /// Outer IPv4 ID of the packet that carries segment `i` (UDP
+    /// segmentation numbers a datagram's packets on from its first's).
+    fn ipv4_id(&self, i: usize) -> u16;
+    /// Finishes slice `i` (`slice_len(seg)` bytes, its segment final at
+    /// `front()`).
+    fn finish(&mut self, slice: &mut [u8], seg: usize, i: usize) -> Result<(), OffloadError>;
+}
+
+/// VXLAN's slices: the segment is the slice.
+struct Copied {
+    id0: u16,
+}
+
+impl Slices for Copied {
+    fn begin(&mut self, _: usize) -> Result<(), OffloadError> {
+        Ok(())
+    }
+    fn front(&self) -> usize {
+        0
+    }
+    fn slice_len(&self, seg: usize) -> usize {
+        seg
+    }
+    fn ipv4_id(&self, i: usize) -> u16 {
+        // Linux numbers the segments from here on (inet_gso_segment).
+        self.id0.wrapping_add(i as u16)
+    }
+    fn finish(&mut self, _: &mut [u8], _: usize, _: usize) -> Result<(), OffloadError> {
+        Ok(())
+    }
+}
+
+/// The core of [`pack`]: cuts the TCP super-packet `pkt`, whose inner IP
+/// header is at `inner_l3`, into segments of `mss` bytes of data (0 = its
+/// `gso_size`) and lays them out as the slices of UDP GSO datagrams behind
+/// the outer IP + UDP header `outer`. A segment is `pkt`'s bytes from
+/// `hdr_from` to the end of its TCP header, then its data; `wrap` places
+/// it in its slice and finishes the slice. Each segment's inner headers
+/// and checksum are final before `wrap` sees it: the data's sum rides
+/// along its one copy.
+#[allow(clippy::too_many_arguments)]
+pub fn pack_slices(
+    pkt: &Packet,
+    outer_hdr: &[u8],
+    inner_l3: usize,
+    hdr_from: usize,
+    mss: u16,
+    wrap: &mut impl Slices,
+    pool: &mut Pool,
+    out: &mut Vec<Packet>,
+) -> Result<usize, OffloadError> {
+    let d = pkt.data();
+    let o = pkt.meta.offload;
+    let outer = outer_ip(outer_hdr)?;
+    let u = outer.l4;
+    let body = outer_hdr.len();
+    if outer.proto != PROTO_UDP || u + hdr::UDP_LEN != body || body > MAX_OUTER {
+        return Err(OffloadError::Malformed);
+    }
+    if hdr_from > inner_l3 {
+        return Err(OffloadError::Malformed);
+    }
+    let inner = hdr::parse_ip(d, inner_l3, true)?;
     match (o.gso, inner.v6, inner.proto) {
         (Gso::TcpV4, false, PROTO_TCP) | (Gso::TcpV6, true, PROTO_TCP) => {}
         _ => return Err(OffloadError::Unsupported),
@@ -71,14 +159,18 @@ pub fn pack(
     }
     let hdr_len = inner.l4 + hdr::tcp_hdr_len(d, &inner)?;
     let payload = &d[hdr_len..inner.end];
-    let mss = usize::from(if spec.mss == 0 { o.gso_size } else { spec.mss });
+    let mss = usize::from(if mss == 0 { o.gso_size } else { mss });
     if mss == 0 {
         return Err(OffloadError::BadSegmentSize);
     }
     let nseg = payload.len().div_ceil(mss);
-    // One slice: the tunnel header and the inner headers, then the data.
-    let slice_hdr = hdr_len - body;
-    let slice = slice_hdr + mss;
+    // A segment: the headers from `hdr_from`, then the data.
+    let seg_hdr = hdr_len - hdr_from;
+    let front = wrap.front();
+    let slice = wrap.slice_len(seg_hdr + mss);
+    if slice < front + seg_hdr + mss {
+        return Err(OffloadError::Malformed);
+    }
     // The outer IP length field bounds a datagram (IPv4 total length,
     // IPv6 payload length); the buffer bounds the frame.
     let ip_fixed = if outer.v6 { hdr::IPV6_HDR_LEN } else { 0 };
@@ -91,24 +183,27 @@ pub fn pack(
     if pool.available() < ndgram {
         return Err(OffloadError::NoBuffers);
     }
-    let udp_needs_csum = outer.v6 || hdr::udp(d, u).checksum() != 0;
+    wrap.begin(nseg)?;
+    let udp_needs_csum = outer.v6 || hdr::udp(outer_hdr, u).checksum() != 0;
     let shared = InnerSeg::new(d, &inner, true, hdr_len - inner.l4, mss, false);
-    // Inner headers relative to the start of a slice.
-    let rel = |x: usize| x - body;
-    let outer_id = if outer.v6 { 0 } else { hdr::ip4(d, 0).ident() };
+    // Inner headers relative to the start of a segment.
+    let rel = |x: usize| x - hdr_from;
     let base = out.len();
+    let give_back = |out: &mut Vec<Packet>, pool: &mut Pool| {
+        while out.len() > base {
+            if let Some(p) = out.pop() {
+                pool.free(p);
+            }
+        }
+    };
     let mut chunks = payload.chunks(mss).enumerate().peekable();
     while chunks.peek().is_some() {
         let Some(mut dg) = pool.alloc() else {
-            while out.len() > base {
-                if let Some(p) = out.pop() {
-                    pool.free(p);
-                }
-            }
+            give_back(out, pool);
             return Err(OffloadError::NoBuffers);
         };
         let area = dg.rx_area();
-        area[..body].copy_from_slice(&d[..body]);
+        area[..body].copy_from_slice(outer_hdr);
         let mut len = body;
         let mut first_i = None;
         let mut n = 0;
@@ -117,24 +212,33 @@ pub fn pack(
                 break;
             };
             first_i.get_or_insert(i);
-            let end = len + slice_hdr + chunk.len();
-            area[len..len + slice_hdr].copy_from_slice(&d[body..hdr_len]);
+            let seg_len = seg_hdr + chunk.len();
+            let end = len + wrap.slice_len(seg_len);
+            let Some(s) = area
+                .get_mut(len..end)
+                .filter(|s| s.len() >= front + seg_len)
+            else {
+                pool.free(dg);
+                give_back(out, pool);
+                return Err(OffloadError::TooBig);
+            };
+            let seg = &mut s[front..front + seg_len];
+            seg[..seg_hdr].copy_from_slice(&d[hdr_from..hdr_len]);
             // The inner checksum's payload sum rides along the copy.
-            let psum = wire::checksum::copy_data(&mut area[len + slice_hdr..end], chunk);
+            let psum = wire::checksum::copy_data(&mut seg[seg_hdr..], chunk);
             let ip = Ip {
                 v6: inner.v6,
                 l3: rel(inner.l3),
                 l4: rel(inner.l4),
                 proto: PROTO_TCP,
-                end: end - len,
+                end: seg_len,
             };
-            shared.fix(
-                &mut area[len..end],
-                &ip,
-                i,
-                i + 1 == nseg,
-                Some((slice_hdr, psum)),
-            );
+            shared.fix(seg, &ip, i, i + 1 == nseg, Some((seg_hdr, psum)));
+            if let Err(e) = wrap.finish(s, seg_len, i) {
+                pool.free(dg);
+                give_back(out, pool);
+                return Err(e);
+            }
             len = end;
             n += 1;
         }
@@ -145,8 +249,7 @@ pub fn pack(
         let oip = Ip { end: len, ..outer };
         hdr::set_ip_len(s, 0, outer.v6, len);
         if !outer.v6 {
-            // Linux numbers the segments from here on (inet_gso_segment).
-            hdr::ip4_mut(s, 0).set_ident(outer_id.wrapping_add(first_i.unwrap_or(0) as u16));
+            hdr::ip4_mut(s, 0).set_ident(wrap.ipv4_id(first_i.unwrap_or(0)));
             hdr::set_ipv4_csum(s, 0);
         }
         let ulen = len - u;
