@@ -3,7 +3,10 @@
 //! algorithm, with anti-replay and ESN on. Decryption must fail cleanly on
 //! anything not sealed with the key; half of the inputs are first sealed
 //! with the matching outbound SA and then mutated, so the fuzzer also
-//! reaches the replay window, padding and next-header checks.
+//! reaches the replay window, padding and next-header checks. Mode bit 7:
+//! the bytes are instead a UDP GSO datagram's ESP slices (slice size from
+//! the mode byte), opened in place with `InboundSa::open_slices`; every
+//! inner packet it reports must lie inside its slice.
 #![no_main]
 
 use packet::{Packet, Pool};
@@ -67,6 +70,23 @@ fuzz_target!(|data: &[u8]| {
     STATE.with(|s| {
         let s = &mut *s.borrow_mut();
         for (out, inb) in &s.sas {
+            if mode & 0x80 != 0 {
+                let mut buf = rest.to_vec();
+                let slice = usize::from(mode & 0x7f) * 16 + 1;
+                let ranges: Vec<_> = (0..buf.len())
+                    .step_by(slice)
+                    .map(|a| a..(a + slice).min(buf.len()))
+                    .collect();
+                let mut res = vec![Err(vecgate_ipsec::EspError::Crypto); ranges.len()];
+                let _ = inb.open_slices(&mut buf, &ranges, &mut res);
+                for (r, range) in res.iter().zip(&ranges) {
+                    if let Ok(d) = r {
+                        let at = range.start + inb.esp_front();
+                        assert!(at + d.inner_len <= range.end);
+                    }
+                }
+                continue;
+            }
             if mode & 1 == 0 {
                 if let Some(mut p) = load(&mut s.pool, rest) {
                     let _ = inb.decrypt(&mut p);

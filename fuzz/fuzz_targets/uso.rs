@@ -1,12 +1,14 @@
 //! offload::uso on arbitrary bytes: `unpack` (a received UDP GSO datagram
 //! claimed to be packed VXLAN, with arbitrary segment size and UDP offset)
 //! and `pack` (an arbitrary frame claimed to be an encapsulated TCP
-//! super-packet). Nothing may panic; an unpacked packet must stay within
-//! its buffer and keep its headers' lengths consistent with its size.
+//! super-packet), and `merge_inner` (the frame's slices, less a prefix,
+//! claimed to be opened ESP inner packets). Nothing may panic; an unpacked
+//! or merged packet must stay within its buffer and keep its headers'
+//! lengths consistent with its size.
 #![no_main]
 
 use packet::buffer::{Gso, Offload, Pool};
-use dataplane::offload::uso::{pack, unpack, PackSpec};
+use dataplane::offload::uso::{merge_inner, pack, unpack, PackSpec};
 use libfuzzer_sys::fuzz_target;
 use std::cell::RefCell;
 
@@ -51,6 +53,21 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         let _ = pack(&p, &spec, pool, &mut out);
         pool.free_all(&mut out);
+        // The slices of the frame, each less `skip` bytes in front, as
+        // the inner packets of opened ESP slices.
+        let slice = usize::from(gso_size.max(1));
+        let skip = usize::from(meta[3] % 32);
+        let len = p.len();
+        let inner: Vec<_> = (0..len)
+            .step_by(slice)
+            .map(|a| (a + skip).min(len)..(a + slice).min(len))
+            .collect();
+        if merge_inner(&mut p, &inner).is_ok() {
+            assert!(p.len() <= len);
+            let o = p.meta.offload;
+            assert!(matches!(o.gso, Gso::TcpV4 | Gso::TcpV6));
+            assert!(usize::from(o.hdr_len) < p.len());
+        }
         pool.free(p);
     });
 });

@@ -84,6 +84,7 @@ pub struct MockPort {
     mac: [u8; 6],
     mtu: u32,
     offloads: bool,
+    udp_gso: bool,
     h: MockHandle,
 }
 
@@ -99,6 +100,7 @@ impl MockPort {
                 mac,
                 mtu,
                 offloads: false,
+                udp_gso: false,
                 h: h.clone(),
             },
             h,
@@ -107,6 +109,12 @@ impl MockPort {
 
     pub fn with_offloads(mut self, on: bool) -> Self {
         self.offloads = on;
+        self
+    }
+
+    /// Also sends UDP GSO datagrams whole ([`Port::udp_gso`]).
+    pub fn with_udp_gso(mut self, on: bool) -> Self {
+        self.udp_gso = on;
         self
     }
 }
@@ -179,6 +187,10 @@ impl Port for MockPort {
 
     fn offloads(&self) -> bool {
         self.offloads
+    }
+
+    fn udp_gso(&self) -> bool {
+        self.offloads && self.udp_gso
     }
 
     fn take_drops(&mut self) -> PortDrops {

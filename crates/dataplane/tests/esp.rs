@@ -11,7 +11,7 @@ use std::sync::Arc;
 use dataplane::counters::CounterSnapshot;
 use dataplane::esp::EspTunnelDef;
 use dataplane::fib::Prefix;
-use dataplane::tables::{Route, SharedTables, Tables, TablesBuilder};
+use dataplane::tables::{IfFlags, Route, SharedTables, Tables, TablesBuilder};
 use dataplane::testing::{arp, dissect, eth, icmp4_echo, ipv4, MockHandle, MockPort, Seen};
 use dataplane::worker::{Worker, WorkerConfig};
 use packet::buffer::{Gso, Offload};
@@ -82,14 +82,22 @@ fn sa_cfg(o: Opts, side: usize, from: usize, gen: u32) -> SaConfig {
 }
 
 /// Tables of side `side`: lan port 0 (VRF 1), wan port 1 (VRF 0), the
-/// ESP tunnel on virtual port 2 (VRF 1).
-fn tables(side: usize, o: Opts, reg: &EspRegistry, traffic: &str) -> Tables {
+/// ESP tunnel on virtual port 2 (VRF 1);
+/// `wan_offloads`: the wan interface sends super-packets.
+fn tables(side: usize, o: Opts, reg: &EspRegistry, traffic: &str, wan_offloads: bool) -> Tables {
     let mut b = TablesBuilder::new();
     b.add_vrf(1, "t1");
     let lan = Prefix::new(IpAddr::V4(Ipv4Addr::new(10, side as u8 + 1, 0, 1)), 24).unwrap();
     b.add_interface(0, "lan", LAN[side], 1500, 1, &[lan]);
     let wan = Prefix::new(outer(side, o.v6), if o.v6 { 64 } else { 24 }).unwrap();
     b.add_interface(1, "wan", WAN[side], 1500, 0, &[wan]);
+    b.set_flags(
+        1,
+        IfFlags {
+            offloads: wan_offloads,
+            ..IfFlags::default()
+        },
+    );
     let tx = reg.tunnel_tx(7).unwrap();
     let mtu = 1500 - tx.overhead() as u32;
     b.add_interface(2, "esp0", TUN_MAC, mtu, 1, &[]);
@@ -133,6 +141,9 @@ struct Pair {
     wan: Vec<MockHandle>,
     now: u64,
     underlay: Vec<Vec<u8>>,
+    /// The offload state of each `underlay` frame (a UDP GSO datagram when
+    /// the wan ports take offloads).
+    underlay_off: Vec<Offload>,
     got: [Vec<Vec<u8>>; 2],
     /// A→B ESP frames are recorded but not delivered ("in flight").
     hold: bool,
@@ -145,11 +156,13 @@ impl Pair {
 
     /// `traffic[side]`: the inbound selector of side `side`.
     fn with_traffic(o: Opts, workers_a: usize, traffic: [&str; 2]) -> Pair {
-        Self::build(o, workers_a, traffic, false)
+        Self::build(o, workers_a, traffic, (false, false))
     }
 
-    /// `lan_offloads_a`: side A's host port takes super-packets.
-    fn build(o: Opts, workers_a: usize, traffic: [&str; 2], lan_offloads_a: bool) -> Pair {
+    /// `offloads`: side A's host port takes super-packets, and so do both
+    /// wan ports (UDP GSO datagrams cross the underlay whole, as over veth).
+    fn build(o: Opts, workers_a: usize, traffic: [&str; 2], offloads: (bool, bool)) -> Pair {
+        let (lan_offloads_a, wan_offloads) = offloads;
         let mut pr = Pair {
             w: Vec::new(),
             reg: Vec::new(),
@@ -157,13 +170,14 @@ impl Pair {
             wan: Vec::new(),
             now: 1,
             underlay: Vec::new(),
+            underlay_off: Vec::new(),
             got: [Vec::new(), Vec::new()],
             hold: false,
         };
         let mut shared = Vec::new();
         for (side, sel) in traffic.iter().enumerate() {
             let reg = registry(side, o);
-            shared.push(SharedTables::new(tables(side, o, &reg, sel)));
+            shared.push(SharedTables::new(tables(side, o, &reg, sel, wan_offloads)));
             pr.reg.push(reg);
         }
         let sides: Vec<usize> = [0, 1]
@@ -174,6 +188,7 @@ impl Pair {
             let (l, lh) = MockPort::new("lan", LAN[side], 1500);
             let l = l.with_offloads(lan_offloads_a && side == 0);
             let (w, wh) = MockPort::new("wan", WAN[side], 1500);
+            let w = w.with_offloads(wan_offloads).with_udp_gso(wan_offloads);
             let ports: Vec<Box<dyn Port>> = vec![Box::new(l), Box::new(w)];
             pr.w.push(Worker::new(
                 i,
@@ -200,7 +215,7 @@ impl Pair {
             for i in 0..self.w.len() {
                 let side = Self::side(i);
                 self.w[i].step(self.now);
-                for f in self.wan[i].take_tx() {
+                for (f, off) in self.wan[i].take_tx_with() {
                     moved = true;
                     if f[12..14] == [8, 6] {
                         if let Seen::Arp(_, a) = dissect(&f) {
@@ -224,12 +239,13 @@ impl Pair {
                     }
                     if matches!(l4_of(&f).1, 17 | 50) {
                         self.underlay.push(f.clone());
+                        self.underlay_off.push(off);
                         if self.hold && side == 0 {
                             continue;
                         }
                     }
                     let to = if side == 0 { 1 } else { 0 };
-                    self.wan[to].inject(f);
+                    self.wan[to].inject_with(f, off);
                 }
                 for f in self.lan[i].take_tx() {
                     if f[12..14] == [8, 6] {
@@ -747,7 +763,7 @@ fn nat_t_super_packet_is_sealed_straight_into_udp_gso_datagrams() {
             v6,
             ..GCM
         };
-        let mut pr = Pair::build(o, 1, ["10.2.0.0/24", "10.1.0.0/24"], true);
+        let mut pr = Pair::build(o, 1, ["10.2.0.0/24", "10.1.0.0/24"], (true, false));
         pr.send_on(0, echo(0, 1, 64));
         assert_eq!(pr.got[1].len(), 1, "v6 {v6}: ARP and SAs work");
         pr.got[1].clear();
@@ -836,5 +852,90 @@ fn nat_t_super_packet_is_sealed_straight_into_udp_gso_datagrams() {
         assert_eq!(b.error("esp-decrypt", "replay"), 0);
         let delivered: usize = pr.got[1].iter().map(|f| f.len() - 54).sum();
         assert_eq!(delivered, payload, "v6 {v6}: H_B got every byte");
+    }
+}
+
+/// The other way: B receives A's ESP-in-UDP packets as one UDP GSO
+/// datagram (wan ports with offloads, as over veth) and opens them where
+/// they lie: one TCP super-packet reaches B's host port (cut there into the
+/// segments H_B gets, every checksum right, every byte in order). A slice
+/// changed in flight fails its ICV alone: the others are delivered one by
+/// one; the datagram replayed is refused slice by slice.
+#[test]
+fn nat_t_datagram_is_opened_in_place() {
+    for v6 in [false, true] {
+        let o = Opts {
+            nat_t: true,
+            v6,
+            ..GCM
+        };
+        let mut pr = Pair::build(o, 1, ["10.2.0.0/24", "10.1.0.0/24"], (true, true));
+        pr.send_on(0, echo(0, 1, 64));
+        assert_eq!(pr.got[1].len(), 1, "v6 {v6}: ARP and SAs work");
+        pr.got[1].clear();
+        let (mss, payload) = (1300u16, 20_000usize);
+        let nseg = payload.div_ceil(usize::from(mss));
+        let (f, off) = tcp_super(mss, payload, 1000);
+        let original = f[54..].to_vec();
+        pr.underlay.clear();
+        pr.underlay_off.clear();
+        pr.lan[0].inject_with(f.clone(), off);
+        pr.pump();
+        let dg = pr.underlay.iter().position(|f| f.len() > 1514);
+        let dg = dg.expect("the ESP packets crossed as one datagram");
+        assert_eq!(pr.underlay_off[dg].gso, Gso::UdpL4);
+        let b = pr.snap(1);
+        assert_eq!(b.error("ip-local", "udp-gso-esp"), 1, "v6 {v6}");
+        assert_eq!(b.error("esp-decrypt", "datagrams-opened"), 1);
+        assert_eq!(b.error("esp-decrypt", "datagrams-merged"), 1);
+        assert_eq!(b.error("esp-decrypt", "decrypted"), 1 + nseg as u64);
+        assert_eq!(b.error("ip-local", "udp-gso-split"), 0, "nothing cut");
+        let check = |got: &[Vec<u8>], skip: Option<usize>| {
+            let mut rebuilt = Vec::new();
+            for (k, f) in got.iter().enumerate() {
+                let ip = &f[14..];
+                assert_eq!(sum16(&[&ip[..20]], 0), 0xffff, "inner IPv4 header");
+                let tcp = &ip[20..];
+                let t = sum16(&[&ip[12..20], tcp], 6 + tcp.len() as u32);
+                assert_eq!(t, 0xffff, "v6 {v6}: segment {k}: TCP checksum");
+                rebuilt.extend_from_slice(&tcp[20..]);
+            }
+            let mut want = original.clone();
+            if let Some(k) = skip {
+                let m = usize::from(mss);
+                want.drain(k * m..((k + 1) * m).min(payload));
+            }
+            assert!(rebuilt == want, "v6 {v6}: the data, in order");
+        };
+        assert_eq!(pr.got[1].len(), nseg, "v6 {v6}: cut for H_B's port");
+        check(&pr.got[1], None);
+        // The datagram again: a replay, refused slice by slice.
+        let (g, goff) = (pr.underlay[dg].clone(), pr.underlay_off[dg]);
+        pr.got[1].clear();
+        pr.wan[1].inject_with(g.clone(), goff);
+        pr.pump();
+        let b = pr.snap(1);
+        assert_eq!(b.error("esp-decrypt", "replay"), nseg as u64, "v6 {v6}");
+        assert!(pr.got[1].is_empty());
+        // A fresh datagram with slice 3 changed in flight.
+        pr.hold = true;
+        pr.underlay.clear();
+        pr.underlay_off.clear();
+        pr.lan[0].inject_with(f, off);
+        pr.pump();
+        pr.hold = false;
+        let dg = pr.underlay.iter().position(|f| f.len() > 1514).unwrap();
+        let (mut g, goff) = (pr.underlay[dg].clone(), pr.underlay_off[dg]);
+        let body = l4_of(&g).0 + 8;
+        let slice = usize::from(goff.gso_size);
+        g[body + 3 * slice + 100] ^= 0x40;
+        pr.wan[1].inject_with(g, goff);
+        pr.pump();
+        let b = pr.snap(1);
+        assert_eq!(b.error("esp-decrypt", "icv-fail"), 1, "v6 {v6}");
+        assert_eq!(b.error("esp-decrypt", "datagrams-opened"), 3);
+        assert_eq!(b.error("esp-decrypt", "datagrams-merged"), 1);
+        assert_eq!(pr.got[1].len(), nseg - 1, "v6 {v6}: the rest, one by one");
+        check(&pr.got[1], Some(3));
     }
 }

@@ -77,16 +77,18 @@ fn run(c: &Case) {
     let lo = inb.precheck(p.data()).unwrap();
     let seq = inb.window().infer(lo).unwrap();
     assert_eq!(seq, c.seq, "ESN inference");
-    inb.verify(&mut p, seq).unwrap();
-    let r = inb.finish(&mut p, seq);
+    inb.verify(p.data_mut(), seq).unwrap();
+    let r = inb.finish(p.data_mut(), seq);
     if trailer.next_header == 4 {
         assert_eq!(
             r,
             Ok(crate::Decrypted {
                 inner_v6: false,
-                seq
+                seq,
+                inner_len: payload_len,
             })
         );
+        inb.strip(&mut p, &r.unwrap()).unwrap();
         assert_eq!(p.data(), &pt[..payload_len]);
     } else {
         // Transport-mode test payloads: decrypted, then refused by the
@@ -276,7 +278,8 @@ fn run_cbc(key: &str, spi: u32, seq: u64, iv: &str, payload: &str, nh: u8, packe
             r,
             Ok(crate::Decrypted {
                 inner_v6: false,
-                seq
+                seq,
+                inner_len: payload.len(),
             })
         );
         assert_eq!(p.data(), &payload[..]);

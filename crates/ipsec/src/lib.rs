@@ -67,7 +67,9 @@ pub mod tunnel_mode;
 
 pub use error::EspError;
 pub use lifetime::{Lifetime, LifetimeEvent};
-pub use registry::{EspRegistry, InboundSad, RegistryError, RxOk, SaEvent, SaInfo, TunnelTx};
+pub use registry::{
+    EspRegistry, InboundSad, RegistryError, RxOk, RxSlice, SaEvent, SaInfo, TunnelTx,
+};
 pub use replay::ReplayWindow;
 pub use sa::{Algorithm, InboundSa, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap};
 pub use selectors::{Selector, Selectors};

@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -249,6 +250,92 @@ impl InboundSad {
             }
         });
     }
+}
+
+impl InboundSad {
+    /// Opens the ESP packets that lie in `buf` at `esp[i]` — the slices of
+    /// one UDP GSO datagram (RFC 3948), which share their outer headers —
+    /// each where it lies ([`InboundSa::open_slices`]). The SA is the one
+    /// the first slice's SPI names, admitted once by `admit(tunnel)` (it
+    /// checks where the datagram arrived); a slice under another SPI gets
+    /// `bad-spi`. `out[i]` receives slice `i`'s result: its inner packet
+    /// is then `buf[inner]`. Same checks and counters as
+    /// [`InboundSad::decrypt_admitted`].
+    pub fn open_slices(
+        &self,
+        buf: &mut [u8],
+        esp: &[Range<usize>],
+        out: &mut [Result<RxSlice, EspError>],
+        admit: impl FnOnce(u32) -> bool,
+    ) {
+        let n = esp.len().min(out.len());
+        let (esp, out) = (&esp[..n], &mut out[..n]);
+        let spi = esp
+            .first()
+            .and_then(|r| buf.get(r.start..r.start.checked_add(4)?))
+            .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
+        let Some(spi) = spi else {
+            out.fill(Err(EspError::Truncated));
+            return;
+        };
+        let map = self.map.load();
+        let Some(e) = map.get(&spi) else {
+            out.fill(Err(EspError::BadSpi));
+            return;
+        };
+        if !admit(e.tunnel) {
+            e.drops.add(EspError::WrongUnderlay, n as u64);
+            out.fill(Err(EspError::WrongUnderlay));
+            return;
+        }
+        RX_STATUS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.clear();
+            s.resize(n, Err(EspError::Crypto));
+            if let Err(err) = e.sa.open_slices(buf, esp, &mut s) {
+                e.drops.add(err, n as u64);
+                out.fill(Err(err));
+                return;
+            }
+            let front = e.sa.esp_front();
+            for ((o, r), range) in out.iter_mut().zip(s.iter()).zip(esp) {
+                *o = match r {
+                    Ok(d) => {
+                        let at = range.start + front;
+                        let inner = at..at + d.inner_len;
+                        // RFC 4301 §5.2: the inner packet must match the
+                        // SA's negotiated selectors.
+                        if e.sa.selectors().is_some_and(|sel| {
+                            !sel.allows_inbound(buf.get(inner.clone()).unwrap_or(&[]))
+                        }) {
+                            e.drops.add(EspError::PolicyMismatch, 1);
+                            Err(EspError::PolicyMismatch)
+                        } else {
+                            Ok(RxSlice {
+                                tunnel: e.tunnel,
+                                inner_v6: d.inner_v6,
+                                inner,
+                            })
+                        }
+                    }
+                    Err(err) => {
+                        e.drops.add(*err, 1);
+                        Err(*err)
+                    }
+                };
+            }
+        });
+    }
+}
+
+/// What esp-decrypt learns about one authentic slice of a datagram
+/// ([`InboundSad::open_slices`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RxSlice {
+    pub tunnel: u32,
+    pub inner_v6: bool,
+    /// Where its inner packet lies in the datagram's buffer.
+    pub inner: Range<usize>,
 }
 
 /// Why a registry operation was refused.

@@ -39,6 +39,9 @@ pub struct Decrypted {
     pub inner_v6: bool,
     /// Full (ESN-inferred) sequence number.
     pub seq: u64,
+    /// Length of the inner packet, which starts right behind the ESP
+    /// header and IV ([`InboundSa::esp_front`]).
+    pub inner_len: usize,
 }
 
 /// Folds a one's-complement sum to 16 bits.
@@ -484,12 +487,17 @@ impl InboundSa {
         Ok(u32::from_be_bytes([d[4], d[5], d[6], d[7]]))
     }
 
-    /// Phase 2: ICV verification (and, for AEADs, decryption in place).
+    /// ESP header and IV: where the inner packet starts in an ESP packet.
+    pub fn esp_front(&self) -> usize {
+        HEADER_LEN + self.alg.iv_len()
+    }
+
+    /// Phase 2: ICV verification (and, for AEADs, decryption in place) of
+    /// the ESP packet `esp`.
     #[inline]
-    fn verify(&self, pkt: &mut Packet, seq: u64) -> Result<(), EspError> {
+    fn verify(&self, esp: &mut [u8], seq: u64) -> Result<(), EspError> {
         let (iv_len, icv_len) = (self.alg.iv_len(), self.alg.icv_len());
-        let data = pkt.data_mut();
-        let (head, rest) = data.split_at_mut(HEADER_LEN + iv_len);
+        let (head, rest) = esp.split_at_mut(HEADER_LEN + iv_len);
         let ct_len = rest.len() - icv_len;
         let (ct, icv) = rest.split_at_mut(ct_len);
         match &self.transform {
@@ -509,46 +517,48 @@ impl InboundSa {
         Ok(())
     }
 
-    /// Phase 4: CBC decryption, trailer validation and removal.
+    /// Phase 4: CBC decryption and trailer validation of the ESP packet
+    /// `esp`; the inner packet is then `inner_len` bytes at
+    /// [`InboundSa::esp_front`].
     #[inline]
-    fn finish(&self, pkt: &mut Packet, seq: u64) -> Result<Decrypted, EspError> {
+    fn finish(&self, esp: &mut [u8], seq: u64) -> Result<Decrypted, EspError> {
         let (iv_len, icv_len) = (self.alg.iv_len(), self.alg.icv_len());
         let front = HEADER_LEN + iv_len;
-        let payload_len;
-        let nh;
-        {
-            let data = pkt.data_mut();
-            let ct_end = data.len() - icv_len;
-            let (head, rest) = data.split_at_mut(front);
-            let ct = &mut rest[..ct_end - front];
-            if let Transform::CbcDec { key, .. } = &self.transform {
-                let iv16: [u8; 16] = head[HEADER_LEN..]
-                    .try_into()
-                    .map_err(|_| EspError::Crypto)?;
-                key.decrypt(ct, DecryptionContext::Iv128(FixedLength::from(iv16)))
-                    .map_err(|_| EspError::Crypto)?;
-            }
-            let (t, n) = EspTrailer::parse(ct).map_err(|_| EspError::BadPadding)?;
-            payload_len = n;
-            nh = t.next_header;
-            let inner = &ct[..n];
-            let version = inner.first().map(|b| b >> 4);
-            match nh {
-                NH_IPV4 if version == Some(4) && n >= 20 => {}
-                NH_IPV6 if version == Some(6) && n >= 40 => {}
-                NH_IPV4 | NH_IPV6 => return Err(EspError::BadInner),
-                NEXT_HEADER_NONE => return Err(EspError::Dummy),
-                _ => return Err(EspError::BadNextHeader),
-            }
+        let ct_end = esp.len() - icv_len;
+        let (head, rest) = esp.split_at_mut(front);
+        let ct = &mut rest[..ct_end - front];
+        if let Transform::CbcDec { key, .. } = &self.transform {
+            let iv16: [u8; 16] = head[HEADER_LEN..]
+                .try_into()
+                .map_err(|_| EspError::Crypto)?;
+            key.decrypt(ct, DecryptionContext::Iv128(FixedLength::from(iv16)))
+                .map_err(|_| EspError::Crypto)?;
         }
-        if !pkt.pull_front(front) {
-            return Err(EspError::Truncated);
+        let (t, n) = EspTrailer::parse(ct).map_err(|_| EspError::BadPadding)?;
+        let nh = t.next_header;
+        let inner = &ct[..n];
+        let version = inner.first().map(|b| b >> 4);
+        match nh {
+            NH_IPV4 if version == Some(4) && n >= 20 => {}
+            NH_IPV6 if version == Some(6) && n >= 40 => {}
+            NH_IPV4 | NH_IPV6 => return Err(EspError::BadInner),
+            NEXT_HEADER_NONE => return Err(EspError::Dummy),
+            _ => return Err(EspError::BadNextHeader),
         }
-        pkt.truncate(payload_len);
         Ok(Decrypted {
             inner_v6: nh == NH_IPV6,
             seq,
+            inner_len: n,
         })
+    }
+
+    /// Leaves the inner packet of a decrypted ESP packet in `pkt`.
+    fn strip(&self, pkt: &mut Packet, d: &Decrypted) -> Result<(), EspError> {
+        if !pkt.pull_front(self.esp_front()) {
+            return Err(EspError::Truncated);
+        }
+        pkt.truncate(d.inner_len);
+        Ok(())
     }
 
     /// Decapsulates one ESP packet (data starting at the ESP header) in
@@ -563,9 +573,10 @@ impl InboundSa {
             w.check(seq)?;
             seq
         };
-        self.verify(pkt, seq)?;
+        self.verify(pkt.data_mut(), seq)?;
         self.window().update(seq)?;
-        let d = self.finish(pkt, seq)?;
+        let d = self.finish(pkt.data_mut(), seq)?;
+        self.strip(pkt, &d)?;
         self.lifetime.account(1, pkt.len() as u64);
         Ok(d)
     }
@@ -580,27 +591,68 @@ impl InboundSa {
         pkts: &mut [Packet],
         out: &mut [Result<Decrypted, EspError>],
     ) -> Result<Option<LifetimeEvent>, EspError> {
+        let event = self.open_units(pkts, out)?;
+        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+            if let Ok(d) = *o {
+                if let Err(e) = self.strip(p, &d) {
+                    *o = Err(e);
+                }
+            }
+        }
+        Ok(event)
+    }
+
+    /// Opens the ESP packets that lie in `buf` at `esp[i]` (the slices of a
+    /// UDP GSO datagram, RFC 3948), each where it lies: `out[i]` receives
+    /// the result of slice `i`, whose inner packet is then at
+    /// `esp[i].start + esp_front()`, `inner_len` long. Same checks, order
+    /// and locking as [`InboundSa::decrypt_batch`]; a range outside `buf`
+    /// is `truncated`.
+    pub fn open_slices(
+        &self,
+        buf: &mut [u8],
+        esp: &[Range<usize>],
+        out: &mut [Result<Decrypted, EspError>],
+    ) -> Result<Option<LifetimeEvent>, EspError> {
+        self.open_units(&mut Slices { buf, esp }, out)
+    }
+
+    /// The four phases of RFC 4303 §3.4 over a batch of ESP packets.
+    fn open_units(
+        &self,
+        units: &mut (impl EspUnits + ?Sized),
+        out: &mut [Result<Decrypted, EspError>],
+    ) -> Result<Option<LifetimeEvent>, EspError> {
         let mut event = self.lifetime.check_now()?;
-        let n = pkts.len().min(out.len());
-        let (pkts, out) = (&mut pkts[..n], &mut out[..n]);
+        let n = units.count().min(out.len());
+        let out = &mut out[..n];
         // Phase 1: lengths, SPI, ESN inference and replay pre-check.
         {
             let w = self.window();
-            for (p, o) in pkts.iter().zip(out.iter_mut()) {
-                *o = self.precheck(p.data()).and_then(|lo| {
-                    let seq = w.infer(lo).ok_or(EspError::TooOld)?;
-                    w.check(seq)?;
-                    Ok(Decrypted {
-                        inner_v6: false,
-                        seq,
-                    })
-                });
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = units
+                    .esp(i)
+                    .ok_or(EspError::Truncated)
+                    .and_then(|d| self.precheck(d))
+                    .and_then(|lo| {
+                        let seq = w.infer(lo).ok_or(EspError::TooOld)?;
+                        w.check(seq)?;
+                        Ok(Decrypted {
+                            inner_v6: false,
+                            seq,
+                            inner_len: 0,
+                        })
+                    });
             }
         }
         // Phase 2: ICV verification, no lock held.
-        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+        for (i, o) in out.iter_mut().enumerate() {
             if let Ok(d) = *o {
-                if let Err(e) = self.verify(p, d.seq) {
+                let r = units
+                    .esp(i)
+                    .ok_or(EspError::Truncated)
+                    .and_then(|e| self.verify(e, d.seq));
+                if let Err(e) = r {
                     *o = Err(e);
                 }
             }
@@ -616,14 +668,17 @@ impl InboundSa {
                 }
             }
         }
-        // Phase 4: decrypt (CBC), check and strip the trailer.
+        // Phase 4: decrypt (CBC), check the trailer.
         let (mut ok, mut bytes) = (0u64, 0u64);
-        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+        for (i, o) in out.iter_mut().enumerate() {
             if let Ok(d) = *o {
-                *o = self.finish(p, d.seq);
-                if o.is_ok() {
+                *o = units
+                    .esp(i)
+                    .ok_or(EspError::Truncated)
+                    .and_then(|e| self.finish(e, d.seq));
+                if let Ok(d) = o {
                     ok += 1;
-                    bytes += p.len() as u64;
+                    bytes += d.inner_len as u64;
                 }
             }
         }
@@ -631,6 +686,38 @@ impl InboundSa {
             event = Some(e);
         }
         Ok(event)
+    }
+}
+
+/// ESP packets to open as one batch: a vector of packets, or the slices of
+/// one buffer.
+trait EspUnits {
+    fn count(&self) -> usize;
+    /// The bytes of ESP packet `i` (from its ESP header to its ICV).
+    fn esp(&mut self, i: usize) -> Option<&mut [u8]>;
+}
+
+impl EspUnits for [Packet] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn esp(&mut self, i: usize) -> Option<&mut [u8]> {
+        self.get_mut(i).map(|p| p.data_mut())
+    }
+}
+
+struct Slices<'a> {
+    buf: &'a mut [u8],
+    esp: &'a [Range<usize>],
+}
+
+impl EspUnits for Slices<'_> {
+    fn count(&self) -> usize {
+        self.esp.len()
+    }
+    fn esp(&mut self, i: usize) -> Option<&mut [u8]> {
+        let r = self.esp.get(i)?.clone();
+        self.buf.get_mut(r)
     }
 }
 

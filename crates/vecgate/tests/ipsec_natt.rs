@@ -98,6 +98,15 @@ key_file = "{in_key}"
     )
 }
 
+/// The `api` address a [`config`] names.
+fn api_of(cfg: &str) -> String {
+    cfg.lines()
+        .find_map(|l| l.strip_prefix("api = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("api line")
+        .to_string()
+}
+
 #[test]
 fn esp_in_udp_crosses_source_nat_both_ways() {
     let dir = Dir(std::env::temp_dir().join(unique("natt")));
@@ -156,6 +165,20 @@ fn esp_in_udp_crosses_source_nat_both_ways() {
     );
     tcp_transfer(&h1, &h2, "10.2.0.2", 2 << 20);
     tcp_transfer(&h2, &h1, "10.1.0.2", 2 << 20);
+    // Each gateway sealed TCP super-packets straight into UDP GSO
+    // datagrams, and opened the other's where they lay, merging them back
+    // into super-packets (esp-encrypt / esp-decrypt counters).
+    for (cfg, name) in [(&a_cfg, "gwA"), (&b_cfg, "gwB")] {
+        let api = api_of(cfg);
+        let packed = common::counter(&api, "esp-encrypt", "packed-super-packets");
+        let opened = common::counter(&api, "esp-decrypt", "datagrams-opened");
+        let merged = common::counter(&api, "esp-decrypt", "datagrams-merged");
+        assert!(packed > 0, "{name}: no super-packet sealed into a datagram");
+        assert!(
+            opened > 0 && merged > 0,
+            "{name}: opened {opened}, merged {merged}"
+        );
+    }
     let cap = tcpdump.stop().to_owned();
     // On gwB's wire: only ESP in UDP 4500, to and from the NAT's address.
     let rows = sh(&format!(
@@ -164,9 +187,9 @@ fn esp_in_udp_crosses_source_nat_both_ways() {
     ));
     let lines: Vec<&str> = rows.lines().collect();
     assert!(lines.len() > 20, "{} packets", lines.len());
-    // Both gateways join the sealed packets of a super-packet into UDP GSO
-    // datagrams (offload::uso::join), which cross veth and the NAT's
-    // forwarding whole: frames above the MTU, from each side.
+    // Both gateways seal the segments of a super-packet into UDP GSO
+    // datagrams (offload::uso::pack_slices), which cross veth and the
+    // NAT's forwarding whole: frames above the MTU, from each side.
     let nat_rows = sh(&format!(
         "tshark -n -r {} -T fields -E separator=, -e ip.src -e frame.len udp",
         nat_cap.stop().display()

@@ -345,17 +345,122 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         return Err(OffloadError::Malformed);
     }
     let slice = usize::from(o.gso_size);
-    let s0 = &d[body..(body + slice).min(d.len())];
-    // Slice 0's headers tell the layout every slice must repeat.
-    if s0.len() < VXLAN_LEN + ETH_LEN {
+    let total = d.len();
+    let nslices = (total - body).div_ceil(slice);
+    let range = |k: usize| body + k * slice..(body + (k + 1) * slice).min(total);
+    // VXLAN header and inner Ethernet in front of each inner IP header.
+    let run = tcp_run(d, nslices, range, VXLAN_LEN + ETH_LEN)?;
+    let end = merge_run(p, nslices, range, &run);
+    let (inner_l4, v6) = (body + run.ip.l4, run.ip.v6);
+    let d = p.data_mut();
+    // Outer lengths; the UDP checksum is not carried on (the datagram was
+    // local and partial): zero over IPv4, and over IPv6 nobody reads it
+    // again before the outer headers are pulled.
+    hdr::set_ip_len(d, 0, outer.v6, end);
+    if !outer.v6 {
+        hdr::set_ipv4_csum(d, 0);
+    }
+    let mut h = hdr::udp_mut(d, u);
+    h.set_len((end - u) as u16);
+    h.set_checksum(0);
+    p.meta.offload = Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: inner_l4 as u16,
+        csum_offset: 16,
+        gso: if v6 { Gso::TcpV6 } else { Gso::TcpV4 },
+        gso_size: run.mss as u16,
+        hdr_len: (body + run.hlen) as u16,
+    };
+    Ok(())
+}
+
+/// The reverse of [`pack_slices`] for ESP in UDP, in place: the inner
+/// packets of a UDP GSO datagram's slices, opened where they lie at
+/// `inner[k]` in `p`, become one TCP super-packet if they are consecutive
+/// segments of one flow (the checks of [`unpack`]) and every TCP checksum
+/// is right (the sender's, which nobody has verified yet; Linux GRO checks
+/// it before merging too): `p` is then that super-packet, IP header at 0,
+/// its checksum partial and marked `TcpV4`/`TcpV6` with the segments' MSS.
+/// `Err` leaves the inner packets where they were, for the caller to hand
+/// on one by one.
+pub fn merge_inner(p: &mut Packet, inner: &[std::ops::Range<usize>]) -> Result<(), OffloadError> {
+    let d = p.data();
+    let n = inner.len();
+    // In order and apart, as slices are: the merge only moves bytes down.
+    if n < 2
+        || inner.iter().any(|r| r.start > r.end || r.end > d.len())
+        || inner.windows(2).any(|w| w[0].end > w[1].start)
+    {
+        return Err(OffloadError::Unsupported);
+    }
+    let range = |k: usize| inner[k].clone();
+    let run = tcp_run(d, n, range, 0)?;
+    if !inner
+        .iter()
+        .all(|r| super::csum::verify_l4_at(&d[r.clone()], 0))
+    {
+        return Err(OffloadError::Unsupported);
+    }
+    let end = merge_run(p, n, range, &run);
+    let start = inner[0].start;
+    if !p.pull_front(start) {
+        return Err(OffloadError::Malformed);
+    }
+    p.truncate(end - start);
+    p.meta.offload = Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: run.ip.l4 as u16,
+        csum_offset: 16,
+        gso: if run.ip.v6 { Gso::TcpV6 } else { Gso::TcpV4 },
+        gso_size: run.mss as u16,
+        hdr_len: run.hlen as u16,
+    };
+    Ok(())
+}
+
+/// What [`tcp_run`] found: the first packet's headers (offsets relative to
+/// a packet's start) and the flags the merged packet gets.
+struct TcpRun {
+    ip: Ip,
+    /// End of the TCP header.
+    hlen: usize,
+    mss: usize,
+    flags0: u8,
+    last_flags: u8,
+}
+
+/// Whether the `n` packets at `range(k)` of `d` — each `prefix` bytes
+/// (compared with the first's) and then an IP packet — are consecutive TCP
+/// segments of one flow, compared with the first as Linux GRO would before
+/// merging: same IP header but for length / ID (IPv4 IDs consecutive),
+/// same TCP header and options but for sequence number, flags and
+/// checksum; contiguous sequence numbers; full-MSS segments but the last;
+/// no SYN, RST, URG, and PSH / FIN only on the last.
+fn tcp_run(
+    d: &[u8],
+    n: usize,
+    range: impl Fn(usize) -> std::ops::Range<usize>,
+    prefix: usize,
+) -> Result<TcpRun, OffloadError> {
+    let s0 = d.get(range(0)).ok_or(OffloadError::Truncated)?;
+    // The first packet's headers tell the layout every packet must repeat.
+    if s0.len() < prefix {
         return Err(OffloadError::Truncated);
     }
-    let l3 = VXLAN_LEN + ETH_LEN;
-    let v6 = match wire::ethernet::ethertype_before(s0, l3) {
-        Some(0x0800) => false,
-        Some(0x86dd) => true,
+    let l3 = prefix;
+    let v6 = match s0.get(l3).map(|b| b >> 4) {
+        Some(4) => false,
+        Some(6) => true,
         _ => return Err(OffloadError::Unsupported),
     };
+    if prefix >= ETH_LEN {
+        let et = wire::ethernet::ethertype_before(s0, l3);
+        if et != Some(if v6 { 0x86dd } else { 0x0800 }) {
+            return Err(OffloadError::Unsupported);
+        }
+    }
     let ip = hdr::parse_ip(s0, l3, false)?;
     if ip.v6 != v6 || ip.proto != PROTO_TCP || ip.is_fragment(s0) || ip.end != s0.len() {
         return Err(OffloadError::Unsupported);
@@ -367,8 +472,7 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         .checked_sub(hlen)
         .filter(|&m| m > 0)
         .ok_or(OffloadError::BadSegmentSize)?;
-    let nslices = (d.len() - body).div_ceil(slice);
-    if nslices < 2 {
+    if n < 2 {
         return Err(OffloadError::Unsupported);
     }
     let seq0 = hdr::tcp(s0, ip.l4).seq_number();
@@ -377,15 +481,14 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
     const NEVER: u8 = hdr::TCP_SYN | hdr::TCP_RST | hdr::TCP_URG;
     const VARY: u8 = hdr::TCP_PSH | hdr::TCP_FIN | hdr::TCP_CWR;
     let mut last_flags = flags0;
-    for k in 0..nslices {
-        let start = body + k * slice;
-        let sk = &d[start..(start + slice).min(d.len())];
-        let last = k + 1 == nslices;
-        if sk.len() <= hlen || (!last && sk.len() != slice) {
+    for k in 0..n {
+        let sk = d.get(range(k)).ok_or(OffloadError::Truncated)?;
+        let last = k + 1 == n;
+        if sk.len() <= hlen || (!last && sk.len() != s0.len()) || sk.len() > s0.len() {
             return Err(OffloadError::Malformed);
         }
         let same = |a: usize, b: usize| sk[a..b] == s0[a..b];
-        // VXLAN + inner Ethernet; IP header but for length, ID, checksum.
+        // Prefix; IP header but for length, ID, checksum.
         let ip_same = if v6 {
             same(0, l3 + 4) && same(l3 + 6, ip.l4)
         } else {
@@ -416,20 +519,37 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         }
         last_flags = flags;
     }
-    // Valid: move every slice's data behind slice 0's.
-    let total = d.len();
+    Ok(TcpRun {
+        ip,
+        hlen,
+        mss,
+        flags0,
+        last_flags,
+    })
+}
+
+/// Merges the run [`tcp_run`] accepted, in place: every packet's data
+/// moves behind the first's, whose IP length (and IPv4 header checksum),
+/// TCP flags and partial checksum (pseudo-header sum) are set for the
+/// whole. Returns the end of the merged packet in `p`.
+fn merge_run(
+    p: &mut Packet,
+    n: usize,
+    range: impl Fn(usize) -> std::ops::Range<usize>,
+    run: &TcpRun,
+) -> usize {
+    const VARY: u8 = hdr::TCP_PSH | hdr::TCP_FIN | hdr::TCP_CWR;
     let dm = p.data_mut();
-    let mut end = body + slice;
-    for k in 1..nslices {
-        let from = body + k * slice + hlen;
-        let to = (body + (k + 1) * slice).min(total);
-        dm.copy_within(from..to, end);
-        end += to - from;
+    let base = range(0).start;
+    let mut end = range(0).end;
+    for k in 1..n {
+        let r = range(k);
+        dm.copy_within(r.start + run.hlen..r.end, end);
+        end += r.end - r.start - run.hlen;
     }
-    p.truncate(end);
-    let d = p.data_mut();
-    let inner_l3 = body + l3;
-    let inner_l4 = body + ip.l4;
+    let inner_l3 = base + run.ip.l3;
+    let inner_l4 = base + run.ip.l4;
+    let v6 = run.ip.v6;
     let inner = Ip {
         v6,
         l3: inner_l3,
@@ -437,36 +557,18 @@ pub fn unpack(p: &mut Packet, udp_offset: usize) -> Result<(), OffloadError> {
         proto: PROTO_TCP,
         end,
     };
-    // Shorter than the datagram, whose own length field held it.
-    hdr::set_ip_len(d, inner_l3, v6, end);
+    // Longer than any one packet's, whose own length field held it.
+    hdr::set_ip_len(dm, inner_l3, v6, end);
     if !v6 {
-        hdr::set_ipv4_csum(d, inner_l3);
+        hdr::set_ipv4_csum(dm, inner_l3);
     }
-    hdr::tcp_mut(d, inner_l4).set_flags(
-        (flags0 & !VARY) | (flags0 & hdr::TCP_CWR) | (last_flags & (hdr::TCP_PSH | hdr::TCP_FIN)),
-    );
-    let pseudo = super::csum::fold(hdr::pseudo_sum(d, &inner, end - inner_l4));
-    hdr::tcp_mut(d, inner_l4).set_checksum(pseudo);
-    // Outer lengths; the UDP checksum is not carried on (the datagram was
-    // local and partial): zero over IPv4, and over IPv6 nobody reads it
-    // again before the outer headers are pulled.
-    hdr::set_ip_len(d, 0, outer.v6, end);
-    if !outer.v6 {
-        hdr::set_ipv4_csum(d, 0);
-    }
-    let mut h = hdr::udp_mut(d, u);
-    h.set_len((end - u) as u16);
-    h.set_checksum(0);
-    p.meta.offload = Offload {
-        needs_csum: true,
-        csum_valid: false,
-        csum_start: inner_l4 as u16,
-        csum_offset: 16,
-        gso: if v6 { Gso::TcpV6 } else { Gso::TcpV4 },
-        gso_size: mss as u16,
-        hdr_len: (inner_l4 + thl) as u16,
-    };
-    Ok(())
+    let (f0, fl) = (run.flags0, run.last_flags);
+    hdr::tcp_mut(dm, inner_l4)
+        .set_flags((f0 & !VARY) | (f0 & hdr::TCP_CWR) | (fl & (hdr::TCP_PSH | hdr::TCP_FIN)));
+    let pseudo = super::csum::fold(hdr::pseudo_sum(dm, &inner, end - inner_l4));
+    hdr::tcp_mut(dm, inner_l4).set_checksum(pseudo);
+    p.truncate(end);
+    end
 }
 
 /// Joins a run of UDP datagrams that share their outer headers (IP header

@@ -16,7 +16,8 @@
 //!   and UDP 4500 (NAT-T) to esp-decrypt, with `meta.aux` = the offset of
 //!   the GRE / UDP / ESP header;
 //! - [`udp_gso`]: a UDP GSO super-packet (a peer's packed VXLAN packets,
-//!   [`crate::offload::uso`]) is first unpacked or cut into its datagrams.
+//!   [`crate::offload::uso`]) is first unpacked or cut into its datagrams;
+//!   a peer's ESP-in-UDP packets go to esp-decrypt whole.
 //!
 //! Everything else is dropped as "local-unhandled".
 
@@ -68,6 +69,9 @@ node_errors! {
         IkePuntedKnown => "ike-punted-known",
         /// Dropped: the known-SA queue was full (a flood never fills it).
         IkePuntFullKnown => "ike-punt-full-known",
+        /// A peer's ESP-in-UDP packets in one UDP GSO datagram, handed to
+        /// esp-decrypt whole to be opened where they lie.
+        UdpGsoEsp => "udp-gso-esp",
     }
 }
 

@@ -417,3 +417,84 @@ fn join_keeps_apart_what_differs() {
     assert_eq!(join(&mut run, &mut out3, &mut pool), 0);
     assert_eq!(out3.len(), 2);
 }
+
+/// The inner IP packets of a packed VXLAN datagram's slices, as esp-decrypt
+/// finds the inner packets of opened ESP slices.
+fn inner_ranges(p: &Packet, udp: usize) -> Vec<std::ops::Range<usize>> {
+    let slice = usize::from(p.meta.offload.gso_size);
+    let body = udp + 8;
+    (body..p.len())
+        .step_by(slice)
+        .map(|a| a + 22..(a + slice).min(p.len()))
+        .collect()
+}
+
+#[test]
+fn merge_inner_makes_the_super_packet_unpack_makes() {
+    for (v6o, v6i) in [(false, false), (false, true), (true, false), (true, true)] {
+        let mut pool = Pool::new(64);
+        let (_, mut a, udp) = one_pack(v6o, v6i, &mut pool);
+        let mut b = pool.alloc().unwrap();
+        assert!(b.set_data(a.data()));
+        b.meta = a.meta;
+        let ranges = inner_ranges(&b, udp);
+        merge_inner(&mut b, &ranges).unwrap();
+        unpack(&mut a, udp).unwrap();
+        let inner_l3 = udp + 8 + 22;
+        assert_eq!(b.data(), &a.data()[inner_l3..], "v6 {v6o}/{v6i}");
+        let (oa, ob) = (a.meta.offload, b.meta.offload);
+        assert_eq!((ob.gso, ob.gso_size), (oa.gso, oa.gso_size));
+        assert_eq!(
+            usize::from(ob.csum_start),
+            usize::from(oa.csum_start) - inner_l3
+        );
+        assert_eq!(usize::from(ob.hdr_len), usize::from(oa.hdr_len) - inner_l3);
+        assert!(ob.needs_csum);
+    }
+}
+
+#[test]
+fn merge_inner_refuses_a_wrong_checksum_and_leaves_the_packets() {
+    let mut pool = Pool::new(64);
+    let (_, mut p, udp) = one_pack(false, false, &mut pool);
+    let ranges = inner_ranges(&p, udp);
+    // One data byte of slice 5 changed: its TCP checksum no longer holds.
+    let at = ranges[5].start + 60;
+    p.data_mut()[at] ^= 0x10;
+    let before = p.data().to_vec();
+    assert_eq!(merge_inner(&mut p, &ranges), Err(OffloadError::Unsupported));
+    assert_eq!(p.data(), &before[..], "nothing moved");
+    // Out-of-bounds or reversed ranges are refused, not a panic.
+    let len = p.len();
+    assert!(merge_inner(&mut p, &[0..10, len..len + 1]).is_err());
+    #[allow(clippy::reversed_empty_ranges)]
+    let reversed = [10..0, 20..30];
+    assert!(merge_inner(&mut p, &reversed).is_err());
+}
+
+#[test]
+fn merge_inner_never_panics_on_mangled_slices() {
+    let mut pool = Pool::new(64);
+    let (_, base, udp) = one_pack(false, true, &mut pool);
+    let mut rng = 0x1234_5678u32;
+    for _ in 0..2000 {
+        let mut p = pool.alloc().unwrap();
+        assert!(p.set_data(base.data()));
+        p.meta = base.meta;
+        for _ in 0..3 {
+            rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let at = (rng >> 8) as usize % p.len();
+            p.data_mut()[at] ^= (rng >> 3) as u8 | 1;
+        }
+        let mut ranges = inner_ranges(&p, udp);
+        rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        if rng & 1 == 0 {
+            let k = (rng >> 4) as usize % ranges.len();
+            ranges[k].end = ranges[k].end.saturating_sub((rng >> 12) as usize % 64);
+        }
+        if merge_inner(&mut p, &ranges).is_ok() {
+            assert!(p.len() <= base.len());
+        }
+        pool.free(p);
+    }
+}
