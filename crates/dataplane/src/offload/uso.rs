@@ -60,11 +60,12 @@ pub fn pack(
     if outer.proto != PROTO_UDP || outer.l4 != u || body > spec.inner_l3_offset {
         return Err(OffloadError::Malformed);
     }
+    let outer_hdr = d.get(..body).ok_or(OffloadError::Truncated)?;
     let id0 = if outer.v6 { 0 } else { hdr::ip4(d, 0).ident() };
     let mut wrap = Copied { id0 };
     pack_slices(
         pkt,
-        &d[..body],
+        outer_hdr,
         spec.inner_l3_offset,
         body,
         spec.mss,

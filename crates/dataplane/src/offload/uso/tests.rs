@@ -208,6 +208,28 @@ fn arbitrary_bytes_never_panic() {
     }
 }
 
+/// A frame that ends inside the UDP header it claims (found by the fuzz
+/// target): refused, not a panic.
+#[test]
+fn a_frame_ending_in_its_udp_header_is_refused() {
+    let mut pool = Pool::new(4);
+    let f = ipv6(0, 17);
+    let mut p = packet(&mut pool, &f, 0);
+    p.meta.offload.gso = Gso::TcpV6;
+    p.meta.offload.gso_size = 100;
+    let mut out = Vec::new();
+    let spec = PackSpec {
+        udp_offset: 40,
+        inner_l3_offset: 48,
+        mss: 0,
+    };
+    assert_eq!(
+        pack(&p, &spec, &mut pool, &mut out),
+        Err(OffloadError::Truncated)
+    );
+    assert!(out.is_empty());
+}
+
 /// One packed datagram (8 slices) of a super-packet, with the metadata
 /// the receiving gateway's AF_PACKET port reports for it.
 fn one_pack(v6o: bool, v6i: bool, pool: &mut Pool) -> (Packet, Packet, usize) {
