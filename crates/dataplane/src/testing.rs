@@ -3,7 +3,7 @@
 //! byte handling). Compiled for this crate's tests and with the `testing`
 //! feature.
 
-use packet::buffer::{Offload, Packet, Pool};
+use packet::buffer::{Gso, Offload, Packet, Pool};
 use packet::port::{Port, PortDrops};
 use std::collections::VecDeque;
 use std::io;
@@ -196,6 +196,43 @@ impl Port for MockPort {
     fn take_drops(&mut self) -> PortDrops {
         std::mem::take(&mut self.h.q.lock().unwrap_or_else(|e| e.into_inner()).drops)
     }
+}
+
+/// An Ethernet frame `src_mac` → `dst_mac` holding a TCP super-packet
+/// (IPv4 `src` → `dst`, ports 40000 → 5201, ACK, sequence number `seq`)
+/// of `payload` bytes (a pattern that does not repeat every 256 bytes), as
+/// a host with TSO hands it over: checksum partial, marked `TcpV4` with
+/// `mss`.
+pub fn tcp4_super(
+    (dst_mac, src_mac): ([u8; 6], [u8; 6]),
+    (src, dst): (Ipv4Addr, Ipv4Addr),
+    mss: u16,
+    payload: usize,
+    seq: u32,
+) -> (Vec<u8>, Offload) {
+    let mut tcp = vec![0u8; 20 + payload];
+    tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x10;
+    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    for (i, b) in tcp[20..].iter_mut().enumerate() {
+        *b = (i * 7 + i / 251) as u8;
+    }
+    let ph = wire::checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u16);
+    tcp[16..18].copy_from_slice(&ph.to_be_bytes());
+    let frame = eth(dst_mac, src_mac, 0x0800, &ipv4(src, dst, 6, 64, true, &tcp));
+    let o = Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: 34,
+        csum_offset: 16,
+        gso: Gso::TcpV4,
+        gso_size: mss,
+        hdr_len: 54,
+    };
+    (frame, o)
 }
 
 /// Ethernet frame around `payload`.

@@ -12,7 +12,9 @@ use dataplane::counters::CounterSnapshot;
 use dataplane::esp::EspTunnelDef;
 use dataplane::fib::Prefix;
 use dataplane::tables::{IfFlags, Route, SharedTables, Tables, TablesBuilder};
-use dataplane::testing::{arp, dissect, eth, icmp4_echo, ipv4, MockHandle, MockPort, Seen};
+use dataplane::testing::{
+    arp, dissect, eth, icmp4_echo, ipv4, tcp4_super, MockHandle, MockPort, Seen,
+};
 use dataplane::worker::{Worker, WorkerConfig};
 use packet::buffer::{Gso, Offload};
 use packet::Port;
@@ -707,30 +709,30 @@ fn make_before_break_switch() {
 
 /// A TCP super-packet from H_A to H_B: `payload` bytes in segments of `mss`.
 fn tcp_super(mss: u16, payload: usize, seq: u32) -> (Vec<u8>, Offload) {
-    let (src, dst) = (host_ip(0), host_ip(1));
-    let mut tcp = vec![0u8; 20 + payload];
-    tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-    tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
-    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
-    tcp[12] = 5 << 4;
-    tcp[13] = 0x10;
-    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
-    for (i, b) in tcp[20..].iter_mut().enumerate() {
-        *b = (i * 7 + i / 251) as u8;
-    }
-    let ph = wire::checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u16);
-    tcp[16..18].copy_from_slice(&ph.to_be_bytes());
-    let frame = eth(LAN[0], HOST[0], 0x0800, &ipv4(src, dst, 6, 64, true, &tcp));
-    let o = Offload {
-        needs_csum: true,
-        csum_valid: false,
-        csum_start: 34,
-        csum_offset: 16,
-        gso: Gso::TcpV4,
-        gso_size: mss,
-        hdr_len: 54,
+    tcp4_super(
+        (LAN[0], HOST[0]),
+        (host_ip(0), host_ip(1)),
+        mss,
+        payload,
+        seq,
+    )
+}
+
+/// A NAT-T pair whose first echo went through (ARP learned, SAs working);
+/// `wan_offloads`: UDP GSO datagrams cross the underlay whole.
+fn natt_pair(v6: bool, wan_offloads: bool) -> Pair {
+    let o = Opts {
+        nat_t: true,
+        v6,
+        ..GCM
     };
-    (frame, o)
+    let mut pr = Pair::build(o, 1, ["10.2.0.0/24", "10.1.0.0/24"], (true, wan_offloads));
+    pr.send_on(0, echo(0, 1, 64));
+    assert_eq!(pr.got[1].len(), 1, "v6 {v6}: ARP and SAs work");
+    pr.got[1].clear();
+    pr.underlay.clear();
+    pr.underlay_off.clear();
+    pr
 }
 
 /// One's-complement sum of `parts` (odd lengths padded), folded: 0xffff
@@ -763,11 +765,7 @@ fn nat_t_super_packet_is_sealed_straight_into_udp_gso_datagrams() {
             v6,
             ..GCM
         };
-        let mut pr = Pair::build(o, 1, ["10.2.0.0/24", "10.1.0.0/24"], (true, false));
-        pr.send_on(0, echo(0, 1, 64));
-        assert_eq!(pr.got[1].len(), 1, "v6 {v6}: ARP and SAs work");
-        pr.got[1].clear();
-        pr.underlay.clear();
+        let mut pr = natt_pair(v6, false);
         let (mss, payload) = (1300u16, 20_000usize);
         let (f, off) = tcp_super(mss, payload, 1000);
         let original = f[54..].to_vec();
@@ -864,21 +862,11 @@ fn nat_t_super_packet_is_sealed_straight_into_udp_gso_datagrams() {
 #[test]
 fn nat_t_datagram_is_opened_in_place() {
     for v6 in [false, true] {
-        let o = Opts {
-            nat_t: true,
-            v6,
-            ..GCM
-        };
-        let mut pr = Pair::build(o, 1, ["10.2.0.0/24", "10.1.0.0/24"], (true, true));
-        pr.send_on(0, echo(0, 1, 64));
-        assert_eq!(pr.got[1].len(), 1, "v6 {v6}: ARP and SAs work");
-        pr.got[1].clear();
+        let mut pr = natt_pair(v6, true);
         let (mss, payload) = (1300u16, 20_000usize);
         let nseg = payload.div_ceil(usize::from(mss));
         let (f, off) = tcp_super(mss, payload, 1000);
         let original = f[54..].to_vec();
-        pr.underlay.clear();
-        pr.underlay_off.clear();
         pr.lan[0].inject_with(f.clone(), off);
         pr.pump();
         let dg = pr.underlay.iter().position(|f| f.len() > 1514);

@@ -608,30 +608,13 @@ fn mss_clamped_and_pmtu_answered() {
 }
 
 fn tcp_super(mss: u16, payload: usize, seq: u32) -> (Vec<u8>, Offload) {
-    let (src, dst) = (host_ip(0), host_ip(1));
-    let mut tcp = vec![0u8; 20 + payload];
-    tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-    tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
-    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
-    tcp[12] = 5 << 4;
-    tcp[13] = 0x10;
-    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
-    for (i, b) in tcp[20..].iter_mut().enumerate() {
-        *b = (i * 7) as u8;
-    }
-    let ph = wire::checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u16);
-    tcp[16..18].copy_from_slice(&ph.to_be_bytes());
-    let frame = eth(LAN[0], HOST[0], 0x0800, &ipv4(src, dst, 6, 64, true, &tcp));
-    let o = Offload {
-        needs_csum: true,
-        csum_valid: false,
-        csum_start: 34,
-        csum_offset: 16,
-        gso: Gso::TcpV4,
-        gso_size: mss,
-        hdr_len: 54,
-    };
-    (frame, o)
+    crate::testing::tcp4_super(
+        (LAN[0], HOST[0]),
+        (host_ip(0), host_ip(1)),
+        mss,
+        payload,
+        seq,
+    )
 }
 
 fn super_through(kind: TunnelKind, rsc: bool) -> Pair {

@@ -331,6 +331,15 @@ fn unpack_refuses_anything_but_one_flow_in_order() {
     assert!(unpack(&mut p, udp).is_err());
 }
 
+/// Flips bits in three bytes of `p` picked by the LCG `rng`.
+fn mangle(p: &mut Packet, rng: &mut u32) {
+    for _ in 0..3 {
+        *rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let at = (*rng >> 8) as usize % p.len();
+        p.data_mut()[at] ^= (*rng >> 3) as u8 | 1;
+    }
+}
+
 #[test]
 fn unpack_never_panics_on_mangled_datagrams() {
     let mut pool = Pool::new(64);
@@ -340,11 +349,7 @@ fn unpack_never_panics_on_mangled_datagrams() {
         let mut p = pool.alloc().unwrap();
         assert!(p.set_data(base.data()));
         p.meta = base.meta;
-        for _ in 0..3 {
-            rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let at = (rng >> 8) as usize % p.len();
-            p.data_mut()[at] ^= (rng >> 3) as u8 | 1;
-        }
+        mangle(&mut p, &mut rng);
         rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
         if rng & 1 == 0 {
             let len = (rng >> 12) as usize % (p.len() + 1);
@@ -503,11 +508,7 @@ fn merge_inner_never_panics_on_mangled_slices() {
         let mut p = pool.alloc().unwrap();
         assert!(p.set_data(base.data()));
         p.meta = base.meta;
-        for _ in 0..3 {
-            rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let at = (rng >> 8) as usize % p.len();
-            p.data_mut()[at] ^= (rng >> 3) as u8 | 1;
-        }
+        mangle(&mut p, &mut rng);
         let mut ranges = inner_ranges(&p, udp);
         rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
         if rng & 1 == 0 {
