@@ -12,6 +12,13 @@ underlay, GRE and ESP over a 64K-MTU underlay and over a 1500-byte AF_XDP
 underlay, 1 and 8 TCP streams (--only picks rows). Prints medians of each build and after/before
 ratios measured in this run; compare nothing across runs. A build older than
 state_dir needs VECGATE_NO_STATE_DIR=1 (see vecgate_topo.py).
+
+--references also sets up what each row is read against in issue 17's
+table (kernel forwarding, the no-tunnel ceiling, kernel VXLAN, strongSwan,
+the I/O floors of `make floor`) and measures each in the same interleaved
+loop, so the second table's before/reference and after/reference ratios
+come from one run; ESP in UDP is read against the VXLAN row of the same
+build.
 """
 import argparse
 import os
@@ -39,6 +46,37 @@ def topologies():
     ]
 
 
+# Row key -> the reference keys it is read against (issue 17's targets).
+ROW_REFS = {
+    "routing": ["kernel-fwd", "floor"],
+    "gre": ["floor-gre"],
+    "vxlan": ["kernel-vxlan"],
+    "esp-gcm128": ["floor-gre"],
+    "gre-64k": ["kernel-plain", "floor-gre-64k"],
+    "esp-gcm128-64k": ["kernel-plain", "strongswan"],
+    "gre-xdp": ["floor-gre-xdp"],
+    "esp-gcm128-xdp": ["floor-gre-xdp"],
+}
+
+
+def references():
+    """(key, label, constructor) of every reference contender; the I/O
+    floors only when `make floor` built them."""
+    import floor_topo
+    import peers
+    r = [("kernel-fwd", "Linux kernel forwarding", lambda: bench.Router("kernel")),
+         ("kernel-plain", "Linux kernel forwarding, no tunnel (ceiling)", lambda: peers.KernelPlain()),
+         ("kernel-vxlan", "Linux kernel VXLAN", lambda: peers.KernelVxlan()),
+         ("strongswan", "strongSwan kernel-libipsec aes128gcm16", lambda: peers.StrongswanEsp())]
+    if bench.floor_built():
+        r += [("floor", "I/O floor (AF_PACKET)", lambda: bench.Router("floor", workers=2)),
+              ("floor-gre", "I/O floor GRE twin, per-packet, 1500 underlay", lambda: floor_topo.FloorTunnel(True)),
+              ("floor-gre-64k", "I/O floor GRE twin, 64K-MTU underlay", lambda: floor_topo.FloorTunnel(False)),
+              ("floor-gre-xdp", "I/O floor GRE twin, per-packet, 1500 AF_XDP underlay",
+               lambda: floor_topo.FloorTunnel(True, driver="af_xdp"))]
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("before")
@@ -47,6 +85,8 @@ def main():
     ap.add_argument("--duration", type=float, default=5)
     ap.add_argument("--streams", type=lambda v: [int(x) for x in v.split(",")], default=[1, 8])
     ap.add_argument("--only", default="", help="comma-separated row keys")
+    ap.add_argument("--references", action="store_true",
+                    help="also measure each row's reference contenders in the same loop")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("ab: needs root (network namespaces)")
@@ -56,6 +96,9 @@ def main():
             sys.exit(f"ab: {b} missing")
     os.makedirs(bench.OUT, exist_ok=True)
     rows = [r for r in topologies() if not args.only or r[0] in args.only.split(",")]
+    wanted = {k for key, _ in rows for k in ROW_REFS.get(key, [])} if args.references else set()
+    refs = [r for r in references() if r[0] in wanted] if wanted else []
+    ref_labels = {k: label for k, label, _ in refs}
     topos, results = {}, {}
     try:
         for key, make in rows:
@@ -63,18 +106,28 @@ def main():
                 bench.log(f"[ab] setting up {key} ({build})")
                 bench.GATEWAY = path
                 topos[(key, build)] = make()
+        bench.GATEWAY = builds["after"]
+        for key, label, make in refs:
+            bench.log(f"[ab] setting up reference {label}")
+            try:
+                topos[(key, "ref")] = make()
+            except Exception as e:  # reported, never silently dropped
+                bench.log(f"[ab] SKIPPED reference {label}: {e}")
+        # One pass: every row's builds, then the references, interleaved
+        # run by run so that drift hits them all alike.
+        order = [(key, build) for key, _ in rows for build in builds] + \
+                [(key, "ref") for key, _, _ in refs if (key, "ref") in topos]
         for streams in args.streams:
             for i in range(args.runs):
-                for key, _ in rows:
-                    for build in builds:
-                        bench.log(f"[ab] {key:16s} {build:6s} {streams} stream(s) run {i + 1}/{args.runs}")
-                        try:
-                            res = bench.perf_run(topos[(key, build)], streams, args.duration)
-                        except Exception as e:  # reported, never silently dropped
-                            bench.log(f"           failed: {e}")
-                            continue
-                        results.setdefault((key, build, streams), []).append(res)
-                        bench.log(f"           {res['gbps']:.2f} Gbit/s")
+                for key, build in order:
+                    bench.log(f"[ab] {key:16s} {build:6s} {streams} stream(s) run {i + 1}/{args.runs}")
+                    try:
+                        res = bench.perf_run(topos[(key, build)], streams, args.duration)
+                    except Exception as e:  # reported, never silently dropped
+                        bench.log(f"           failed: {e}")
+                        continue
+                    results.setdefault((key, build, streams), []).append(res)
+                    bench.log(f"           {res['gbps']:.2f} Gbit/s")
     finally:
         for t in topos.values():
             t.close()
@@ -97,6 +150,31 @@ def main():
                              for b in builds)
             print(f"| {key} | {streams} | {bench.fmt(gb)} | {bench.fmt(ga)} | {ratio(ga, gb)} "
                   f"| {bench.fmt(cb)} | {bench.fmt(ca)} | {ratio(ca, cb)} | {runs} |")
+    if not args.references:
+        return
+    # Each row against its references, all measured in the loop above; ESP
+    # in UDP against the VXLAN row of the same build.
+    print()
+    print("| row | streams | reference | reference Gbit/s | before/reference | after/reference "
+          "| reference gw cycles/byte | after/reference cycles/byte |")
+    print("|---|---|---|---|---|---|---|---|")
+    keys = [key for key, _ in rows]
+    for streams in args.streams:
+        for key in keys:
+            pairs = [(ref_labels[r], r, "ref") for r in ROW_REFS.get(key, []) if r in ref_labels]
+            if key == "esp-gcm128-natt" and "vxlan" in keys:
+                pairs.append(("vecgate VXLAN (same build)", "vxlan", None))
+            for label, rkey, rbuild in pairs:
+                gb, ga = med(key, "before", streams, "gbps"), med(key, "after", streams, "gbps")
+                if rbuild is None:  # the same build's row
+                    rb, ra = med(rkey, "before", streams, "gbps"), med(rkey, "after", streams, "gbps")
+                    print(f"| {key} | {streams} | {label} | {bench.fmt(rb)} / {bench.fmt(ra)} | {ratio(gb, rb)} "
+                          f"| {ratio(ga, ra)} | – | – |")
+                    continue
+                rg, rc = med(rkey, rbuild, streams, "gbps"), med(rkey, rbuild, streams, "gw_cpb")
+                ca = med(key, "after", streams, "gw_cpb")
+                print(f"| {key} | {streams} | {label} | {bench.fmt(rg)} | {ratio(gb, rg)} | {ratio(ga, rg)} "
+                      f"| {bench.fmt(rc)} | {ratio(ca, rc)} |")
 
 
 if __name__ == "__main__":
