@@ -19,6 +19,12 @@ the I/O floors of `make floor`) and measures each in the same interleaved
 loop, so the second table's before/reference and after/reference ratios
 come from one run; ESP in UDP is read against the VXLAN row of the same
 build.
+
+With two workers (routing) one TCP stream lands on either by the kernel's
+flow hash, sharing its CPU with the sender or with the receiver by chance
+(bench.carrier_cpu): each run is tagged with the CPU that carried it
+(`3.21@0`) when a row's runs differ, and a third table gives the medians
+within each placement.
 """
 import argparse
 import os
@@ -139,6 +145,21 @@ def main():
     def ratio(a, b):
         return f"{a / b:.2f}" if a is not None and b else "–"
 
+    def cpus(key, streams):
+        """Carrier CPUs of a row's runs, every build and reference."""
+        return {r.get("carrier_cpu") for (k, _, st), rs in results.items() if k == key and st == streams
+                for r in rs if r.get("carrier_cpu") is not None}
+
+    def tagged(runs, key, streams):
+        """Gbit/s of each run, with the CPU that carried it when a row's
+        runs were carried on more than one (see bench.carrier_cpu)."""
+        mixed = len(cpus(key, streams)) > 1
+        return " ".join(f"{r['gbps']:.2f}" + (f"@{r.get('carrier_cpu')}" if mixed else "") for r in runs)
+
+    def med_on(key, build, streams, cpu):
+        rs = [r["gbps"] for r in results.get((key, build, streams), []) if r.get("carrier_cpu") == cpu]
+        return (statistics.median(rs) if rs else None), len(rs)
+
     print("| row | streams | before Gbit/s | after Gbit/s | after/before Gbit/s "
           "| before gw cycles/byte | after gw cycles/byte | after/before cycles/byte | runs (before; after) |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -146,10 +167,25 @@ def main():
         for key, _ in rows:
             gb, ga = med(key, "before", streams, "gbps"), med(key, "after", streams, "gbps")
             cb, ca = med(key, "before", streams, "gw_cpb"), med(key, "after", streams, "gw_cpb")
-            runs = "; ".join(" ".join(f"{r['gbps']:.2f}" for r in results.get((key, b, streams), []))
-                             for b in builds)
+            runs = "; ".join(tagged(results.get((key, b, streams), []), key, streams) for b in builds)
             print(f"| {key} | {streams} | {bench.fmt(gb)} | {bench.fmt(ga)} | {ratio(ga, gb)} "
                   f"| {bench.fmt(cb)} | {bench.fmt(ca)} | {ratio(ca, cb)} | {runs} |")
+    # Rows whose flow landed on different CPUs from run to run: medians
+    # within one placement, so that no ratio compares two placements.
+    split = [(key, st) for st in args.streams for key, _ in rows
+             if len(cpus(key, st) | {c for r in ROW_REFS.get(key, []) for c in cpus(r, st)}) > 1]
+    if split:
+        print()
+        print("| row | streams | carried on CPU | before Gbit/s (runs) | after Gbit/s (runs) | after/before "
+              "| references Gbit/s (runs) | after/reference |")
+        print("|---|---|---|---|---|---|---|---|")
+        for key, st in split:
+            for cpu in sorted(cpus(key, st) | {c for r in ROW_REFS.get(key, []) for c in cpus(r, st)}):
+                (gb, nb), (ga, na) = med_on(key, "before", st, cpu), med_on(key, "after", st, cpu)
+                refs_here = [(r, *med_on(r, "ref", st, cpu)) for r in ROW_REFS.get(key, []) if r in ref_labels]
+                print(f"| {key} | {st} | {cpu} | {bench.fmt(gb)} ({nb}) | {bench.fmt(ga)} ({na}) | {ratio(ga, gb)} "
+                      f"| {', '.join(f'{r} {bench.fmt(g)} ({n})' for r, g, n in refs_here) or '–'} "
+                      f"| {', '.join(ratio(ga, g) for _, g, _ in refs_here) or '–'} |")
     if not args.references:
         return
     # Each row against its references, all measured in the loop above; ESP

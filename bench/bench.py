@@ -156,6 +156,52 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def thread_ticks(pids):
+    """{tid: (user+system clock ticks so far, CPU it last ran on)} of every
+    thread of `pids` (/proc/PID/task/TID/stat fields 14, 15 and 39)."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                out[tid] = (int(fields[11]) + int(fields[12]), int(fields[36]))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def carrier_cpu(before, after):
+    """The CPU of the gateway thread that gained the most CPU time between two
+    `thread_ticks` snapshots: where the traffic was carried. With several
+    workers the kernel's fanout hash (for TCP the sender's random per-socket
+    txhash) puts one stream on any of them, so a one-stream run on this
+    2-CPU machine shares its CPU with the sender or with the receiver by
+    chance — worth 1.5× to vecgate and to the floor alike: runs are compared
+    within one placement (`ab.py`, the router table). None when no thread
+    did at least two thirds of the work (several streams over several
+    workers: no single placement)."""
+    gained = [(t - before.get(tid, (0, 0))[0], cpu) for tid, (t, cpu) in after.items()]
+    total = sum(g for g, _ in gained)
+    if not gained or total <= 0:
+        return None
+    top, cpu = max(gained)
+    return cpu if 3 * top >= 2 * total else None
+
+
+def runs_with_cpu(runs):
+    """'10.66@0, 16.47@1' when the runs were carried on different CPUs,
+    plain Gbit/s otherwise."""
+    cpus = {r.get("carrier_cpu") for r in runs}
+    if len(cpus) > 1:
+        return ", ".join(f"{fmt(r['gbps'])}@{r.get('carrier_cpu')}" for r in runs)
+    return ", ".join(fmt(r["gbps"]) for r in runs)
+
+
 # The CPU flags the datapath's speed depends on: AES-GCM (aes, vaes,
 # pclmulqdq, vpclmulqdq), SHA-1/256 (sha_ni), wide copies (avx2, avx512*).
 FLAGS = ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "sha_ni", "avx2", "avx512f", "avx512bw", "avx512vl",
@@ -301,6 +347,7 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     time.sleep(0.3)
     pids = topo.gateway_pids() if hasattr(topo, "gateway_pids") else [p for p in [topo.gateway_pid()] if p]
     c0 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
+    t0 = thread_ticks(pids)
     tx = topo.h1.popen(pinned("sender", [VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
                                          "-d", str(duration), "--warmup", "1", "--json", "-q"]
                               + (["--udp"] if udp else []) + (["-l", str(io_size)] if io_size else [])),
@@ -310,6 +357,7 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     txo, txe = tx.communicate(timeout=duration + 60)
     rxo, rxe = rx.communicate(timeout=30)
     c1 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
+    carrier = carrier_cpu(t0, thread_ticks(pids)) if pids else None
     if tx.returncode != 0 or rx.returncode != 0:
         raise RuntimeError(f"perf failed: send rc={tx.returncode} {txe}\nreceive rc={rx.returncode} {rxe}")
     r = json.loads(rxo)
@@ -331,6 +379,7 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
         total = s.get("total_bytes") or r["bytes"]
         out["gw_cpb"] = (c1 - c0) * tsc_hz() / max(total, 1)
         out["gw_cpu_s"] = c1 - c0
+        out["carrier_cpu"] = carrier
     return out
 
 
@@ -443,6 +492,15 @@ def quiesce(topos, current=None):
                     pass
 
 
+def by_carrier(runs):
+    """{carrier CPU: (median Gbit/s, median gateway cycles/byte, runs)}."""
+    out = {}
+    for cpu in sorted({r.get("carrier_cpu") for r in runs if r.get("carrier_cpu") is not None}):
+        rs = [r for r in runs if r.get("carrier_cpu") == cpu]
+        out[cpu] = (median_of(rs, "gbps"), median_of(rs, "gw_cpb"), len(rs))
+    return out
+
+
 def median_of(rows, key):
     vals = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(vals) if vals else None
@@ -475,7 +533,8 @@ def scenario_router(args):
         rows.append({"scenario": "router", "mode": m, "streams": streams, "runs": len(runs),
                      "gbps": median_of(runs, "gbps"), "path_cpb": median_of(runs, "path_cpb"),
                      "gw_cpb": median_of(runs, "gw_cpb"), "retrans": median_of(runs, "retrans"),
-                     "all_gbps": [r["gbps"] for r in runs]})
+                     "all_gbps": [r["gbps"] for r in runs], "runs_text": runs_with_cpu(runs),
+                     "by_cpu": by_carrier(runs)})
     # Cost of the hop: path minus the direct-veth path at the same stream count.
     for r in rows:
         base = next((x for x in rows if x["mode"] == "direct" and x["streams"] == r["streams"]), None)
@@ -1156,7 +1215,7 @@ def table_router(rows):
         fl = next((x for x in rows if x["mode"] == "floor" and x["streams"] == r["streams"]), None)
         dist = f"{floor_ratio(r, fl)}; {floor_ratio(r, fl, 'gw_cpb')}" if fl and r["mode"] != "direct" else "—"
         lines.append(f"| {LABELS[r['mode']]} | {r['streams']} | {fmt(r['gbps'])} | "
-                     f"{', '.join(fmt(x) for x in r['all_gbps'])} | {fmt(r['path_cpb'])} | "
+                     f"{r.get('runs_text') or ', '.join(fmt(x) for x in r['all_gbps'])} | {fmt(r['path_cpb'])} | "
                      f"{fmt(r.get('hop_cpb'))} | {fmt(r.get('gw_cpb'))} | {fmt(r['retrans'], 0)} | {dist} |")
     ratios = []
     for s in (1, 8):
@@ -1171,6 +1230,13 @@ def table_router(rows):
             ratios.append(f"- {s} stream(s): vecgate / I/O floor throughput = **{floor_ratio(v, fl)}**, gateway "
                           f"cycles/byte **{floor_ratio(v, fl, 'gw_cpb')}** the floor's (targets: ≥ 0.9×, ≤ 1.3×)"
                           + (f"; floor / kernel forwarding = {floor_ratio(fl, k)}" if k else ""))
+            # Like with like: runs whose flow the worker on the same CPU carried.
+            for cpu in sorted(set(v.get("by_cpu", {})) & set(fl.get("by_cpu", {}))):
+                (vg, vc, vn), (fg, fc, fn) = v["by_cpu"][cpu], fl["by_cpu"][cpu]
+                if len(v["by_cpu"]) > 1 or len(fl["by_cpu"]) > 1:
+                    ratios.append(f"  - runs carried on CPU {cpu} ({vn} vecgate, {fn} floor): "
+                                  f"{fmt(vg)} vs {fmt(fg)} Gbit/s = {fmt(vg / fg if fg else None)}×, "
+                                  f"cycles/byte {fmt(vc / fc if vc and fc else None)}×")
     return "\n".join(lines + [""] + ratios)
 
 
