@@ -182,7 +182,10 @@ def main():
         for key, st in split:
             for cpu in sorted(cpus(key, st) | {c for r in ROW_REFS.get(key, []) for c in cpus(r, st)}):
                 (gb, nb), (ga, na) = med_on(key, "before", st, cpu), med_on(key, "after", st, cpu)
-                refs_here = [(r, *med_on(r, "ref", st, cpu)) for r in ROW_REFS.get(key, []) if r in ref_labels]
+                # References with a process of their own (the floors); a
+                # kernel datapath has no carrier CPU to compare.
+                refs_here = [(r, *med_on(r, "ref", st, cpu)) for r in ROW_REFS.get(key, [])
+                             if r in ref_labels and cpus(r, st)]
                 print(f"| {key} | {st} | {cpu} | {bench.fmt(gb)} ({nb}) | {bench.fmt(ga)} ({na}) | {ratio(ga, gb)} "
                       f"| {', '.join(f'{r} {bench.fmt(g)} ({n})' for r, g, n in refs_here) or '–'} "
                       f"| {', '.join(ratio(ga, g) for _, g, _ in refs_here) or '–'} |")
