@@ -150,15 +150,20 @@ def main():
         return {r.get("carrier_cpu") for (k, _, st), rs in results.items() if k == key and st == streams
                 for r in rs if r.get("carrier_cpu") is not None}
 
+    def placements(key, streams):
+        """Carrier CPUs of a row's runs and of its references' runs."""
+        return cpus(key, streams) | {c for r in ROW_REFS.get(key, []) for c in cpus(r, streams)}
+
     def tagged(runs, key, streams):
         """Gbit/s of each run, with the CPU that carried it when a row's
-        runs were carried on more than one (see bench.carrier_cpu)."""
-        mixed = len(cpus(key, streams)) > 1
-        return " ".join(f"{r['gbps']:.2f}" + (f"@{r.get('carrier_cpu')}" if mixed else "") for r in runs)
+        runs (or its references') were carried on more than one (see
+        bench.carrier_cpu)."""
+        return bench.runs_with_cpu(runs, mixed=len(placements(key, streams)) > 1, sep=" ")
 
     def med_on(key, build, streams, cpu):
-        rs = [r["gbps"] for r in results.get((key, build, streams), []) if r.get("carrier_cpu") == cpu]
-        return (statistics.median(rs) if rs else None), len(rs)
+        """(median Gbit/s, runs) of the runs carried on `cpu`."""
+        g, _, n = bench.by_carrier(results.get((key, build, streams), [])).get(cpu, (None, None, 0))
+        return g, n
 
     print("| row | streams | before Gbit/s | after Gbit/s | after/before Gbit/s "
           "| before gw cycles/byte | after gw cycles/byte | after/before cycles/byte | runs (before; after) |")
@@ -172,15 +177,14 @@ def main():
                   f"| {bench.fmt(cb)} | {bench.fmt(ca)} | {ratio(ca, cb)} | {runs} |")
     # Rows whose flow landed on different CPUs from run to run: medians
     # within one placement, so that no ratio compares two placements.
-    split = [(key, st) for st in args.streams for key, _ in rows
-             if len(cpus(key, st) | {c for r in ROW_REFS.get(key, []) for c in cpus(r, st)}) > 1]
+    split = [(key, st) for st in args.streams for key, _ in rows if len(placements(key, st)) > 1]
     if split:
         print()
         print("| row | streams | carried on CPU | before Gbit/s (runs) | after Gbit/s (runs) | after/before "
               "| references Gbit/s (runs) | after/reference |")
         print("|---|---|---|---|---|---|---|---|")
         for key, st in split:
-            for cpu in sorted(cpus(key, st) | {c for r in ROW_REFS.get(key, []) for c in cpus(r, st)}):
+            for cpu in sorted(placements(key, st)):
                 (gb, nb), (ga, na) = med_on(key, "before", st, cpu), med_on(key, "after", st, cpu)
                 # References with a process of their own (the floors); a
                 # kernel datapath has no carrier CPU to compare.

@@ -193,13 +193,12 @@ def carrier_cpu(before, after):
     return cpu if 3 * top >= 2 * total else None
 
 
-def runs_with_cpu(runs):
-    """'10.66@0, 16.47@1' when the runs were carried on different CPUs,
-    plain Gbit/s otherwise."""
-    cpus = {r.get("carrier_cpu") for r in runs}
-    if len(cpus) > 1:
-        return ", ".join(f"{fmt(r['gbps'])}@{r.get('carrier_cpu')}" for r in runs)
-    return ", ".join(fmt(r["gbps"]) for r in runs)
+def runs_with_cpu(runs, mixed=None, sep=", "):
+    """'10.66@0, 16.47@1' when the runs were carried on different CPUs (or
+    `mixed` says a wider set of runs was), plain Gbit/s otherwise."""
+    if mixed is None:
+        mixed = len({r["carrier_cpu"] for r in runs if r.get("carrier_cpu") is not None}) > 1
+    return sep.join(fmt(r["gbps"]) + (f"@{r.get('carrier_cpu')}" if mixed else "") for r in runs)
 
 
 # The CPU flags the datapath's speed depends on: AES-GCM (aes, vaes,
