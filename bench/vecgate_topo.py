@@ -50,7 +50,7 @@ class VecgateTunnel(_SiteToSite):
         self.rsc = rsc
         self.offloads = offloads
         self.label = LABELS[kind] + (f" {algorithm}" if algorithm else "") + ("" if rsc else ", RSC off") + (
-            f", {underlay_mtu // 1024}K-MTU underlay" if underlay_mtu > 9000 else
+            f", {round(underlay_mtu / 1024)}K-MTU underlay" if underlay_mtu > 9000 else
             f", {underlay_mtu}-byte underlay" if underlay_mtu != 1500 else "") + (
             ", AF_XDP underlay" if underlay_driver == "af_xdp" else "") + (
             ", NAT-T (ESP in UDP 4500)" if nat_t else "") + (", busy_poll" if busy_poll else "")
