@@ -13,6 +13,12 @@ underlay, 1 and 8 TCP streams (--only picks rows). Prints medians of each build 
 ratios measured in this run; compare nothing across runs. A build older than
 state_dir needs VECGATE_NO_STATE_DIR=1 (see vecgate_topo.py).
 
+--placement per-site runs each site of a two-site topology on its own CPU
+(site A's gateway with the sender, site B's with the receiver, gwB's
+underlay receive steered there by RPS), as if the sites were two machines;
+the default, shared, puts every gateway on the gateway CPUs (bench.PLACEMENT).
+Each run also records how busy every CPU was (/proc/stat), printed per row.
+
 --references also sets up what each row is read against in issue 17's
 table (kernel forwarding, the no-tunnel ceiling, kernel VXLAN, strongSwan,
 the I/O floors of `make floor`) and measures each in the same interleaved
@@ -93,7 +99,11 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated row keys")
     ap.add_argument("--references", action="store_true",
                     help="also measure each row's reference contenders in the same loop")
+    ap.add_argument("--placement", choices=["shared", "per-site"], default="shared",
+                    help="where two-site topologies' gateways run (bench.PLACEMENT): all on the gateway CPUs "
+                         "(default), or each site on its own CPU with its underlay receive steered there")
     args = ap.parse_args()
+    bench.PLACEMENT = args.placement
     if os.geteuid() != 0:
         sys.exit("ab: needs root (network namespaces)")
     builds = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
@@ -193,6 +203,19 @@ def main():
                 print(f"| {key} | {st} | {cpu} | {bench.fmt(gb)} ({nb}) | {bench.fmt(ga)} ({na}) | {ratio(ga, gb)} "
                       f"| {', '.join(f'{r} {bench.fmt(g)} ({n})' for r, g, n in refs_here) or '–'} "
                       f"| {', '.join(ratio(ga, g) for _, g, _ in refs_here) or '–'} |")
+    # How busy each CPU was (/proc/stat over each run, medians): which one
+    # bound the row.
+    print()
+    print("| row | streams | build | busy % per CPU (median of runs) |")
+    print("|---|---|---|---|")
+    for streams in args.streams:
+        for key, build in order:
+            runs = [r["cpu_busy"] for r in results.get((key, build, streams), []) if r.get("cpu_busy")]
+            if runs:
+                cols = [statistics.median(r[c] for r in runs if c < len(r)) for c in range(len(runs[0]))]
+                print(f"| {key} | {streams} | {build} | {' / '.join(f'{v:.0f}' for v in cols)} |")
+    print()
+    print("\n".join(bench.placement_lines()))
     if not args.references:
         return
     # Each row against its references, all measured in the loop above; ESP

@@ -94,6 +94,17 @@ def _pins():
 
 
 PINS = _pins()
+# How a two-site topology's gateways are placed (ab.py --placement):
+# "shared" (the default, every section of docs/benchmarks.md unless it says
+# otherwise): every gateway process on PINS["gateway"], so with one worker
+# both sites' gateways share the first CPU with the sender, and the kernel's
+# per-frame work of the underlay runs there too. "per-site": each site on its
+# own CPU, as if the two gateways were two machines: site A's gateway with
+# the sender (PINS["sender"]), site B's with the receiver (PINS["receiver"]),
+# and gwB's underlay receive steered to site B's CPU by RPS (`rps_cpus` on
+# `b-u`; a veth's receive otherwise runs in the transmitting CPU's softirq).
+# Applied alike to every two-gateway contender, kernel datapaths included.
+PLACEMENT = "shared"
 # Observed placement per contender: label -> {"sender", "receiver",
 # "gateway"} as the kernel reports it (/proc/PID/task/*/status).
 PLACEMENTS = {}
@@ -103,6 +114,22 @@ def pinned(role, args):
     """`args` started under `taskset -c PINS[role]` (taskset execs, so the
     pid stays the program's)."""
     return ["taskset", "-c", PINS[role]] + list(args)
+
+
+def site_pinned(site, args):
+    """A two-site topology's gateway process of `site` ("a" or "b")
+    started where PLACEMENT puts it."""
+    if PLACEMENT == "per-site":
+        return ["taskset", "-c", PINS["sender" if site == "a" else "receiver"]] + list(args)
+    return pinned("gateway", args)
+
+
+def site_rps_mask():
+    """The `rps_cpus` mask for gwB's underlay veth under PLACEMENT
+    (None: leave the kernel's default, no steering)."""
+    if PLACEMENT != "per-site":
+        return None
+    return format(1 << int(PINS["receiver"]), "x")
 
 
 def cpus_allowed(pid, threads=True):
@@ -337,6 +364,26 @@ offloads = {str(offloads).lower()}
             ns.close()
 
 
+def cpu_times():
+    """{cpu: (busy, total)} jiffies of every CPU from /proc/stat: what the
+    machine itself saw, whoever ran there."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *vals = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                v = [int(x) for x in vals[:8]]
+                idle = v[3] + v[4]  # idle + iowait
+                out[int(name[3:])] = (sum(v) - idle, sum(v))
+    return out
+
+
+def cpu_busy(before, after):
+    """Busy % of each CPU between two `cpu_times()` readings, in CPU order."""
+    return [round(100.0 * (after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1), 1)
+            for c in sorted(after) if c in before]
+
+
 def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     """One `vecgate perf` run (TCP, or UDP with `udp`) from h1 to h2; returns
     a result dict."""
@@ -347,6 +394,7 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     pids = topo.gateway_pids() if hasattr(topo, "gateway_pids") else [p for p in [topo.gateway_pid()] if p]
     c0 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
     t0 = thread_ticks(pids)
+    m0 = cpu_times()
     tx = topo.h1.popen(pinned("sender", [VECGATE, "perf", "send", topo.dst, "-p", str(port), "-t", str(streams),
                                          "-d", str(duration), "--warmup", "1", "--json", "-q"]
                               + (["--udp"] if udp else []) + (["-l", str(io_size)] if io_size else [])),
@@ -355,6 +403,7 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
     record_placement(topo, rx.pid, tx.pid, pids)
     txo, txe = tx.communicate(timeout=duration + 60)
     rxo, rxe = rx.communicate(timeout=30)
+    busy = cpu_busy(m0, cpu_times())
     c1 = sum(proc_cpu_seconds(p) for p in pids) if pids else None
     carrier = carrier_cpu(t0, thread_ticks(pids)) if pids else None
     if tx.returncode != 0 or rx.returncode != 0:
@@ -369,6 +418,9 @@ def perf_run(topo, streams, duration, port=5201, udp=False, io_size=None):
         "bytes": r["bytes"],
         "pps": r.get("packets_per_s"),
         "loss_pct": r.get("loss_pct"),
+        # Busy % of every CPU over the run (warm-up included): which one
+        # the run was bound by.
+        "cpu_busy": busy,
     }
     out["rx_cpu_pct"] = r.get("cpu_pct_process")
     out["rx_cpb"] = r.get("cycles_per_byte_process")
@@ -1295,10 +1347,19 @@ def placement_lines():
     first run, and whether they all agree."""
     if not PLACEMENTS:
         return []
+    if PLACEMENT == "per-site":
+        gw = (f"one-gateway topologies' gateway processes CPUs {PINS['gateway']}; two-site topologies per site: "
+              f"site A's gateway processes CPU {PINS['sender']}, site B's CPU {PINS['receiver']}, gwB's underlay "
+              f"receive steered to CPU {PINS['receiver']} by RPS (`rps_cpus` {site_rps_mask()} on `b-u`; kernel "
+              "datapaths too)")
+        ok_gw = {PINS["gateway"], PINS["sender"], PINS["receiver"]}
+    else:
+        gw = f"gateway processes CPUs {PINS['gateway']}"
+        ok_gw = {PINS["gateway"]}
     lines = ["## CPU placement of every contender", "",
-             f"Intended: sender CPU {PINS['sender']}, receiver CPU {PINS['receiver']}, gateway processes CPUs "
-             f"{PINS['gateway']} (vecgate and vecgate-floor pin worker *i* to the *i*-th of those themselves; "
-             "kernel datapaths run in softirq wherever a packet is handed to them). Read back from "
+             f"Intended: sender CPU {PINS['sender']}, receiver CPU {PINS['receiver']}, {gw} (vecgate and "
+             "vecgate-floor pin worker *i* to the *i*-th of their CPUs themselves; kernel datapaths run in softirq "
+             "wherever a packet is handed to them). Read back from "
              "/proc/PID/task/*/status (allowed CPUs per thread, × threads).", "",
              "| contender | sender | receiver | gateway threads |", "|---|---|---|---|"]
     for label, p in PLACEMENTS.items():
@@ -1308,7 +1369,7 @@ def placement_lines():
     odd = [label for label, p in PLACEMENTS.items()
            if cpus(p["sender"]) != {PINS["sender"]}
            or (cpus(p["receiver"]) != {PINS["receiver"]} and not p["receiver"].startswith("no process"))
-           or any(g != PINS["gateway"] for g in p["gateway_procs"])]
+           or any(g not in ok_gw for g in p["gateway_procs"])]
     lines += ["", "Every contender placed alike." if not odd else
               "**Placed differently from the rest:** " + ", ".join(odd)]
     return lines

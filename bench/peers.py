@@ -109,6 +109,9 @@ class _SiteToSite:
             veth(self.h1, "eth0", self.gwa, "a-h1")
             veth(self.gwa, "a-u", self.gwb, "b-u")
             veth(self.gwb, "b-h2", self.h2, "eth0")
+            rps = _bench().site_rps_mask()
+            if rps:
+                self.gwb.sh(f"echo {rps} > /sys/class/net/b-u/queues/rx-0/rps_cpus")
             self.build()
             self.warm_up()
             if self.encap_filter:
@@ -199,8 +202,9 @@ class _SiteToSite:
         e = dict(os.environ)
         e.update(env or {})
         if gateway:
-            # Every contender's gateways on the same CPUs (bench.PINS).
-            args = _bench().pinned("gateway", args)
+            # Every contender's gateways on the same CPUs (bench.PINS and
+            # bench.PLACEMENT).
+            args = _bench().site_pinned("b" if ns is self.gwb else "a", args)
         p = ns.popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=e)
         logf.close()
         p.is_gateway = gateway
