@@ -1503,7 +1503,12 @@ def main():
     ap.add_argument("--only", default="", help="tunnels scenario: comma-separated contender keys")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--summary", action="store_true", help="print a short table only (the demo)")
+    ap.add_argument("--placement", choices=["shared", "per-site"], default="shared",
+                    help="where two-site topologies' gateways run (PLACEMENT): all on the gateway CPUs (default), "
+                         "or each site on its own CPU with its underlay receive steered there")
     args = ap.parse_args()
+    global PLACEMENT
+    PLACEMENT = args.placement
     if os.geteuid() != 0:
         sys.exit("bench: needs root (network namespaces)")
     if not os.path.exists(VECGATE):
