@@ -99,11 +99,9 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated row keys")
     ap.add_argument("--references", action="store_true",
                     help="also measure each row's reference contenders in the same loop")
-    ap.add_argument("--placement", choices=["shared", "per-site"], default="shared",
-                    help="where two-site topologies' gateways run (bench.PLACEMENT): all on the gateway CPUs "
-                         "(default), or each site on its own CPU with its underlay receive steered there")
+    bench.add_placement_arg(ap)
     args = ap.parse_args()
-    bench.PLACEMENT = args.placement
+    bench.set_placement(args.placement)
     if os.geteuid() != 0:
         sys.exit("ab: needs root (network namespaces)")
     builds = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}

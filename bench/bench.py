@@ -116,6 +116,19 @@ def pinned(role, args):
     return ["taskset", "-c", PINS[role]] + list(args)
 
 
+def add_placement_arg(ap):
+    """`--placement` of bench.py and ab.py; the caller sets PLACEMENT from
+    it (`set_placement`)."""
+    ap.add_argument("--placement", choices=["shared", "per-site"], default="shared",
+                    help="where two-site topologies' gateways run (PLACEMENT): all on the gateway CPUs (default), "
+                         "or each site on its own CPU with its underlay receive steered there")
+
+
+def set_placement(placement):
+    global PLACEMENT
+    PLACEMENT = placement
+
+
 def site_pinned(site, args):
     """A two-site topology's gateway process of `site` ("a" or "b")
     started where PLACEMENT puts it."""
@@ -1352,10 +1365,17 @@ def placement_lines():
               f"site A's gateway processes CPU {PINS['sender']}, site B's CPU {PINS['receiver']}, gwB's underlay "
               f"receive steered to CPU {PINS['receiver']} by RPS (`rps_cpus` {site_rps_mask()} on `b-u`; kernel "
               "datapaths too)")
-        ok_gw = {PINS["gateway"], PINS["sender"], PINS["receiver"]}
     else:
         gw = f"gateway processes CPUs {PINS['gateway']}"
-        ok_gw = {PINS["gateway"]}
+
+    def placed_as_intended(procs):
+        # Per site, a two-site topology's gateway processes sit on the
+        # sender's CPU and the receiver's, both; one gateway on the gateway
+        # CPUs as in the shared placement.
+        if PLACEMENT == "per-site" and len(procs) > 1:
+            return set(procs) == {PINS["sender"], PINS["receiver"]}
+        return all(g == PINS["gateway"] for g in procs)
+
     lines = ["## CPU placement of every contender", "",
              f"Intended: sender CPU {PINS['sender']}, receiver CPU {PINS['receiver']}, {gw} (vecgate and "
              "vecgate-floor pin worker *i* to the *i*-th of their CPUs themselves; kernel datapaths run in softirq "
@@ -1369,7 +1389,7 @@ def placement_lines():
     odd = [label for label, p in PLACEMENTS.items()
            if cpus(p["sender"]) != {PINS["sender"]}
            or (cpus(p["receiver"]) != {PINS["receiver"]} and not p["receiver"].startswith("no process"))
-           or any(g not in ok_gw for g in p["gateway_procs"])]
+           or not placed_as_intended(p["gateway_procs"])]
     lines += ["", "Every contender placed alike." if not odd else
               "**Placed differently from the rest:** " + ", ".join(odd)]
     return lines
@@ -1503,12 +1523,9 @@ def main():
     ap.add_argument("--only", default="", help="tunnels scenario: comma-separated contender keys")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--summary", action="store_true", help="print a short table only (the demo)")
-    ap.add_argument("--placement", choices=["shared", "per-site"], default="shared",
-                    help="where two-site topologies' gateways run (PLACEMENT): all on the gateway CPUs (default), "
-                         "or each site on its own CPU with its underlay receive steered there")
+    add_placement_arg(ap)
     args = ap.parse_args()
-    global PLACEMENT
-    PLACEMENT = args.placement
+    set_placement(args.placement)
     if os.geteuid() != 0:
         sys.exit("bench: needs root (network namespaces)")
     if not os.path.exists(VECGATE):
