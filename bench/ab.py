@@ -89,37 +89,63 @@ def references():
     return r
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_build_args(ap, streams, only):
+    """The arguments ab.py and bound.py share: the two builds, runs,
+    duration, streams, rows and placement."""
     ap.add_argument("before")
     ap.add_argument("after", nargs="?", default=bench.VECGATE)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
-    ap.add_argument("--streams", type=lambda v: [int(x) for x in v.split(",")], default=[1, 8])
-    ap.add_argument("--only", default="", help="comma-separated row keys")
-    ap.add_argument("--references", action="store_true",
-                    help="also measure each row's reference contenders in the same loop")
+    ap.add_argument("--streams", type=lambda v: [int(x) for x in v.split(",")], default=streams)
+    ap.add_argument("--only", default=only, help="comma-separated row keys")
     bench.add_placement_arg(ap)
-    args = ap.parse_args()
+
+
+def builds_of(args, tool):
+    """{"before": path, "after": path} of parsed `add_build_args`, with the
+    placement set; exits unless root and both builds exist."""
     bench.set_placement(args.placement)
     if os.geteuid() != 0:
-        sys.exit("ab: needs root (network namespaces)")
+        sys.exit(f"{tool}: needs root (network namespaces)")
     builds = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     for b in builds.values():
         if not os.path.exists(b):
-            sys.exit(f"ab: {b} missing")
+            sys.exit(f"{tool}: {b} missing")
     os.makedirs(bench.OUT, exist_ok=True)
+    return builds
+
+
+def set_up(rows, builds, topos, tool):
+    """Every row's topology once per build, into `topos[(key, build)]`
+    (the caller closes them)."""
+    for key, make in rows:
+        for build, path in builds.items():
+            bench.log(f"[{tool}] setting up {key} ({build})")
+            bench.GATEWAY = path
+            topos[(key, build)] = make()
+
+
+def median_of(results, key, build, streams, field):
+    """Median of `field` over the runs in `results[(key, build, streams)]`
+    that have it (None when none has)."""
+    vals = [r[field] for r in results.get((key, build, streams), []) if r.get(field) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_build_args(ap, streams=[1, 8], only="")
+    ap.add_argument("--references", action="store_true",
+                    help="also measure each row's reference contenders in the same loop")
+    args = ap.parse_args()
+    builds = builds_of(args, "ab")
     rows = [r for r in topologies() if not args.only or r[0] in args.only.split(",")]
     wanted = {k for key, _ in rows for k in ROW_REFS.get(key, [])} if args.references else set()
     refs = [r for r in references() if r[0] in wanted] if wanted else []
     ref_labels = {k: label for k, label, _ in refs}
     topos, results = {}, {}
     try:
-        for key, make in rows:
-            for build, path in builds.items():
-                bench.log(f"[ab] setting up {key} ({build})")
-                bench.GATEWAY = path
-                topos[(key, build)] = make()
+        set_up(rows, builds, topos, "ab")
         bench.GATEWAY = builds["after"]
         for key, label, make in refs:
             bench.log(f"[ab] setting up reference {label}")
@@ -147,8 +173,7 @@ def main():
             t.close()
 
     def med(key, build, streams, field):
-        vals = [r[field] for r in results.get((key, build, streams), []) if r.get(field) is not None]
-        return statistics.median(vals) if vals else None
+        return median_of(results, key, build, streams, field)
 
     def ratio(a, b):
         return f"{a / b:.2f}" if a is not None and b else "–"

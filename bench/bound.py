@@ -42,7 +42,7 @@ scripts/install-deps.sh). Compare nothing across runs.
 import argparse
 import os
 import re
-import statistics
+import shutil
 import subprocess
 import sys
 import threading
@@ -150,33 +150,18 @@ def bounds(res, cpus):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("before")
-    ap.add_argument("after", nargs="?", default=bench.VECGATE)
-    ap.add_argument("--only", default="gre,esp-gcm128", help="comma-separated row keys (ab.py's)")
-    ap.add_argument("--streams", type=lambda v: [int(x) for x in v.split(",")], default=[1])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--duration", type=float, default=5)
+    ab.add_build_args(ap, streams=[1], only="gre,esp-gcm128")
     ap.add_argument("--profile", type=float, default=8, help="seconds of each profiled run")
-    bench.add_placement_arg(ap)
     args = ap.parse_args()
-    bench.set_placement(args.placement)
-    if os.geteuid() != 0:
-        sys.exit("bound: needs root (network namespaces, perf -a)")
-    builds = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
-    for b in builds.values():
-        if not os.path.exists(b):
-            sys.exit(f"bound: {b} missing")
     rows = [r for r in ab.topologies() if r[0] in args.only.split(",")]
     if not rows:
         sys.exit(f"bound: no row among {args.only!r}; rows: {', '.join(k for k, _ in ab.topologies())}")
-    os.makedirs(bench.OUT, exist_ok=True)
+    if not shutil.which("perf"):
+        sys.exit("bound: needs perf (linux-perf, scripts/install-deps.sh)")
+    builds = ab.builds_of(args, "bound")
     topos, runs, prof = {}, {}, {}
     try:
-        for key, make in rows:
-            for build, path in builds.items():
-                bench.log(f"[bound] setting up {key} ({build})")
-                bench.GATEWAY = path
-                topos[(key, build)] = make()
+        ab.set_up(rows, builds, topos, "bound")
         for streams in args.streams:
             for key, _ in rows:
                 for i in range(args.runs):
@@ -195,8 +180,7 @@ def main():
             t.close()
 
     def med(key, build, streams, field):
-        vals = [r[field] for r in runs.get((key, build, streams), []) if r.get(field) is not None]
-        return statistics.median(vals) if vals else None
+        return ab.median_of(runs, key, build, streams, field)
 
     print("| row | streams | build | Gbit/s (median) | gw cycles/byte | profiled run Gbit/s | binding CPU (busy %) "
           "| kernel in gateways % | crypto % | vecgate's own code % (copies / checksums) | others % "
