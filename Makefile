@@ -4,7 +4,7 @@
 CARGO ?= cargo
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench bench-ha testpmd-selftest clean
+.PHONY: all deps build release floor deb demo test test-stress lint unit fuzz-smoke bench bench-ha testpmd-selftest docs reference clean
 
 all: build
 
@@ -62,11 +62,21 @@ bench: deps release floor
 testpmd-selftest: deps release floor
 	/usr/bin/python3 bench/testpmd_selftest.py
 
-# HA failover gap (issue 16): vecgate pairs with GRE and with static ESP
-# (state sync) next to Linux routers with keepalived, default timers, kill -9
-# and planned switchover, medians of 5 (~6 min).
+# HA failover gap: vecgate pairs with GRE and with static ESP (state sync)
+# next to Linux routers with keepalived, default timers, kill -9 and planned
+# switchover, medians of 5 (~6 min).
 bench-ha: deps release
 	/usr/bin/python3 bench/ha_failover.py
+
+# The user guide, the reference and the benchmark report as a site in
+# target/book (mdBook, installed by `make deps`; no network needed).
+docs:
+	mdbook build
+
+# The reference pages generated from the code (every key, verb, metric and
+# REST path); the test suite fails when they differ from what this writes.
+reference:
+	$(CARGO) run -q -p vecgate -- gen-reference docs/reference
 
 clean:
 	$(CARGO) clean

@@ -754,7 +754,9 @@ def round_(contender, event):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", help="only the rows whose label contains this (e.g. IKE)")
+    ap.add_argument("--only", help="only the rows whose label contains this (e.g. IKE); the report is left alone")
+    ap.add_argument("--doc", default=os.path.join(bench.ROOT, "docs", "benchmarks.md"),
+                    help="the report whose HA table is refreshed in place ('' for none)")
     args = ap.parse_args()
     pair = Pair()
     rows = {}
@@ -776,14 +778,13 @@ def main():
     finally:
         pair.close()
     load = os.getloadavg()
-    print(f"Default timers: advertisement interval {INTERVAL_CS * 10} ms (vecgate's default; keepalived"
-          f" advert_int {INTERVAL_CS / 100}), state sync every 100 ms (default), pings every 10 ms,"
-          f" medians of {args.rounds} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
-          f" load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs)."
-          " The kernel has no xfrm here: the keepalived pair routes, there is no kernel IPsec row.\n")
-    print("| pair | event | gap (ms) | pings lost | per round (ms) | TCP survived | IKE renegotiated |")
-    print("|---|---|---:|---:|---|---|---|")
-
+    bench.log(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
+    lines = [f"Default timers: advertisement interval {INTERVAL_CS * 10} ms (vecgate's default; keepalived"
+             f" advert_int {INTERVAL_CS / 100}), state sync every 100 ms (default), pings every 10 ms,"
+             f" medians of {args.rounds}. The kernel has no xfrm here: the keepalived pair routes, there is no"
+             " kernel IPsec row.", "",
+             "| pair | event | gap (ms) | pings lost | per round (ms) | TCP survived | IKE renegotiated |",
+             "|---|---|---:|---:|---|---|---|"]
     for (label, event), v in rows.items():
         ms = statistics.median(x[1] for x in v)  # inf: no recovery
         lost = statistics.median(x[0] for x in v)
@@ -796,9 +797,13 @@ def main():
         else:
             n = sum(1 for x in ren if x)
             ren = "no (same SPIs, no IKE_SA_INIT)" if n == 0 else f"yes, {n}/{len(v)} rounds"
-        print(f"| {label} | {'kill -9' if event == 'kill' else 'planned switchover'} | {ms:.0f} | {lost:g} |"
-              f" {each} | {tcp} | {ren} |")
-
+        lines.append(f"| {label} | {'kill -9' if event == 'kill' else 'planned switchover'} | {ms:.0f} | {lost:g} |"
+                     f" {each} | {tcp} | {ren} |")
+    print("\n".join(lines))
+    if args.doc and not args.only:
+        import report
+        report.update(args.doc, {"ha": "\n".join(lines)})
+        bench.log(f"ha_failover: refreshed the HA table of {args.doc}")
 
 if __name__ == "__main__":
     main()

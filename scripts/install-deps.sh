@@ -28,8 +28,8 @@ for svc in openvswitch-switch strongswan-starter ipsec prometheus frr; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
 
-# DPDK's testpmd, the reference forwarder of `make bench`'s pps scenario
-# (issue 17 item 5). Debian 12 ships the binary only in dpdk-dev, whose
+# DPDK's testpmd, the reference forwarder of `make bench`'s pps scenario.
+# Debian 12 ships the binary only in dpdk-dev, whose
 # dependencies pull udev, rdma-core and a systemd upgrade (213 packages).
 # The runtime is installed above (dpdk, the AF_XDP driver, the ring mempool
 # testpmd's pools need); the binary and the libraries it links that the
@@ -82,6 +82,12 @@ fi
 if ! cargo deb --version >/dev/null 2>&1; then
   echo "install-deps: installing cargo-deb"
   cargo install cargo-deb --locked -q
+fi
+# mdBook for `make docs` (the guide, reference and report, built offline).
+MDBOOK_VERSION=0.5.4
+if ! mdbook --version 2>/dev/null | grep -qF "v$MDBOOK_VERSION"; then
+  echo "install-deps: installing mdbook $MDBOOK_VERSION"
+  cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features --features search -q
 fi
 # Python tools (schemathesis) in the project-local .venv.
 "$(dirname "$0")/venv.sh" >/dev/null
