@@ -14,6 +14,7 @@ mod ike;
 mod ipsec_wiring;
 mod live_ports;
 mod notify;
+mod reference;
 mod run;
 mod sastate;
 mod setup;
@@ -144,6 +145,9 @@ enum Cmd {
     /// Write bash, zsh and fish completions into DIR (packaging aid).
     #[command(hide = true)]
     GenCompletions { dir: PathBuf },
+    /// Write the reference pages (keys, verbs, metrics, REST API) into DIR.
+    #[command(hide = true)]
+    GenReference { dir: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -178,5 +182,6 @@ fn main() -> ExitCode {
         } => cli::capture(&target, &interface, count, &write, timeout_ms),
         Cmd::GenMan { dir } => generate::man(Cli::command(), &dir),
         Cmd::GenCompletions { dir } => generate::completions(Cli::command(), &dir),
+        Cmd::GenReference { dir } => reference::write(Cli::command(), &dir),
     }
 }

@@ -86,14 +86,12 @@ fn parse(text: &str) -> Page {
                 page.links
                     .push((line_of(text, range.start), dest_url.to_string()));
             }
-            Event::Start(Tag::CodeBlock(kind)) => {
-                if page.first_code.is_none() {
-                    let lang = match kind {
-                        pulldown_cmark::CodeBlockKind::Fenced(l) => l.to_string(),
-                        pulldown_cmark::CodeBlockKind::Indented => String::new(),
-                    };
-                    page.first_code = Some((line_of(text, range.start), lang));
-                }
+            Event::Start(Tag::CodeBlock(kind)) if page.first_code.is_none() => {
+                let lang = match kind {
+                    pulldown_cmark::CodeBlockKind::Fenced(l) => l.to_string(),
+                    pulldown_cmark::CodeBlockKind::Indented => String::new(),
+                };
+                page.first_code = Some((line_of(text, range.start), lang));
             }
             _ => {}
         }
@@ -131,7 +129,7 @@ fn join(base: &Path, rel: &str) -> PathBuf {
 fn check_links(root: &Path, files: &[PathBuf]) -> Vec<String> {
     let mut pages: BTreeMap<PathBuf, Page> = BTreeMap::new();
     let mut problems = Vec::new();
-    let mut load = |p: &Path, pages: &mut BTreeMap<PathBuf, Page>| -> bool {
+    let load = |p: &Path, pages: &mut BTreeMap<PathBuf, Page>| -> bool {
         if pages.contains_key(p) {
             return true;
         }
@@ -383,4 +381,100 @@ fn the_history_checks_find_what_they_look_for() {
     assert!(has_commit("release build of 57c4022"));
     assert!(has_commit("2bd4498 against 2617af2"));
     assert!(!has_commit("spi = 0x00001001, feedface, 1234567"));
+}
+
+/// The reference pages are what `vecgate gen-reference` writes from the
+/// code now: a key, verb, metric or REST path added or removed in the
+/// code without `make reference` fails here, and so does a key without a
+/// meaning in the generator's table or a meaning for a key that is gone
+/// (the generator refuses both).
+#[test]
+fn the_reference_is_what_the_code_generates() {
+    let dir = std::env::temp_dir().join(format!("vecgate-reference-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vecgate"))
+        .arg("gen-reference")
+        .arg(&dir)
+        .output()
+        .expect("run vecgate gen-reference");
+    assert!(
+        out.status.success(),
+        "vecgate gen-reference failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = root().join("docs/reference");
+    let mut stale = Vec::new();
+    for name in [
+        "config.md",
+        "cli.md",
+        "metrics.md",
+        "api.md",
+        "openapi.json",
+    ] {
+        let new = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        let old = std::fs::read_to_string(committed.join(name)).unwrap_or_default();
+        if new != old {
+            stale.push(name);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        stale.is_empty(),
+        "docs/reference/{stale:?} differ from what the code generates: run `make reference` and commit"
+    );
+}
+
+/// Every metric name the control crate registers is in the metrics
+/// reference, and every name there is registered.
+#[test]
+fn the_metrics_reference_names_every_registered_metric() {
+    let mut code = BTreeSet::new();
+    let mut files = Vec::new();
+    rs_files(&root().join("crates/control/src"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        // Registrations, not the unit tests that read the output back.
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for part in text.split('"').skip(1).step_by(2) {
+            if part.starts_with("vecgate_")
+                && part.len() > "vecgate_".len()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                code.insert(part.to_string());
+            }
+        }
+    }
+    let page = std::fs::read_to_string(root().join("docs/reference/metrics.md")).unwrap();
+    let documented: BTreeSet<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `vecgate_"))
+        .filter_map(|l| l.split('`').next())
+        .map(|n| {
+            let n = format!("vecgate_{n}");
+            n.strip_suffix("_total").map(str::to_string).unwrap_or(n)
+        })
+        .collect();
+    let missing: Vec<_> = code.difference(&documented).collect();
+    let extra: Vec<_> = documented.difference(&code).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "registered but not in the reference: {missing:?}; in the reference but not registered: {extra:?}"
+    );
+}
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for p in rd.filter_map(|e| e.ok().map(|e| e.path())) {
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().and_then(|e| e.to_str()) == Some("rs")
+            && p.file_name().is_none_or(|n| n != "tests.rs")
+        {
+            out.push(p);
+        }
+    }
 }
