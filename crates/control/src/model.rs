@@ -659,7 +659,7 @@ pub struct HaGroupInfo {
     pub sync: Option<HaSyncInfo>,
 }
 
-/// The HA state sync (issue 16): the link to the peer gateway and what
+/// The HA state sync: the link to the peer gateway and what
 /// crossed it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HaSyncInfo {
