@@ -481,3 +481,33 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// `make docs` works: mdBook (installed by `make deps`) builds the book,
+/// includes and all, without the network.
+#[test]
+fn the_book_builds() {
+    let out_dir = std::env::temp_dir().join(format!("vecgate-book-{}", std::process::id()));
+    let out = std::process::Command::new("mdbook")
+        .arg("build")
+        .arg("--dest-dir")
+        .arg(&out_dir)
+        .arg(root())
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => panic!("mdbook: {e} (make deps installs it: scripts/install-deps.sh)"),
+    };
+    let index = out_dir.join("guide/first-gateway.html");
+    let page = std::fs::read_to_string(&index).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(
+        out.status.success(),
+        "mdbook build failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The example was included, not left as a directive.
+    assert!(
+        page.contains("veth-lan") && !page.contains("{{#include"),
+        "{index:?}"
+    );
+}
