@@ -7,11 +7,11 @@
 //! here, beside the model's type, and the API takes it without a change of
 //! its own.
 
-use crate::ipsec::{IkeSettings, Ipsec};
+use crate::ipsec::{IkeSettings, Ipsec, StaticSa};
 use crate::model::{
     Driver, IfAddr, Interface, Prefix, Tunnel, TunnelInner, TunnelKind, DEFAULT_VRF, VXLAN_PORT,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::str::FromStr;
 
@@ -87,49 +87,52 @@ impl InterfaceSpec {
 /// `Sa` is the shape of one `sa`: the API's also takes an inline key,
 /// which the file never holds, so the caller builds the
 /// [`crate::StaticSa`]s.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = TunnelSpec))]
-#[serde(deny_unknown_fields, bound(deserialize = "Sa: Deserialize<'de>"))]
+#[serde(
+    deny_unknown_fields,
+    bound(deserialize = "Sa: Deserialize<'de>", serialize = "Sa: Serialize")
+)]
 pub struct TunnelSpec<Sa> {
     pub name: String,
     /// gre, nvgre, vxlan or ipsec.
     pub kind: String,
     pub local: String,
     pub remote: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub underlay_vrf: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     /// The gateway's addresses on the overlay segment, e.g. "10.9.0.1/24"
     /// (needed by L2 tunnels).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addresses: Option<Vec<String>>,
     /// GRE payload: "ip" (default) or "ethernet" (0x6558).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inner: Option<String>,
     /// ipsec: ESP in UDP 4500 (RFC 3948); default false.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nat_t: Option<bool>,
     /// ipsec: the remote prefixes (SPD selectors): routed into the tunnel,
     /// and the only sources accepted from it (RFC 4301 §5.2).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Vec<String>>,
     /// ipsec, statically keyed: exactly one "out" and at least one "in" SA.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sa: Option<Vec<Sa>>,
     /// ipsec, keyed by IKEv2 with a pre-shared key (instead of `sa`):
     /// `[tunnel.ike]` as the file holds it (schema `IkeSpec`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ike: Option<IkeSettings>,
 }
 
@@ -191,7 +194,48 @@ impl<Sa> TunnelSpec<Sa> {
             ipsec: self.ipsec()?,
         })
     }
+}
 
+/// The request that recreates `t` ([`TunnelSpec::to_tunnel`] gives `t`
+/// back, its static SAs built by the caller from `sa`): what a gateway
+/// sends a peer that must run the same tunnel, and what the CLI sends.
+/// Secrets travel by file path only (`key_file`, `ike.psk_file`); keys
+/// that only some kinds take are given for those kinds alone, so the
+/// same tunnel always gives the same request.
+impl<Sa> From<&Tunnel> for TunnelSpec<Sa>
+where
+    Sa: for<'a> From<&'a StaticSa>,
+{
+    fn from(t: &Tunnel) -> Self {
+        let strings =
+            |v: &[IfAddr]| (!v.is_empty()).then(|| v.iter().map(|a| a.to_string()).collect());
+        let gre = t.kind == TunnelKind::Gre;
+        let x = t.ipsec.as_ref();
+        TunnelSpec {
+            name: t.name.clone(),
+            kind: t.kind.as_str().to_owned(),
+            local: t.local.to_string(),
+            remote: t.remote.to_string(),
+            key: t.key,
+            vrf: Some(t.vrf.clone()),
+            underlay_vrf: Some(t.underlay_vrf.clone()),
+            mtu: t.mtu,
+            checksum: gre.then_some(t.checksum),
+            sequence: gre.then_some(t.sequence),
+            port: (t.kind == TunnelKind::Vxlan).then_some(t.port),
+            addresses: strings(&t.addresses),
+            inner: gre.then(|| t.inner.as_str().to_owned()),
+            nat_t: x.map(|x| x.nat_t),
+            traffic: x.map(|x| x.traffic.iter().map(|p| p.to_string()).collect()),
+            sa: x
+                .filter(|x| x.ike.is_none())
+                .map(|x| x.sas.iter().map(Sa::from).collect()),
+            ike: x.and_then(|x| x.ike.clone()),
+        }
+    }
+}
+
+impl<Sa> TunnelSpec<Sa> {
     /// The IPsec keys, `None` when none is given (as in the file).
     fn ipsec(&self) -> Result<Option<Ipsec>, FieldError> {
         if self.nat_t.is_none() && self.traffic.is_none() && self.sa.is_none() && self.ike.is_none()
@@ -264,6 +308,95 @@ mod tests {
         let mut v = keys.to_vec();
         v.sort_unstable();
         v
+    }
+
+    /// Every tunnel of a configuration comes back from its request: no
+    /// key lost, none added that the kind refuses.
+    #[test]
+    fn a_tunnels_request_gives_the_tunnel_back() {
+        #[derive(Debug)]
+        struct Sa(StaticSa);
+        impl From<&StaticSa> for Sa {
+            fn from(s: &StaticSa) -> Self {
+                Sa(s.clone())
+            }
+        }
+        let cfg = crate::parse(
+            r#"
+[gateway]
+name = "t"
+
+[[interface]]
+name = "wan0"
+host = "wan0"
+driver = "af_packet"
+addresses = ["192.0.2.1/24"]
+
+[[tunnel]]
+name = "g0"
+kind = "gre"
+local = "192.0.2.1"
+remote = "192.0.2.9"
+key = 7
+checksum = true
+inner = "ethernet"
+addresses = ["10.9.0.1/24"]
+mtu = 1400
+
+[[tunnel]]
+name = "x0"
+kind = "vxlan"
+local = "192.0.2.1"
+remote = "192.0.2.8"
+key = 5000
+port = 4790
+vrf = "blue"
+
+[[tunnel]]
+name = "e0"
+kind = "ipsec"
+local = "192.0.2.1"
+remote = "192.0.2.7"
+nat_t = true
+traffic = ["10.2.0.0/24"]
+
+[[tunnel.sa]]
+direction = "out"
+spi = 0x1001
+algorithm = "aes128gcm16"
+key_file = "/k/1001.hex"
+lifetime_seconds = 3600
+
+[[tunnel.sa]]
+direction = "in"
+spi = 0x2001
+algorithm = "aes128gcm16"
+key_file = "/k/2001.hex"
+replay_window = 128
+
+[[tunnel]]
+name = "ike0"
+kind = "ipsec"
+local = "192.0.2.1"
+remote = "192.0.2.6"
+
+[tunnel.ike]
+psk_file = "/k/psk"
+remote_id = "gw-b.example.net"
+"#,
+        )
+        .unwrap();
+        for t in &cfg.tunnels {
+            let spec = TunnelSpec::<Sa>::from(t);
+            let mut back = spec.to_tunnel().unwrap();
+            if let Some(x) = back.ipsec.as_mut() {
+                x.sas = spec.sa.iter().flatten().map(|s| s.0.clone()).collect();
+            }
+            assert_eq!(&back, t, "{spec:?}");
+            let gre = t.kind == TunnelKind::Gre;
+            assert_eq!(spec.checksum.is_some(), gre, "{spec:?}");
+            assert_eq!(spec.port.is_some(), t.kind == TunnelKind::Vxlan, "{spec:?}");
+        }
     }
 
     /// The request shapes take exactly the keys the file's reader takes.

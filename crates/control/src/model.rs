@@ -209,20 +209,20 @@ macro_rules! sa_request {
             /// chacha20poly1305.
             pub algorithm: String,
             /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
-            #[serde(default)]
+            #[serde(default, skip_serializing)]
             #[schema(value_type = Option<String>, format = Password)]
             pub key: Option<HexKey>,
             /// Path of a hex key file on the gateway.
-            #[serde(default)]
+            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub key_file: Option<String>,
             /// 64-bit extended sequence numbers (RFC 4303 §2.2.1); default true.
-            #[serde(default)]
+            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub esn: Option<bool>,
-            #[serde(default)]
+            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub lifetime_bytes: Option<u64>,
-            #[serde(default)]
+            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub lifetime_packets: Option<u64>,
-            #[serde(default)]
+            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub lifetime_seconds: Option<u64>,
         }
 
@@ -248,12 +248,14 @@ macro_rules! sa_request {
 sa_request! {
     /// One static SA of a new ipsec tunnel (`[[tunnel.sa]]`). The key comes
     /// from `key_file` (a hex file on the gateway) or inline as `key` (hex),
-    /// exactly as `POST /sas` takes it; never echoed back.
+    /// exactly as `POST /sas` takes it; never echoed back (serialized, as a
+    /// gateway's tunnel is for its HA peer, it names its key file only).
+    #[derive(Serialize)]
     pub struct TunnelSaSpec {
         /// "in" or "out".
         pub direction: String,
         /// Anti-replay window of an inbound SA; default 1024 (0 = off).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schema(minimum = 0, maximum = 65536)]
         pub replay_window: Option<u32>,
     }
@@ -299,6 +301,26 @@ impl<'de> Deserialize<'de> for HexKey {
     }
 }
 
+/// A `[[tunnel.sa]]` as a request names it: by its key file, never its
+/// key; the replay window for an inbound SA only.
+impl From<&vecgate_config::StaticSa> for TunnelSaSpec {
+    fn from(s: &vecgate_config::StaticSa) -> Self {
+        let inbound = s.direction == vecgate_config::SaDirection::In;
+        TunnelSaSpec {
+            direction: s.direction.as_str().to_owned(),
+            replay_window: inbound.then_some(s.replay_window),
+            spi: SpiText(s.spi),
+            algorithm: s.algorithm.as_str().to_owned(),
+            key: None,
+            key_file: Some(s.key_file.display().to_string()),
+            esn: Some(s.esn),
+            lifetime_bytes: s.lifetime_bytes,
+            lifetime_packets: s.lifetime_packets,
+            lifetime_seconds: s.lifetime_seconds,
+        }
+    }
+}
+
 sa_request! {
     /// POST /sas: a static inbound SA for an existing ipsec tunnel. The key
     /// comes from `key_file` (a hex file on the gateway, as in the TOML) or
@@ -320,9 +342,16 @@ sa_request! {
     pub struct SaSwitch {}
 }
 
-/// An SPI in a request: a JSON number or text ("0x1001" or "4097").
+/// An SPI in a request: a JSON number or text ("0x1001" or "4097");
+/// written as a number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpiText(pub u32);
+
+impl Serialize for SpiText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.0)
+    }
+}
 
 impl<'de> Deserialize<'de> for SpiText {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -743,4 +772,82 @@ pub struct HaSwitchover {
     /// Seconds without preemption after resigning (default 60, at most
     /// 86400).
     pub hold_secs: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gateway's tunnel as a request (what an HA peer is sent) parses
+    /// back into the same tunnel, names its key files and never a key.
+    #[test]
+    fn a_tunnel_spec_round_trips_through_json_without_keys() {
+        let cfg = vecgate_config::parse(
+            r#"
+[gateway]
+name = "t"
+
+[[interface]]
+name = "wan0"
+host = "wan0"
+driver = "af_packet"
+addresses = ["192.0.2.1/24"]
+
+[[tunnel]]
+name = "e0"
+kind = "ipsec"
+local = "192.0.2.1"
+remote = "192.0.2.7"
+traffic = ["10.2.0.0/24"]
+
+[[tunnel.sa]]
+direction = "out"
+spi = 0x1001
+algorithm = "aes128gcm16"
+key_file = "/k/1001.hex"
+esn = false
+
+[[tunnel.sa]]
+direction = "in"
+spi = 0x2001
+algorithm = "aes256-sha256"
+key_file = "/k/2001.hex"
+replay_window = 128
+lifetime_bytes = 1000000
+"#,
+        )
+        .unwrap();
+        let t = &cfg.tunnels[0];
+        let text = serde_json::to_value(TunnelSpec::from(t))
+            .unwrap()
+            .to_string();
+        assert!(!text.contains("\"key\":"), "{text}");
+        let back: TunnelSpec = serde_json::from_str(&text).unwrap();
+        let sas: Vec<(String, u32, Option<String>, Option<bool>)> = back
+            .sa
+            .iter()
+            .flatten()
+            .map(|s| (s.direction.clone(), s.spi.0, s.key_file.clone(), s.esn))
+            .collect();
+        assert_eq!(
+            sas,
+            [
+                (
+                    "out".into(),
+                    0x1001,
+                    Some("/k/1001.hex".into()),
+                    Some(false)
+                ),
+                ("in".into(), 0x2001, Some("/k/2001.hex".into()), Some(true)),
+            ]
+        );
+        let sa = &back.sa.as_ref().unwrap()[1];
+        assert_eq!(
+            (sa.replay_window, sa.lifetime_bytes),
+            (Some(128), Some(1_000_000))
+        );
+        let mut tunnel = back.to_tunnel().unwrap();
+        tunnel.ipsec.as_mut().unwrap().sas = t.ipsec.as_ref().unwrap().sas.clone();
+        assert_eq!(&tunnel, t);
+    }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use vecgate_config::ApiEndpoint;
+use vecgate_control::model::TunnelSpec;
 
 /// How to reach the daemon (global options).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -164,24 +165,36 @@ pub struct IpsecArgs {
 }
 
 impl IpsecArgs {
-    /// Adds the IPsec keys given to a `POST /tunnels` body.
-    fn fill(&self, body: &mut serde_json::Map<String, Value>) -> Result<(), String> {
+    /// Adds the IPsec keys given to a `POST /tunnels` request.
+    fn fill(&self, spec: &mut TunnelSpec) -> Result<(), String> {
+        use vecgate_control::model::{parse_spi, SpiText, TunnelSaSpec};
         if !self.traffic.is_empty() {
-            body.insert("traffic".into(), self.traffic.clone().into());
+            spec.traffic = Some(self.traffic.clone());
         }
         if self.nat_t {
-            body.insert("nat_t".into(), true.into());
+            spec.nat_t = Some(true);
         }
-        let sa = |direction: &str, text: &str| -> Result<Value, String> {
+        let sa = |direction: &str, text: &str| -> Result<TunnelSaSpec, String> {
+            let bad = || format!("--sa-{direction} {text}: expected SPI:ALGORITHM:KEY_FILE");
             let mut it = text.splitn(3, ':');
-            match (it.next(), it.next(), it.next()) {
-                (Some(spi), Some(alg), Some(file)) if !file.is_empty() => Ok(serde_json::json!({
-                    "direction": direction, "spi": spi, "algorithm": alg, "key_file": file,
-                })),
-                _ => Err(format!(
-                    "--sa-{direction} {text}: expected SPI:ALGORITHM:KEY_FILE"
-                )),
-            }
+            let (Some(spi), Some(alg), Some(file)) = (it.next(), it.next(), it.next()) else {
+                return Err(bad());
+            };
+            let spi = parse_spi(spi)
+                .filter(|_| !file.is_empty())
+                .ok_or_else(bad)?;
+            Ok(TunnelSaSpec {
+                direction: direction.to_owned(),
+                replay_window: None,
+                spi: SpiText(spi),
+                algorithm: alg.to_owned(),
+                key: None,
+                key_file: Some(file.to_owned()),
+                esn: None,
+                lifetime_bytes: None,
+                lifetime_packets: None,
+                lifetime_seconds: None,
+            })
         };
         let mut sas = Vec::new();
         if let Some(o) = &self.sa_out {
@@ -191,27 +204,29 @@ impl IpsecArgs {
             sas.push(sa("in", i)?);
         }
         if !sas.is_empty() {
-            body.insert("sa".into(), Value::Array(sas));
+            spec.sa = Some(sas);
         }
         if let Some(psk) = &self.ike_psk_file {
-            let mut ike = serde_json::json!({
-                "psk_file": psk,
-                "local_id": self.ike_local_id,
-                "remote_id": self.ike_remote_id,
-                "ike_proposals": self.ike_proposal,
-                "esp_proposals": self.esp_proposal,
-                "initiate": !self.ike_responder,
-                "dpd_interval": self.dpd,
-                "ike_lifetime": self.ike_lifetime,
-                "child_lifetime": self.child_lifetime,
-                "child_lifetime_packets": self.child_lifetime_packets,
-                "child_lifetime_bytes": self.child_lifetime_bytes,
-                "local_traffic": self.local_traffic,
+            let local_traffic = self
+                .local_traffic
+                .iter()
+                .map(|p| p.parse().map_err(|e| format!("--local-traffic {p}: {e}")))
+                .collect::<Result<_, String>>()?;
+            spec.ike = Some(vecgate_config::IkeSettings {
+                psk_file: psk.into(),
+                local_id: self.ike_local_id.clone(),
+                remote_id: self.ike_remote_id.clone(),
+                ike_proposals: self.ike_proposal.clone(),
+                esp_proposals: self.esp_proposal.clone(),
+                initiate: !self.ike_responder,
+                dpd_interval: self.dpd,
+                ike_lifetime: self.ike_lifetime,
+                child_lifetime: self.child_lifetime,
+                child_lifetime_packets: self.child_lifetime_packets,
+                child_lifetime_bytes: self.child_lifetime_bytes,
+                local_traffic,
+                ..Default::default()
             });
-            if let Some(o) = ike.as_object_mut() {
-                o.retain(|_, v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()));
-            }
-            body.insert("ike".into(), ike);
         }
         Ok(())
     }
@@ -922,17 +937,28 @@ pub fn tunnel(t: &Target, cmd: &TunnelCmd) -> ExitCode {
                 port,
                 ipsec,
             } => {
-                let mut body = serde_json::json!({
-                    "name": name, "kind": kind, "local": local, "remote": remote,
-                    "key": key, "vrf": vrf, "underlay_vrf": underlay_vrf, "mtu": mtu,
-                    "addresses": addresses, "inner": inner, "checksum": checksum,
-                    "sequence": sequence, "port": port,
-                });
-                if let Some(o) = body.as_object_mut() {
-                    o.retain(|_, v| !v.is_null());
-                    ipsec.fill(o)?;
-                }
-                let r = c.ok(c.request("POST", "/tunnels", Some(&body.to_string()))?)?;
+                let mut spec = TunnelSpec {
+                    name: name.clone(),
+                    kind: kind.clone(),
+                    local: local.clone(),
+                    remote: remote.clone(),
+                    key: *key,
+                    vrf: vrf.clone(),
+                    underlay_vrf: underlay_vrf.clone(),
+                    mtu: *mtu,
+                    checksum: checksum.then_some(true),
+                    sequence: sequence.then_some(true),
+                    port: *port,
+                    addresses: (!addresses.is_empty()).then(|| addresses.clone()),
+                    inner: inner.clone(),
+                    nat_t: None,
+                    traffic: None,
+                    sa: None,
+                    ike: None,
+                };
+                ipsec.fill(&mut spec)?;
+                let body = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
+                let r = c.ok(c.request("POST", "/tunnels", Some(&body))?)?;
                 if t.json {
                     println!("{}", r.text());
                 } else {
