@@ -4,7 +4,7 @@
 //! The node set is fixed when the worker starts: every node has a
 //! [`NodeId`], and its pending vector is the slot of that id. Adding a node
 //! (gre-encap, esp-encrypt, ...) is adding a file under `nodes/`, one line
-//! to the list in `nodes/mod.rs`, and arcs from the nodes that feed it. [`Graph::run`] processes
+//! to the list in `nodes.rs`, and arcs from the nodes that feed it. [`Graph::run`] processes
 //! pending vectors node by node, in id order (roughly topological), until
 //! all are empty or [`MAX_PASSES`] passes ran.
 //!
@@ -15,8 +15,8 @@
 
 use crate::counters::{Counter, NodeCounters, PortCounters, WorkerCounters};
 use crate::fib::FxMap;
+use crate::neighbour::solicited::Solicited;
 use crate::neighbour::{Binding, NeighConfig, NeighbourShared, NeighbourTable};
-use crate::neighbour_solicited::Solicited;
 use crate::nodes::icmp_error::IcmpBudgets;
 use crate::tables::Tables;
 use crate::trace::Trace;
@@ -126,15 +126,15 @@ pub struct Ctx {
     pub port_offloads: Vec<bool>,
     /// Per physical port: [`Port::udp_gso`](packet::port::Port::udp_gso).
     pub port_udp_gso: Vec<bool>,
-    /// Where ip-local punts IKE datagrams ([`crate::ike_punt`]); `None`: IKE
+    /// Where ip-local punts IKE datagrams ([`crate::punt::ike`]); `None`: IKE
     /// is not running and such datagrams are dropped.
-    pub punt: Option<Arc<crate::ike_punt::Punt>>,
+    pub punt: Option<Arc<crate::punt::IkePunt>>,
     /// Where ip-local punts VRRP advertisements (`nodes/ip_local/vrrp_punt.rs`);
     /// `None`: no `[ha]`, and they are not even delivered locally.
-    pub vrrp: Option<Arc<crate::ike_punt::Punt>>,
+    pub vrrp: Option<Arc<crate::punt::VrrpPunt>>,
     /// Where ip-local hands BGP and BFD to the host's stack
-    /// ([`crate::host_punt`]); `None`: no `[[routing.punt]]`.
-    pub host: Option<Arc<crate::host_punt::HostPunt>>,
+    /// ([`crate::punt::host`]); `None`: no `[[routing.punt]]`.
+    pub host: Option<Arc<crate::punt::host::HostPunt>>,
     /// This worker's counters, for the tunnel nodes to count traffic of
     /// virtual ports (set by the worker; `None` in bare node tests).
     pub counters: Option<Arc<WorkerCounters>>,

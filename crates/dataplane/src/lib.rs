@@ -3,22 +3,19 @@
 //! Layout: packets, their pool and the port trait come from the `packet`
 //! crate; here are [`fib`] and [`tables`] (routing state published by the
 //! control thread), [`neighbour`] (ARP / ND), [`graph`] and [`nodes`] (the
-//! vector graph), [`counters`] and [`trace`], and [`worker`] (the loop that
-//! drives ports and the graph).
+//! vector graph), [`punt`] (the queues to and from the control threads),
+//! [`counters`] and [`trace`], and [`worker`] (the loop that drives ports
+//! and the graph).
 
 pub mod counters;
 pub mod esp;
 pub mod fib;
 pub mod graph;
-pub mod host_punt;
-pub mod ike_punt;
 pub mod neighbour;
-pub mod neighbour_packets;
-pub mod neighbour_solicited;
 pub mod nodes;
 pub mod nvgre;
 pub mod offload;
-pub mod slot_queue;
+pub mod punt;
 pub mod tables;
 pub mod trace;
 pub mod tunnel;

@@ -1822,7 +1822,7 @@ fn add_ike_tunnel(b: &mut TablesBuilder, port: u16, vrf: u32, underlay_vrf: u32,
 
 #[test]
 fn ike_is_punted_and_injected_datagrams_are_routed() {
-    use crate::ike_punt::Punt;
+    use crate::punt::IkePunt;
     use std::time::Duration;
     let mut b = TablesBuilder::new();
     b.add_interface(
@@ -1837,7 +1837,7 @@ fn ike_is_punted_and_injected_datagrams_are_routed() {
     add_ike_tunnel(&mut b, 2, 0, 0, "10.1.0.1");
     let mut r = Rig::with_tables(b, &[("lan0", GW0)], WorkerConfig::default());
     r.learn4(0, H1, v4("10.1.0.5"), v4("10.1.0.1"));
-    let punt = Punt::new(8);
+    let punt = IkePunt::new(8);
     // Without a control plane, IKE is just unhandled local traffic.
     r.h[0].inject(eth(
         GW0,
@@ -1847,7 +1847,7 @@ fn ike_is_punted_and_injected_datagrams_are_routed() {
     ));
     r.step();
     assert_eq!(r.snap().error("ip-local", "local-unhandled"), 1);
-    r.w.set_punt(punt.clone());
+    r.w.set_ike_punt(punt.clone());
     let marked = [&[0u8, 0, 0, 0][..], b"ike-on-4500"].concat();
     for f in [
         udp4("10.1.0.5", "10.1.0.1", 500, 500, b"ike-on-500"),
@@ -1931,7 +1931,7 @@ fn ike_is_punted_and_injected_datagrams_are_routed() {
 /// from any VRF (the punt queue saw both and the tenant's carried VRF 1).
 #[test]
 fn ike_from_a_tenant_vrf_is_not_punted() {
-    use crate::ike_punt::Punt;
+    use crate::punt::IkePunt;
     use std::time::Duration;
     let mut b = TablesBuilder::new();
     b.add_vrf(1, "tenant-b")
@@ -1939,8 +1939,8 @@ fn ike_from_a_tenant_vrf_is_not_punted() {
         .add_interface(1, "b-lan", GW1, 1500, 1, &[p("10.1.0.1/24")]);
     add_ike_tunnel(&mut b, 2, 0, 0, "10.1.0.1");
     let mut r = Rig::with_tables(b, &[("wan", GW0), ("b-lan", GW1)], WorkerConfig::default());
-    let punt = Punt::new(8);
-    r.w.set_punt(punt.clone());
+    let punt = IkePunt::new(8);
+    r.w.set_ike_punt(punt.clone());
     let ike = udp4("10.1.0.5", "10.1.0.1", 500, 500, b"ike-sa-init");
     r.h[1].inject(eth(GW1, H2, 0x0800, &ike));
     let marked = [&[0u8, 0, 0, 0][..], b"ike-on-4500"].concat();
@@ -1969,7 +1969,7 @@ fn ike_from_a_tenant_vrf_is_not_punted() {
 
 #[test]
 fn vrrp_adverts_are_punted_and_control_frames_sent() {
-    use crate::ike_punt::Punt;
+    use crate::punt::vrrp::{AdvertFrom, VrrpPunt};
     use crate::worker::Command;
     use std::time::Duration;
     let mut r = Rig::new(1500, WorkerConfig::default());
@@ -1991,7 +1991,7 @@ fn vrrp_adverts_are_punted_and_control_frames_sent() {
     r.h[0].inject(frame(255));
     r.step();
     assert_eq!(r.snap().error("ethernet-input", "multicast-not-wanted"), 1);
-    let punt = Punt::new(4);
+    let punt = VrrpPunt::new(4);
     r.w.set_vrrp(punt.clone());
     r.h[0].inject(frame(255));
     r.h[0].inject(frame(64)); // forwarded by a router: not ours (§7.1)
@@ -2001,8 +2001,14 @@ fn vrrp_adverts_are_punted_and_control_frames_sent() {
     assert_eq!(s.error("ip-local", "vrrp-bad-ttl"), 1);
     let d = punt.recv_timeout(Duration::ZERO).expect("punted");
     assert_eq!(d.data(), &advert[..]);
-    assert_eq!(d.local, std::net::SocketAddr::new(group.into(), 0));
-    assert_eq!(d.remote.ip(), std::net::IpAddr::V4(v4("10.1.0.5")));
+    assert_eq!(
+        d.meta,
+        AdvertFrom {
+            port: 0,
+            src: std::net::IpAddr::V4(v4("10.1.0.5")),
+            dst: group.into(),
+        }
+    );
     punt.release(d);
     assert!(r.tx(0).is_empty());
     // The control plane's own frame leaves as it is.

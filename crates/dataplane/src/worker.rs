@@ -25,8 +25,8 @@ pub use commands::{Captured, Command, NeighbourEntry, PortQueue, MAILBOX_DEPTH};
 
 use crate::counters::WorkerCounters;
 use crate::graph::{Ctx, Graph, NodeId};
+use crate::neighbour::packets;
 use crate::neighbour::{Learn, NeighConfig, NeighbourShared, Solicit};
-use crate::neighbour_packets;
 use crate::nodes;
 use crate::nodes::icmp_error::IcmpBudgets;
 use crate::nodes::ip_rewrite::NEIGHBOUR_UNRESOLVED;
@@ -170,19 +170,19 @@ impl Worker {
 
     /// Connects the VRRP punt ([`Ctx::vrrp`]): ip-local punts
     /// advertisements to it.
-    pub fn set_vrrp(&mut self, punt: Arc<crate::ike_punt::Punt>) {
+    pub fn set_vrrp(&mut self, punt: Arc<crate::punt::VrrpPunt>) {
         self.cx.vrrp = Some(punt);
     }
 
-    /// Connects the IKE punt / inject path ([`crate::ike_punt`]): ip-local
+    /// Connects the IKE punt / inject path ([`crate::punt::ike`]): ip-local
     /// punts to it, and each loop iteration routes what it injects.
-    pub fn set_punt(&mut self, punt: Arc<crate::ike_punt::Punt>) {
+    pub fn set_ike_punt(&mut self, punt: Arc<crate::punt::IkePunt>) {
         self.cx.punt = Some(punt);
     }
 
-    /// Connects the host punt ([`crate::host_punt`]): ip-local hands BGP
+    /// Connects the host punt ([`crate::punt::host`]): ip-local hands BGP
     /// and BFD to it, and each loop iteration routes what the host sent.
-    pub fn set_host_punt(&mut self, host: Arc<crate::host_punt::HostPunt>) {
+    pub fn set_host_punt(&mut self, host: Arc<crate::punt::host::HostPunt>) {
         self.cx.host = Some(host);
     }
 
@@ -259,7 +259,7 @@ impl Worker {
     pub fn announce_port(&mut self, port: u16) {
         let t = self.shared.load();
         if let Some(ifc) = t.iface(port) {
-            neighbour_packets::announce(&mut self.cx.pool, ifc, &mut self.announce);
+            packets::announce(&mut self.cx.pool, ifc, &mut self.announce);
             self.graph
                 .input(NodeId::InterfaceOutput, &mut self.announce);
         }
@@ -348,12 +348,8 @@ impl Worker {
             let Some(ifc) = t.iface(s.port) else { continue };
             self.cx.solicited.record(s.port, s.ip);
             let p = match s.ip {
-                IpAddr::V4(a) => {
-                    neighbour_packets::arp_request(&mut self.cx.pool, ifc, a, s.unicast)
-                }
-                IpAddr::V6(a) => {
-                    neighbour_packets::neighbor_solicit(&mut self.cx.pool, ifc, a, s.unicast)
-                }
+                IpAddr::V4(a) => packets::arp_request(&mut self.cx.pool, ifc, a, s.unicast),
+                IpAddr::V6(a) => packets::neighbor_solicit(&mut self.cx.pool, ifc, a, s.unicast),
             };
             if let Some(p) = p {
                 self.graph.input_one(NodeId::InterfaceOutput, p);

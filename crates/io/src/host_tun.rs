@@ -1,7 +1,7 @@
 //! The host side of a VRF's control plane: an L3 TUN device (IFF_TUN,
 //! IFF_NO_PI: whole IP packets, no link layer, no ARP) through which the
 //! host's stack (bgpd, bfdd) exchanges the packets the dataplane punts to
-//! it and sends its own (`dataplane::host_punt`). No virtio-net header:
+//! it and sends its own (`dataplane::punt::host`). No virtio-net header:
 //! the kernel completes checksums and segments what it sends here.
 
 use crate::error::IoError;

@@ -1,5 +1,5 @@
 //! The VRRPv3 speaker: one [`vecgate_ha::Machine`] per `[[ha.group]]`,
-//! driven by the adverts the workers punt (`dataplane` `vrrp_punt`), its
+//! driven by the adverts the workers punt (`dataplane::punt::vrrp`), its
 //! timers and the links' carrier, on a thread of its own.
 //!
 //! Its actions become dataplane changes: an advertisement is a frame sent
@@ -19,7 +19,8 @@
 //! cannot.
 
 use crossbeam_channel::{Receiver, Sender};
-use dataplane::ike_punt::{Class, Punt};
+use dataplane::punt::vrrp::AdvertFrom;
+use dataplane::punt::VrrpPunt;
 use dataplane::worker::Command;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -103,7 +104,7 @@ pub struct SwitchoverRequest {
 
 /// What the speaker needs from the gateway.
 pub struct HaWiring {
-    pub punt: Arc<Punt>,
+    pub punt: Arc<VrrpPunt>,
     pub mailbox: Sender<Command>,
     pub held: Held,
     /// Rebuilds and publishes the tables (with [`Held`] as it is now).
@@ -438,7 +439,8 @@ impl Speaker {
             .collect())
     }
 
-    fn advert(&mut self, now: Instant, port: u16, src: IpAddr, dst: IpAddr, data: &[u8]) {
+    fn advert(&mut self, now: Instant, from: AdvertFrom, data: &[u8]) {
+        let AdvertFrom { port, src, dst } = from;
         let family = Family::of(&src);
         let Ok(p) = wire::vrrp::Packet::new_checked(data, family) else {
             return;
@@ -547,16 +549,11 @@ pub fn start(
                 let mut next = s.w.punt.recv_timeout(wait);
                 let mut n = 0;
                 while let Some(d) = next {
-                    let (port, src, dst) = (d.local.port(), d.remote.ip(), d.local.ip());
-                    s.advert(Instant::now(), port, src, dst, d.data());
+                    s.advert(Instant::now(), d.meta, d.data());
                     s.w.punt.release(d);
                     n += 1;
                     next = (n < MAX_ADVERT_BATCH)
-                        .then(|| {
-                            s.w.punt
-                                .try_recv(Class::Known)
-                                .or_else(|| s.w.punt.try_recv(Class::Other))
-                        })
+                        .then(|| s.w.punt.try_recv())
                         .flatten();
                 }
                 while let Ok(r) = s.w.requests.try_recv() {

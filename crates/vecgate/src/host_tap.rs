@@ -1,7 +1,7 @@
 //! `[[routing.punt]]`: the host's stack as the gateway's control plane in a
 //! VRF, the way VPP's linux-cp plugin mirrors an interface into Linux. One
 //! L3 TUN per VRF (`vecgate_io::host_tun`) carries the BGP and BFD packets
-//! the workers punt (`dataplane::host_punt`) to the host, and everything
+//! the workers punt (`dataplane::punt::host`) to the host, and everything
 //! the host sends on it back into the VRF's routing. The TUN gets the
 //! VRF's interface and tunnel addresses, so bgpd binds and connects from
 //! the gateway's own addresses and the host's connected routes point at
@@ -10,7 +10,7 @@
 //! domain, where the tenant's zebra and bgpd run and reach vecgate's FPM
 //! server through a listener made inside that namespace.
 
-use dataplane::host_punt::HostPunt;
+use dataplane::punt::host::HostPunt;
 use dataplane::tables::SharedTables;
 use std::io::ErrorKind;
 use std::path::Path;

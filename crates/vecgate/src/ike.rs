@@ -5,8 +5,8 @@
 //! Why the datagrams go through the dataplane: the gateway owns its
 //! netdevs (AF_PACKET + an ingress guard), so a kernel socket on
 //! UDP 500/4500 would never see IKE. ip-local punts IKE into
-//! [`dataplane::ike_punt::Punt`] and the thread injects its answers there; the
-//! workers route them in the tunnel's underlay VRF (see `dataplane::ike_punt`).
+//! [`dataplane::punt::IkePunt`] and the thread injects its answers there; the
+//! workers route them in the tunnel's underlay VRF (see `dataplane::punt::ike`).
 //!
 //! Keying (RFC 7296 §2.8, make-before-break): a new child SA's inbound SA
 //! is installed first, then the tunnel's outbound SA is switched to it. A
@@ -24,7 +24,7 @@
 //! `thread` (the loop), `keying` (actions into the dataplane), `status`
 //! (what `show ike` reads) and `config` (the TOML into [`IkeConfig`]).
 
-use dataplane::ike_punt::Punt;
+use dataplane::punt::IkePunt;
 use dataplane::tables::SharedTables;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -312,7 +312,7 @@ impl Prepared {
     pub fn start(
         self,
         shared: Arc<SharedTables>,
-        punt: Arc<Punt>,
+        punt: Arc<IkePunt>,
         stop: Arc<AtomicBool>,
     ) -> Result<IkeHandle, String> {
         spawn(self, shared, punt, stop)
@@ -322,7 +322,7 @@ impl Prepared {
 fn spawn(
     p: Prepared,
     shared: Arc<SharedTables>,
-    punt: Arc<Punt>,
+    punt: Arc<IkePunt>,
     stop: Arc<AtomicBool>,
 ) -> Result<IkeHandle, String> {
     let Prepared {
@@ -363,7 +363,7 @@ struct ControlPlane {
     tunnels: Vec<TunnelIke>,
     reg: Arc<EspRegistry>,
     shared: Arc<SharedTables>,
-    punt: Arc<Punt>,
+    punt: Arc<IkePunt>,
     /// Inbound SAs to remove at the given time (make-before-break).
     removals: Vec<(Instant, u32)>,
     status: IkeStatus,

@@ -95,11 +95,11 @@ struct Prepared {
 /// The queues on which the workers hand packets to the control threads.
 struct Punts {
     /// IKE (UDP 500 / 4500) to the IKE thread.
-    ike: Option<Arc<dataplane::ike_punt::Punt>>,
+    ike: Option<Arc<dataplane::punt::IkePunt>>,
     /// VRRP adverts to the speaker thread.
-    vrrp: Option<Arc<dataplane::ike_punt::Punt>>,
+    vrrp: Option<Arc<dataplane::punt::VrrpPunt>>,
     /// BGP and BFD to the host's stack (`[[routing.punt]]`).
-    host: Option<Arc<dataplane::host_punt::HostPunt>>,
+    host: Option<Arc<dataplane::punt::HostPunt>>,
 }
 
 /// Everything that may refuse to start before any netdev is attached.
@@ -135,18 +135,18 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
     };
     let ike_punt = ike
         .as_ref()
-        .map(|_| dataplane::ike_punt::Punt::new(dataplane::ike_punt::DEFAULT_SLOTS));
+        .map(|_| dataplane::punt::IkePunt::new(dataplane::punt::ike::DEFAULT_SLOTS));
     // VRRP (`[ha]`): adverts punted by the workers to the speaker thread.
     let vrrp_punt = cfg
         .ha
         .as_ref()
         .filter(|h| !h.groups.is_empty())
-        .map(|_| dataplane::ike_punt::Punt::new(64));
+        .map(|_| dataplane::punt::VrrpPunt::new(64));
     // `[[routing.punt]]`: BGP and BFD to the host's stack through a TUN
     // per VRF (created and addressed now, before any worker punts).
     let (host_taps, tenant_fpm) = crate::host_tap::open(cfg).map_err(|e| anyhow!(e))?;
     let host_punt = (!host_taps.is_empty())
-        .then(|| dataplane::host_punt::HostPunt::new(dataplane::host_punt::DEFAULT_SLOTS));
+        .then(|| dataplane::punt::HostPunt::new(dataplane::punt::host::DEFAULT_SLOTS));
     Ok(Prepared {
         auth,
         tls,
@@ -492,7 +492,7 @@ fn live_ports(
 fn start_ha(
     cfg: &Config,
     ctl: &Arc<vecgate_control::Control>,
-    vrrp_punt: Option<&Arc<dataplane::ike_punt::Punt>>,
+    vrrp_punt: Option<&Arc<dataplane::punt::VrrpPunt>>,
     mailbox0: Option<crossbeam_channel::Sender<dataplane::worker::Command>>,
     netdevs: &[NetdevInfo],
     held: &crate::ha::Held,
@@ -730,7 +730,7 @@ fn spawn_workers(
         let mut worker = Worker::new(w, ports, shared.clone(), wcfg.clone());
         worker.set_neighbour_shared(neigh.clone());
         if let Some(p) = &punts.ike {
-            worker.set_punt(p.clone());
+            worker.set_ike_punt(p.clone());
         }
         if let Some(p) = &punts.vrrp {
             worker.set_vrrp(p.clone());

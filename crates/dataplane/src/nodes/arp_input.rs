@@ -2,7 +2,7 @@
 //! bindings (RFC 826 "packet reception" with its merge rule: update an
 //! existing entry from any ARP packet, create one only when we are the
 //! target), hardened: a reply creates an entry only if it answers a
-//! request vecgate sent ([`crate::neighbour_solicited`]), and only an
+//! request vecgate sent ([`crate::neighbour::solicited`]), and only an
 //! on-link sender creates one at all. Unsolicited replies and gratuitous
 //! ARP refresh existing entries and nothing else.
 

@@ -11,7 +11,7 @@
 use super::{icmp_aux, icmp_error::kind, ip_ethertype, push_eth};
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::neighbour::fmt_mac;
-use crate::neighbour_packets::{arp_request, neighbor_solicit};
+use crate::neighbour::packets::{arp_request, neighbor_solicit};
 use crate::offload::tso;
 use crate::tables::Adj;
 use packet::buffer::{Gso, Packet};

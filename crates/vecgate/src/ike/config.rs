@@ -85,8 +85,8 @@ pub fn ike_config_keyed(
     psk: &[u8],
 ) -> Result<IkeConfig, String> {
     let mut c = IkeConfig::new(
-        SocketAddr::new(t.local, dataplane::ike_punt::IKE_PORT),
-        SocketAddr::new(t.remote, dataplane::ike_punt::IKE_PORT),
+        SocketAddr::new(t.local, dataplane::punt::ike::IKE_PORT),
+        SocketAddr::new(t.remote, dataplane::punt::ike::IKE_PORT),
         psk,
     );
     if let Some(id) = &s.local_id {

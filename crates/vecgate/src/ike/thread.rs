@@ -1,11 +1,11 @@
 //! The IKE thread's loop: the API's commands, initiators paced per peer,
 //! punted datagrams in bounded batches (those of our live IKE SAs first,
-//! [`dataplane::ike_punt::Class`]), then the timers every turn however
+//! [`dataplane::punt::ike::Class`]), then the timers every turn however
 //! full the queues are, and what the state machines asked for; tunnels
 //! deleted live and at shutdown.
 
 use super::{Cmd, ControlPlane, BACKUP_WAIT, MAX_BATCH, MAX_WAIT, SHUTDOWN_FLUSH};
-use dataplane::ike_punt::Class;
+use dataplane::punt::ike::Class;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
@@ -272,7 +272,7 @@ impl ControlPlane {
     /// its IKE SPI (several tunnels may join the same two gateways), else
     /// (a new IKE_SA_INIT) one whose addresses match — preferably one
     /// without an IKE SA yet — else (a NAT'd peer) the one with our address.
-    fn datagram(&mut self, d: &dataplane::ike_punt::Datagram) {
+    fn datagram(&mut self, d: &dataplane::punt::ike::Datagram) {
         if !self.sending {
             return;
         }
@@ -282,7 +282,7 @@ impl ControlPlane {
             d.data(),
             d.local,
             d.remote,
-            dataplane::ike_punt::NAT_T_PORT,
+            dataplane::punt::ike::NAT_T_PORT,
         );
         match pick {
             Some(i) => self.tunnels[i]
@@ -306,7 +306,7 @@ impl ControlPlane {
 
     /// Tells the workers our SPIs of live IKE SAs: datagrams carrying one
     /// take the punt queue a spoofed flood cannot fill
-    /// ([`dataplane::ike_punt::Class::Known`]).
+    /// ([`dataplane::punt::ike::Class::Known`]).
     fn publish_spis(&self) {
         let spis = self.tunnels.iter().flat_map(|t| t.ike.local_spis());
         self.punt.set_known_spis(spis.collect());

@@ -1,10 +1,10 @@
 //! ip-local's host punt: BGP and BFD addressed to the gateway go whole to
-//! the host's stack through its VRF's TUN ([`crate::host_punt`]).
+//! the host's stack through its VRF's TUN ([`crate::punt::host`]).
 
 use super::E;
 use crate::graph::Ctx;
-use crate::host_punt::HostPunt;
 use crate::nodes::be16;
+use crate::punt::host::HostPunt;
 use packet::buffer::{Gso, Packet};
 
 /// `None`: not for the host, or no host punt running (the packet goes its

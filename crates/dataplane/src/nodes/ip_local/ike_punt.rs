@@ -1,5 +1,5 @@
 //! ip-local's IKE punt: IKEv2 datagrams addressed to the gateway are
-//! copied to the control plane's punt queue ([`crate::ike_punt`]).
+//! copied to the control plane's punt queue ([`crate::punt::ike`]).
 
 use super::E;
 use crate::graph::Ctx;
@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use wire::{checksum, udp as udp_hdr};
 
 /// IKE for the control plane: UDP to port 500, or to 4500 with the non-ESP
-/// marker (RFC 3948 §2.2), punted as a copy ([`crate::ike_punt::Punt::punt`]).
+/// marker (RFC 3948 §2.2), punted as a copy ([`crate::punt::IkePunt::punt`]).
 /// `None`: not IKE, or no control plane (the packet goes its usual way);
 /// otherwise the reason to count before freeing the packet.
 #[inline]
@@ -37,7 +37,7 @@ pub(super) fn punt_ike(
     }
     let udp = &udp[..ulen];
     let payload = &udp[8..];
-    if !crate::ike_punt::Punt::wants(dport, payload) {
+    if !crate::punt::IkePunt::wants(dport, payload) {
         return None;
     }
     // Only at a tunnel's underlay endpoint (VRF and address): a tenant's
@@ -60,7 +60,7 @@ pub(super) fn punt_ike(
         std::net::SocketAddr::new(src, sport),
         p.meta.vrf,
     );
-    use crate::ike_punt::Class;
+    use crate::punt::ike::Class;
     Some(match r {
         Ok(Class::Known) => E::IkePuntedKnown,
         Ok(Class::Other) => E::IkePunted,

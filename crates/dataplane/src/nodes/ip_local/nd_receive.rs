@@ -4,8 +4,8 @@
 
 use super::{reply_meta, IpLocal, E, R};
 use crate::graph::{flags, Ctx, Next, NodeId};
+use crate::neighbour::packets::{na_reply, NA_OVERRIDE, NA_SOLICITED};
 use crate::neighbour::Learn;
-use crate::neighbour_packets::{na_reply, NA_OVERRIDE, NA_SOLICITED};
 use crate::nodes::{push_eth, send_released, ETHERTYPE_IPV6};
 use crate::tables::multicast_mac_v6;
 use packet::buffer::Packet;

@@ -1,15 +1,13 @@
 //! ip-local's VRRP punt: advertisements (IP protocol 112 to 224.0.0.18 /
 //! ff02::12, RFC 5798 §5.1) are copied to the control plane's VRRP queue
-//! (a [`crate::ike_punt::Punt`] of its own), which runs the state machine.
-//!
-//! The punted datagram's `local` is the group address with the receiving
-//! port id in place of a port number (a group lives on one interface);
-//! `remote` is the sender, port 0.
+//! ([`crate::punt::vrrp`]) with the port they arrived on, for the speaker
+//! thread, which runs the state machines.
 
 use super::E;
 use crate::graph::Ctx;
+use crate::punt::vrrp::AdvertFrom;
 use packet::buffer::Packet;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 /// `None`: not VRRP, or no VRRP running (the packet goes its usual way).
 #[inline]
@@ -34,9 +32,11 @@ pub(super) fn punt_vrrp(
     let payload = d.get(l4..)?;
     let ok = punt.punt(
         payload,
-        SocketAddr::new(dst, p.meta.rx_port),
-        SocketAddr::new(src, 0),
-        p.meta.vrf,
+        AdvertFrom {
+            port: p.meta.rx_port,
+            src,
+            dst,
+        },
     );
     Some(if ok { E::VrrpPunted } else { E::PuntFull })
 }

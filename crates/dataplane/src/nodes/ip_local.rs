@@ -5,12 +5,12 @@
 //! - [`nd_receive`]: Neighbor Discovery (RFC 4861: NS → NA, NA →
 //!   neighbour table);
 //! - [`ike_punt`]: IKE (UDP 500, and UDP 4500 behind a non-ESP marker) to
-//!   the control plane when one runs ([`crate::ike_punt`]), and only at an
+//!   the control plane when one runs ([`crate::punt::ike`]), and only at an
 //!   ESP tunnel's underlay endpoint (VRF and address);
 //! - [`vrrp_punt`]: VRRP advertisements to the control plane when HA
 //!   runs;
 //! - [`host_punt`]: BGP (TCP 179) and BFD to the host's stack through
-//!   the VRF's TUN when `[[routing.punt]]` names it ([`crate::host_punt`]);
+//!   the VRF's TUN when `[[routing.punt]]` names it ([`crate::punt::host`]);
 //! - [`tunnel_demux`]: tunnel traffic to decapsulation — IP protocol 47 to
 //!   gre-input, UDP to a VXLAN tunnel's port to vxlan-input, IP protocol 50
 //!   and UDP 4500 (NAT-T) to esp-decrypt, with `meta.aux` = the offset of
@@ -30,7 +30,7 @@ mod udp_gso;
 mod vrrp_punt;
 
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
-use crate::neighbour_packets::{ICMP6_NA, ICMP6_NS};
+use crate::neighbour::packets::{ICMP6_NA, ICMP6_NS};
 use packet::buffer::{Gso, Packet};
 use std::net::IpAddr;
 use wire::{ipv4, ipv6};

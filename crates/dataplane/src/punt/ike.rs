@@ -9,21 +9,21 @@
 //!
 //! * **punt** — ip-local hands UDP to port 500, and UDP to port 4500 that
 //!   starts with the 4-byte non-ESP marker, for one of our addresses, to
-//!   [`Punt::punt`]: the UDP payload is copied into a preallocated slot and
+//!   [`IkePunt::punt`]: the UDP payload is copied into a preallocated slot and
 //!   queued with its addresses and underlay VRF. A full queue (or no free
 //!   slot) drops the datagram and counts it; IKE retransmits. No
 //!   allocation, no lock and no blocking in the worker.
-//! * **inject** — the control plane hands a datagram to [`Punt::inject`];
-//!   every worker drains the queue once per loop ([`Punt::drain_inject`]),
+//! * **inject** — the control plane hands a datagram to [`IkePunt::inject`];
+//!   every worker drains the queue once per loop ([`IkePunt::drain_inject`]),
 //!   wraps the payload in IPv4/IPv6 + UDP built here and routes it in the
 //!   given VRF through ip4/ip6-lookup, exactly as an encapsulated packet
 //!   leaves (so ARP/ND, the FIB and the output ports are the dataplane's).
 //!
-//! Each direction has its own fixed slots ([`crate::slot_queue`]): a
+//! Each direction has its own fixed slots ([`crate::punt::slot_queue`]): a
 //! flood that fills every punt slot leaves the control plane its transmit
 //! slots, so its retransmissions, liveness checks and rekeys still leave.
 //! Inbound, datagrams that carry an SPI of one of our live IKE SAs (the
-//! control plane publishes them, [`Punt::set_known_spis`]) go to a queue
+//! control plane publishes them, [`IkePunt::set_known_spis`]) go to a queue
 //! of their own ([`Class::Known`]), which the control plane serves first:
 //! a spoofed flood — IKE_SA_INITs, or anything else without an SPI only
 //! the peer knows — fills the other queue only, and never starves DPD,
@@ -34,7 +34,7 @@
 //! library expects.
 
 use crate::graph::flags;
-use crate::slot_queue::{PushError, Slot, SlotQueue};
+use crate::punt::slot_queue::{PushError, Slot, SlotQueue};
 use arc_swap::ArcSwap;
 use packet::buffer::{Packet, Pool};
 use std::net::{IpAddr, SocketAddr};
@@ -50,7 +50,7 @@ pub const NAT_T_PORT: u16 = 4500;
 /// Largest UDP payload carried: IKE messages are fragmented (RFC 7383)
 /// well below this; anything larger is dropped and counted.
 pub const SLOT_SIZE: usize = 8192;
-/// Slots per [`Punt`] direction by default.
+/// Slots per [`IkePunt`] direction by default.
 pub const DEFAULT_SLOTS: usize = 256;
 /// Slots of the inbound queue of datagrams for our live IKE SAs
 /// ([`Class::Known`]): a few exchanges' worth per SA, fragments included.
@@ -63,7 +63,7 @@ const UDP_HDR: usize = 8;
 /// Which inbound queue a datagram took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// It carries an SPI of a live IKE SA of ours ([`Punt::set_known_spis`]).
+    /// It carries an SPI of a live IKE SA of ours ([`IkePunt::set_known_spis`]).
     Known,
     /// Anything else: new IKE_SA_INITs, strangers, floods (and transmit).
     Other,
@@ -86,7 +86,7 @@ pub struct Endpoints {
 /// `vrf` and `class` its [`Endpoints`].
 pub type Datagram = Slot<Endpoints>;
 
-/// Why [`Punt::inject`] refused a datagram.
+/// Why [`IkePunt::inject`] refused a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InjectError {
     /// Larger than [`SLOT_SIZE`] (or than an IP packet can be).
@@ -127,7 +127,7 @@ pub struct PuntCounters {
 }
 
 /// The punt / inject queues shared by the workers and the control thread.
-pub struct Punt {
+pub struct IkePunt {
     /// Inbound, for our live IKE SAs: served first.
     known: SlotQueue<Endpoints>,
     /// Inbound, everything else.
@@ -140,9 +140,9 @@ pub struct Punt {
     pub counters: PuntCounters,
 }
 
-impl std::fmt::Debug for Punt {
+impl std::fmt::Debug for IkePunt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Punt")
+        f.debug_struct("IkePunt")
             .field("known", &self.known)
             .field("other", &self.other)
             .field("counters", &self.counters)
@@ -150,12 +150,12 @@ impl std::fmt::Debug for Punt {
     }
 }
 
-impl Punt {
+impl IkePunt {
     /// Preallocates `slots` slots for the inbound queue of other
     /// datagrams and for transmit, [`KNOWN_SLOTS`] for the known queue
     /// (the only allocation of this path).
-    pub fn new(slots: usize) -> Arc<Punt> {
-        Arc::new(Punt {
+    pub fn new(slots: usize) -> Arc<IkePunt> {
+        Arc::new(IkePunt {
             known: SlotQueue::new(KNOWN_SLOTS, SLOT_SIZE),
             other: SlotQueue::new(slots, SLOT_SIZE),
             tx: SlotQueue::new(slots, SLOT_SIZE),
@@ -252,13 +252,13 @@ impl Punt {
         }
     }
 
-    /// [`Punt::punt_class`], `false` when dropped.
+    /// [`IkePunt::punt_class`], `false` when dropped.
     pub fn punt(&self, payload: &[u8], local: SocketAddr, remote: SocketAddr, vrf: u16) -> bool {
         self.punt_class(payload, local, remote, vrf).is_ok()
     }
 
     /// Waits up to `timeout` for a punted datagram of either class, known
-    /// first (control side); give it back with [`Punt::release`].
+    /// first (control side); give it back with [`IkePunt::release`].
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Datagram> {
         if let Some(d) = self.known.try_pop().or_else(|| self.other.try_pop()) {
             return Some(d);
@@ -430,17 +430,17 @@ mod tests {
 
     #[test]
     fn wants_ike_only() {
-        assert!(Punt::wants(500, &[1, 2, 3]));
-        assert!(Punt::wants(4500, &[0, 0, 0, 0, 0x11]));
+        assert!(IkePunt::wants(500, &[1, 2, 3]));
+        assert!(IkePunt::wants(4500, &[0, 0, 0, 0, 0x11]));
         // ESP (non-zero SPI) and the NAT keepalive stay in the dataplane.
-        assert!(!Punt::wants(4500, &[0, 0, 1, 0, 0x11]));
-        assert!(!Punt::wants(4500, &[0xff]));
-        assert!(!Punt::wants(53, &[0, 0, 0, 0, 1]));
+        assert!(!IkePunt::wants(4500, &[0, 0, 1, 0, 0x11]));
+        assert!(!IkePunt::wants(4500, &[0xff]));
+        assert!(!IkePunt::wants(53, &[0, 0, 0, 0, 1]));
     }
 
     #[test]
     fn punt_is_bounded_and_slots_recycle() {
-        let p = Punt::new(2);
+        let p = IkePunt::new(2);
         let (l, r) = (sa("192.0.2.1:500"), sa("192.0.2.2:500"));
         assert!(p.punt(b"one", l, r, 0));
         assert!(p.punt(b"two", l, r, 0));
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn inject_builds_ipv4_udp() {
-        let p = Punt::new(4);
+        let p = IkePunt::new(4);
         let mut pool = Pool::new(4);
         let payload = [0u8, 0, 0, 0, 0xaa, 0xbb, 0xcc];
         p.inject(&payload, sa("192.0.2.1:4500"), sa("198.51.100.7:4500"), 2)
@@ -503,7 +503,7 @@ mod tests {
 
     #[test]
     fn a_full_punt_direction_leaves_inject_its_slots() {
-        let p = Punt::new(2);
+        let p = IkePunt::new(2);
         let (l, r) = (sa("192.0.2.1:500"), sa("192.0.2.2:500"));
         // A flood holds every punt slot (queued, not yet taken).
         assert!(p.punt(b"a", l, r, 0) && p.punt(b"b", l, r, 0));
@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn a_flood_fills_its_own_queue_not_the_known_sas_one() {
-        let p = Punt::new(4);
+        let p = IkePunt::new(4);
         let (l, r) = (sa("192.0.2.1:500"), sa("192.0.2.2:500"));
         p.set_known_spis(vec![0x1111, 0, 0x2222]);
         // A flood (new INITs, other SPIs) from the peer's own address
@@ -571,7 +571,7 @@ mod tests {
 
     #[test]
     fn inject_builds_ipv6_udp() {
-        let p = Punt::new(1);
+        let p = IkePunt::new(1);
         let mut pool = Pool::new(1);
         p.inject(b"ike", sa("[2001:db8::1]:500"), sa("[2001:db8::2]:500"), 0)
             .unwrap();

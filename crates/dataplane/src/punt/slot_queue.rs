@@ -1,5 +1,5 @@
 //! A bounded queue of preallocated byte slots between threads: the one
-//! shape of every punt path ([`crate::ike_punt`], [`crate::host_punt`]).
+//! shape of every punt path ([`crate::punt::ike`], [`crate::punt::host`]).
 //! A fixed set of slots circulates through a free list and a queue, both
 //! bounded channels: the producer takes a free slot, fills it and queues
 //! it; the consumer takes it and gives it back. No allocation after

@@ -14,12 +14,12 @@
 //!   drains the queue once per loop and routes the packets in their VRF
 //!   through ip4/ip6-lookup, as if the gateway had originated them.
 //!
-//! Fixed slots, bounded queues ([`crate::slot_queue`]), each direction
+//! Fixed slots, bounded queues ([`crate::punt::slot_queue`]), each direction
 //! with its own slots: a full queue drops and counts (TCP and BFD
 //! recover); no allocation, no lock, no blocking in a worker.
 
 use crate::graph::flags;
-use crate::slot_queue::{PushError, Slot, SlotQueue};
+use crate::punt::slot_queue::{PushError, Slot, SlotQueue};
 use packet::buffer::{Packet, Pool};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
