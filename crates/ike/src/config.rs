@@ -4,10 +4,12 @@ use crate::crypto::{DhGroup, Encr, Integ, Prf};
 use crate::error::{Error, Result};
 use crate::payload::sa::{self, Proposal, Transform};
 use crate::payload::{Identity, TrafficSelector};
+use crate::pki::{LocalCert, TrustStore};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use zeroize::Zeroizing;
 
 /// An IP prefix used as a traffic selector.
@@ -260,6 +262,26 @@ pub struct ChildPolicy {
     pub esp_proposals: Vec<EspProposal>,
 }
 
+/// How we prove our identity in IKE_AUTH (RFC 7296 §2.15).
+#[derive(Debug, Clone)]
+pub enum LocalAuth {
+    /// The pre-shared key ([`IkeConfig::psk`]).
+    Psk,
+    /// A signature with our certificate's key; the certificate (and its
+    /// intermediates) go in CERT payloads.
+    Cert(Arc<LocalCert>),
+}
+
+/// How the peer must prove its identity.
+#[derive(Debug, Clone)]
+pub enum RemoteAuth {
+    /// The pre-shared key.
+    Psk,
+    /// A signature by a certificate that chains to one of these anchors
+    /// (or is the peer certificate configured in it).
+    Cert(Arc<TrustStore>),
+}
+
 /// Everything one IKE peer needs. The PSK is read by the caller (from a
 /// file) and never printed: `Debug` redacts it.
 #[derive(Clone)]
@@ -278,6 +300,14 @@ pub struct IkeConfig {
     pub remote_id: Identity,
     /// Pre-shared key.
     pub psk: Zeroizing<Vec<u8>>,
+    /// How we authenticate (PSK unless a certificate is configured).
+    pub local_auth: LocalAuth,
+    /// How the peer must authenticate; either side may differ from the
+    /// other (a certificate here, a PSK there).
+    pub remote_auth: RemoteAuth,
+    /// The time of day certificates are checked at (validity, CRLs);
+    /// `SystemTime::now` but for tests.
+    pub wall_clock: fn() -> SystemTime,
     /// IKE proposals in preference order.
     pub ike_proposals: Vec<IkeProposal>,
     /// ESP proposals in preference order.
@@ -342,6 +372,8 @@ impl fmt::Debug for IkeConfig {
             .field("local_id", &self.local_id)
             .field("remote_id", &self.remote_id)
             .field("psk", &"<redacted>")
+            .field("local_auth", &self.local_auth)
+            .field("remote_auth", &self.remote_auth)
             .field("ike_proposals", &self.ike_proposals)
             .field("esp_proposals", &self.esp_proposals)
             .field("local_ts", &self.local_ts)
@@ -364,6 +396,9 @@ impl IkeConfig {
             local_id: Identity::from_text(&local_addr.ip().to_string()),
             remote_id: Identity::from_text(&remote_addr.ip().to_string()),
             psk: Zeroizing::new(psk.to_vec()),
+            local_auth: LocalAuth::Psk,
+            remote_auth: RemoteAuth::Psk,
+            wall_clock: SystemTime::now,
             ike_proposals: ["aes256gcm16-prfsha256-x25519", "aes256-sha256-modp2048"]
                 .iter()
                 .filter_map(|s| s.parse().ok())

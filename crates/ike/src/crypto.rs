@@ -280,6 +280,19 @@ pub fn psk_auth(
     prf.prf(&key, &[message, peer_nonce, &maced_id]).to_vec()
 }
 
+/// The octets an AUTH signature covers (RFC 7296 §2.15):
+/// RealMessage | Nonce | prf(SK_p, IDbody).
+pub fn signed_octets(
+    prf: Prf,
+    message: &[u8],
+    peer_nonce: &[u8],
+    sk_p: &[u8],
+    id_body: &[u8],
+) -> Vec<u8> {
+    let maced_id = prf.prf(sk_p, &[id_body]);
+    [message, peer_nonce, &maced_id].concat()
+}
+
 /// Constant-time equality.
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     constant_time::verify_slices_are_equal(a, b).is_ok()

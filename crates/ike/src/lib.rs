@@ -46,13 +46,14 @@ pub mod error;
 pub mod group;
 pub mod message;
 pub mod payload;
+pub mod pki;
 pub mod select;
 pub mod state;
 
-pub use config::{ChildPolicy, EspProposal, IkeConfig, IkeProposal, Prefix};
+pub use config::{ChildPolicy, EspProposal, IkeConfig, IkeProposal, LocalAuth, Prefix, RemoteAuth};
 pub use error::{Error, Result};
 pub use payload::Identity;
 pub use state::{
-    Action, ChildSaKeys, ChildSnapshot, Event, FailReason, Ike, InFlight, InitDrop, InitStats,
-    PendingSnapshot, SaSnapshot, MAX_HALF_OPEN,
+    Action, AuthInfo, ChildSaKeys, ChildSnapshot, Event, FailReason, Ike, InFlight, InitDrop,
+    InitStats, PendingSnapshot, SaSnapshot, MAX_HALF_OPEN,
 };

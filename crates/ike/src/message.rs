@@ -190,6 +190,22 @@ impl Message {
         })
     }
 
+    /// The CERT payloads, in order: (encoding, data).
+    pub fn certs(&self) -> impl Iterator<Item = (u8, &[u8])> {
+        self.payloads.iter().filter_map(|p| match p {
+            Payload::Cert { encoding, data } => Some((*encoding, data.as_slice())),
+            _ => None,
+        })
+    }
+
+    /// The CERTREQ payloads, in order: (encoding, data).
+    pub fn cert_reqs(&self) -> impl Iterator<Item = (u8, &[u8])> {
+        self.payloads.iter().filter_map(|p| match p {
+            Payload::CertReq { encoding, data } => Some((*encoding, data.as_slice())),
+            _ => None,
+        })
+    }
+
     /// First error notify, if any.
     pub fn error_notify(&self) -> Option<u16> {
         self.payloads.iter().find_map(|p| match p {

@@ -3,6 +3,7 @@
 //! [`RawPayloads`] walks a payload chain without copying; [`Payload`] is the
 //! owned representation the state machine and the tests use.
 
+pub mod cert;
 pub mod sa;
 pub mod ts;
 pub mod typed;
@@ -129,6 +130,9 @@ pub enum Identity {
     Fqdn(String),
     /// ID_RFC822_ADDR.
     Rfc822(String),
+    /// ID_DER_ASN1_DN: a distinguished name, DER (as in a certificate's
+    /// subject; compared attribute by attribute, [`crate::pki::name`]).
+    Dn(Vec<u8>),
     /// ID_KEY_ID: opaque octets.
     KeyId(Vec<u8>),
     /// Any other ID type, kept opaque.
@@ -143,6 +147,7 @@ impl Identity {
             Identity::Fqdn(_) => 2,
             Identity::Rfc822(_) => 3,
             Identity::Ipv6(_) => 5,
+            Identity::Dn(_) => 9,
             Identity::KeyId(_) => 11,
             Identity::Other(t, _) => *t,
         }
@@ -156,7 +161,7 @@ impl Identity {
             Identity::Ipv4(a) => b.extend_from_slice(&a.octets()),
             Identity::Ipv6(a) => b.extend_from_slice(&a.octets()),
             Identity::Fqdn(s) | Identity::Rfc822(s) => b.extend_from_slice(s.as_bytes()),
-            Identity::KeyId(d) | Identity::Other(_, d) => b.extend_from_slice(d),
+            Identity::Dn(d) | Identity::KeyId(d) | Identity::Other(_, d) => b.extend_from_slice(d),
         }
         b
     }
@@ -182,13 +187,17 @@ impl Identity {
             3 => Identity::Rfc822(
                 String::from_utf8(d.to_vec()).map_err(|_| Error::Malformed("ID_RFC822"))?,
             ),
+            9 => Identity::Dn(d.to_vec()),
             11 => Identity::KeyId(d.to_vec()),
             t => Identity::Other(t, d.to_vec()),
         })
     }
 
     /// Parse the strongSwan-like textual form: an IP address, `keyid:...`,
-    /// `user@host` or an FQDN.
+    /// a DN (`C=CH, O=example, CN=gw1`), `user@host`, `%any` or an FQDN.
+    /// Text with `=` that is not a DN of known attributes stays an FQDN;
+    /// [`crate::pki::name::dn_from_text`] tells them apart for callers
+    /// that want to refuse it.
     pub fn from_text(s: &str) -> Self {
         if let Ok(a) = s.parse::<Ipv4Addr>() {
             Identity::Ipv4(a)
@@ -196,10 +205,34 @@ impl Identity {
             Identity::Ipv6(a)
         } else if let Some(k) = s.strip_prefix("keyid:") {
             Identity::KeyId(k.as_bytes().to_vec())
+        } else if let Some(dn) = crate::pki::name::looks_like_dn(s)
+            .then(|| crate::pki::name::dn_from_text(s))
+            .flatten()
+        {
+            Identity::Dn(dn)
         } else if s.contains('@') {
             Identity::Rfc822(s.to_string())
         } else {
             Identity::Fqdn(s.to_string())
+        }
+    }
+}
+
+impl std::fmt::Display for Identity {
+    /// The textual form [`Identity::from_text`] reads (DNs as
+    /// `C=.., O=.., CN=..`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        match self {
+            Identity::Ipv4(a) => write!(f, "{a}"),
+            Identity::Ipv6(a) => write!(f, "{a}"),
+            Identity::Fqdn(s) | Identity::Rfc822(s) => f.write_str(s),
+            Identity::Dn(d) => f.write_str(&crate::pki::name::dn_text(d)),
+            Identity::KeyId(d) => match std::str::from_utf8(d) {
+                Ok(s) if s.chars().all(|c| c.is_ascii_graphic()) => write!(f, "keyid:{s}"),
+                _ => write!(f, "keyid:#{}", hex(d)),
+            },
+            Identity::Other(t, d) => write!(f, "id-type-{t}:#{}", hex(d)),
         }
     }
 }
@@ -260,9 +293,23 @@ pub enum Payload {
     IdI(Identity),
     /// IDr.
     IdR(Identity),
+    /// CERT.
+    Cert {
+        /// Certificate encoding ([`cert::encoding`]).
+        encoding: u8,
+        /// Certificate data (DER for X.509).
+        data: Vec<u8>,
+    },
+    /// CERTREQ.
+    CertReq {
+        /// Certificate encoding wanted.
+        encoding: u8,
+        /// Certification authority: concatenated SHA-1 key hashes.
+        data: Vec<u8>,
+    },
     /// AUTH.
     Auth {
-        /// Auth method (2 = shared key MIC).
+        /// Auth method ([`crate::pki::scheme::method`]).
         method: u8,
         /// Authentication data.
         data: Vec<u8>,
@@ -277,7 +324,7 @@ pub enum Payload {
     TsR(Vec<TrafficSelector>),
     /// Vendor ID (ignored).
     Vendor(Vec<u8>),
-    /// Any other non-critical payload (CP, CERTREQ, ...), ignored.
+    /// Any other non-critical payload (CP, EAP, ...), ignored.
     Other {
         /// Payload type.
         ty: u8,
@@ -295,6 +342,8 @@ impl Payload {
             Payload::Nonce(_) => kind::NONCE,
             Payload::IdI(_) => kind::IDI,
             Payload::IdR(_) => kind::IDR,
+            Payload::Cert { .. } => kind::CERT,
+            Payload::CertReq { .. } => kind::CERTREQ,
             Payload::Auth { .. } => kind::AUTH,
             Payload::Notify(_) => kind::NOTIFY,
             Payload::Delete(_) => kind::DELETE,
@@ -327,6 +376,14 @@ impl Payload {
             }
             kind::IDI => Payload::IdI(Identity::parse(body)?),
             kind::IDR => Payload::IdR(Identity::parse(body)?),
+            kind::CERT => {
+                let (encoding, data) = cert::decode(body, "CERT payload")?;
+                Payload::Cert { encoding, data }
+            }
+            kind::CERTREQ => {
+                let (encoding, data) = cert::decode(body, "CERTREQ payload")?;
+                Payload::CertReq { encoding, data }
+            }
             kind::AUTH => {
                 if body.len() < 4 {
                     return Err(Error::Truncated("AUTH payload"));
@@ -391,6 +448,10 @@ impl Payload {
             }
             Payload::Nonce(n) | Payload::Vendor(n) => out.extend_from_slice(n),
             Payload::IdI(id) | Payload::IdR(id) => out.extend_from_slice(&id.to_body()),
+            Payload::Cert { encoding, data } | Payload::CertReq { encoding, data } => {
+                out.push(*encoding);
+                out.extend_from_slice(data);
+            }
             Payload::Auth { method, data } => {
                 out.extend_from_slice(&[*method, 0, 0, 0]);
                 out.extend_from_slice(data);

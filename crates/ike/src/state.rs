@@ -20,13 +20,14 @@ mod ike_rekey;
 mod informational;
 mod lifetime;
 mod output;
+mod proof;
 mod retransmit;
 mod sa_init;
 mod snapshot;
 mod table;
 
 pub use admission::{InitDrop, InitStats, MAX_HALF_OPEN};
-pub use output::{Action, ChildSaKeys, Event, FailReason};
+pub use output::{Action, AuthInfo, ChildSaKeys, Event, FailReason};
 pub use snapshot::{ChildSnapshot, InFlight, PendingSnapshot, SaSnapshot};
 
 use crate::config::{ChildPolicy, IkeConfig};
@@ -78,10 +79,12 @@ impl fmt::Debug for Ike {
 
 impl Ike {
     /// New peer; nothing is sent until [`Ike::initiate`] or a datagram.
-    pub fn new(cfg: IkeConfig) -> Result<Ike> {
+    pub fn new(mut cfg: IkeConfig) -> Result<Ike> {
         if cfg.ike_proposals.is_empty() || cfg.esp_proposals.is_empty() {
             return Err(Error::Config("no proposals".into()));
         }
+        cfg.local_id =
+            proof::checked_local_id(cfg.local_id.clone(), &cfg.local_auth, &cfg.remote_auth)?;
         let mut cookie_secret = Zeroizing::new([0u8; 32]);
         crypto::random(&mut cookie_secret[..])?;
         Ok(Ike {
@@ -393,6 +396,19 @@ impl Ike {
                 self.auth_request(idx, m, now).map(Some)
             }
             (exchange::CREATE_CHILD_SA, St::Established) => {
+                if let Err(e) = self.recheck_peer(idx) {
+                    // The peer's certificate no longer passes (revoked
+                    // by a reloaded CRL, expired): no new keys for it,
+                    // and the IKE SA goes (RFC 7296 §1.4.1).
+                    self.fail(FailReason::PeerAuth(e), false);
+                    let sa = &mut self.sas[idx];
+                    sa.queue.clear();
+                    sa.queue.push_back(Task::DeleteIke);
+                    return Ok(Some(vec![Payload::Notify(crate::payload::Notify::new(
+                        crate::payload::notify::AUTHENTICATION_FAILED,
+                        vec![],
+                    ))]));
+                }
                 self.create_child_request(idx, m, now).map(Some)
             }
             (exchange::INFORMATIONAL, St::Established | St::HalfOpen) => {

@@ -68,7 +68,8 @@ fn identity() -> impl Strategy<Value = Identity> {
         "[a-z0-9.-]{0,30}".prop_map(Identity::Fqdn),
         "[a-z]{1,8}@[a-z]{1,8}".prop_map(Identity::Rfc822),
         bytes(40).prop_map(Identity::KeyId),
-        (prop::sample::select(vec![4u8, 9, 10, 12]), bytes(20))
+        bytes(60).prop_map(Identity::Dn),
+        (prop::sample::select(vec![4u8, 10, 12]), bytes(20))
             .prop_map(|(t, d)| Identity::Other(t, d)),
     ]
 }
@@ -81,6 +82,8 @@ fn payload() -> impl Strategy<Value = Payload> {
         identity().prop_map(Payload::IdI),
         identity().prop_map(Payload::IdR),
         (any::<u8>(), bytes(64)).prop_map(|(method, data)| Payload::Auth { method, data }),
+        (any::<u8>(), bytes(300)).prop_map(|(encoding, data)| Payload::Cert { encoding, data }),
+        (any::<u8>(), bytes(80)).prop_map(|(encoding, data)| Payload::CertReq { encoding, data }),
         (0u8..4, bytes(9), any::<u16>(), bytes(64)).prop_map(|(protocol, spi, ty, data)| {
             Payload::Notify(Notify {
                 protocol,
@@ -98,7 +101,7 @@ fn payload() -> impl Strategy<Value = Payload> {
         prop::collection::vec(ts(), 0..5).prop_map(Payload::TsI),
         prop::collection::vec(ts(), 0..5).prop_map(Payload::TsR),
         bytes(40).prop_map(Payload::Vendor),
-        (prop::sample::select(vec![37u8, 38, 47, 48, 99]), bytes(40))
+        (prop::sample::select(vec![47u8, 48, 99]), bytes(40))
             .prop_map(|(ty, data)| Payload::Other { ty, data }),
     ]
 }

@@ -158,6 +158,9 @@ impl Ike {
         sa.suite = Some(suite);
         sa.natt = old.natt;
         sa.frag_size = old.frag_size;
+        // The new SA stands on the old one's authentication (§2.18).
+        sa.auth = old.auth.clone();
+        sa.peer_hashes = old.peer_hashes;
         sa.state = St::Established;
         (sa.rekey_at, sa.expire_at) = super::lifetime::ike_deadlines(&self.cfg, now);
         // Children move to the new IKE SA (RFC 7296 §2.18).

@@ -2,7 +2,8 @@
 //! [`Event`]s to log, and negotiated child SAs as plain data.
 
 use crate::crypto::{IkeSuite, Secret};
-use crate::payload::{notify, TrafficSelector};
+use crate::payload::{notify, Identity, TrafficSelector};
+use crate::pki::{AuthError, AuthMethod, PeerCert};
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -57,6 +58,21 @@ impl fmt::Debug for ChildSaKeys {
     }
 }
 
+/// How the two sides of an IKE SA authenticated (RFC 7296 §2.15): kept
+/// with the SA through rekeys and HA sync, for `show ike` and for
+/// checking the peer's certificate again at each rekey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthInfo {
+    /// Method (and RFC 7427 scheme) of our AUTH payload.
+    pub local: AuthMethod,
+    /// The peer's.
+    pub remote: AuthMethod,
+    /// The identity the peer proved.
+    pub peer_id: Identity,
+    /// The peer's certificate (end entity first), when it signed.
+    pub peer_cert: Option<PeerCert>,
+}
+
 /// Why an exchange failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailReason {
@@ -74,6 +90,9 @@ pub enum FailReason {
     PeerError(u16),
     /// Malformed or unexpected content.
     Protocol(String),
+    /// The peer's certificate or signature was refused (we answer
+    /// AUTHENTICATION_FAILED), or no longer passes at a rekey.
+    PeerAuth(AuthError),
 }
 
 impl FailReason {
@@ -98,6 +117,7 @@ impl fmt::Display for FailReason {
             FailReason::Timeout => f.write_str("peer not responding"),
             FailReason::PeerError(t) => write!(f, "peer error notify {t}"),
             FailReason::Protocol(s) => write!(f, "protocol error: {s}"),
+            FailReason::PeerAuth(e) => write!(f, "AUTHENTICATION_FAILED: {e}"),
         }
     }
 }

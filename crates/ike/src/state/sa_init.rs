@@ -2,6 +2,7 @@
 //! nonces, NAT detection (§2.23) and fragmentation support (RFC 7383);
 //! the keys it yields protect everything that follows.
 
+use super::proof::{announced_hashes, requested_cas};
 use super::table::{ke_payload, nonce, rand_spi64, IkeSa, Req, St};
 use super::{Action, FailReason, Ike, InitDrop};
 use crate::crypto::{self, DhGroup, DhPrivate, IkeKeys, IkeSuite};
@@ -112,6 +113,9 @@ impl Ike {
                 notify::IKEV2_FRAGMENTATION_SUPPORTED,
                 vec![],
             )));
+        }
+        if self.uses_signatures() {
+            p.push(Ike::hash_notify());
         }
         let msg = Message {
             header: sa.header(exchange::IKE_SA_INIT, 0, false),
@@ -266,6 +270,7 @@ impl Ike {
             ke_payload(&dh),
             Payload::Nonce(sa.nr.clone()),
         ];
+        p.extend(self.cert_request());
         p.extend(nat_payloads(
             sa.spi_i,
             sa.spi_r,
@@ -281,6 +286,11 @@ impl Ike {
                     vec![],
                 )));
             }
+        }
+        // RFC 7427 §4: answered only if asked.
+        sa.peer_hashes = announced_hashes(&m);
+        if !sa.peer_hashes.is_empty() && self.uses_signatures() {
+            p.push(Ike::hash_notify());
         }
         let resp = Message {
             header: sa.header(exchange::IKE_SA_INIT, 0, true),
@@ -370,6 +380,8 @@ impl Ike {
         if m.notify(notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some() {
             sa.frag_size = self.cfg.fragment_size;
         }
+        sa.peer_hashes = announced_hashes(&m);
+        sa.peer_cas = requested_cas(&m);
         sa.next_req = 1;
         sa.last_rx = now;
         let nat = nat_detected(&m, sa.spi_i, sa.spi_r, sa.local, sa.remote);

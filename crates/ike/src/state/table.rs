@@ -116,6 +116,15 @@ pub(super) struct IkeSa {
     pub(super) rekey_at: Option<Instant>,
     pub(super) expire_at: Option<Instant>,
     pub(super) dead: bool,
+    /// Hashes the peer announced for RFC 7427 signatures (§4).
+    pub(super) peer_hashes: crate::pki::SigHashes,
+    /// CA key hashes of the peer's CERTREQs (RFC 7296 §3.7), for the
+    /// chain we send.
+    pub(super) peer_cas: Vec<[u8; crate::payload::cert::CA_HASH_LEN]>,
+    /// How both sides authenticated, once IKE_AUTH is done.
+    pub(super) auth: Option<super::AuthInfo>,
+    /// The method of the AUTH payload we sent as initiator.
+    pub(super) auth_sent: Option<crate::pki::AuthMethod>,
     /// Taken over from another gateway ([`Ike::import`]) and no request of
     /// the peer processed since: the old one may have answered requests
     /// after its last sync, so the peer's next ID may be a little ahead.
@@ -163,6 +172,10 @@ impl IkeSa {
             rekey_at: None,
             expire_at: None,
             dead: false,
+            peer_hashes: crate::pki::SigHashes::default(),
+            peer_cas: Vec::new(),
+            auth: None,
+            auth_sent: None,
             adopted: false,
         }
     }
@@ -363,6 +376,21 @@ impl Ike {
     }
 
     fn start_task(&mut self, idx: usize, t: Task, now: Instant) -> Result<()> {
+        let t = match t {
+            Task::NewChild(_) | Task::RekeyChild(_) | Task::RekeyIke => {
+                match self.recheck_peer(idx) {
+                    Ok(()) => t,
+                    Err(e) => {
+                        // New keys only for a peer whose certificate still
+                        // passes; the tunnel goes down instead.
+                        self.fail(FailReason::PeerAuth(e), false);
+                        self.sas[idx].queue.clear();
+                        Task::DeleteIke
+                    }
+                }
+            }
+            _ => t,
+        };
         let built = match t {
             Task::NewChild(_) | Task::RekeyChild(_) => self.child_request(idx, t)?,
             Task::RekeyIke => Some(self.ike_rekey_offer(idx)?),
