@@ -209,7 +209,7 @@ macro_rules! sa_request {
             /// chacha20poly1305.
             pub algorithm: String,
             /// Key in hex (key ‖ salt for GCM / ChaCha, key ‖ integrity key for CBC).
-            #[serde(default, skip_serializing)]
+            #[serde(default, skip_serializing_if = "never_written", serialize_with = "redacted")]
             #[schema(value_type = Option<String>, format = Password)]
             pub key: Option<HexKey>,
             /// Path of a hex key file on the gateway.
@@ -282,6 +282,17 @@ pub struct SaInfo {
     /// Refusals by reason (e.g. "replay", "integrity"); only reasons seen.
     #[serde(default)]
     pub drop_reasons: Vec<DropCount>,
+}
+
+/// A request's inline key is never written out (a serialized request
+/// names its key file only).
+fn never_written(_: &Option<HexKey>) -> bool {
+    true
+}
+
+/// What would stand for a key if one were written: nothing.
+fn redacted<S: serde::Serializer>(_: &Option<HexKey>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_none()
 }
 
 /// Key material in a request: hex text, zeroized when dropped, never
