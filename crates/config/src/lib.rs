@@ -48,6 +48,7 @@ pub mod ha;
 pub mod ipsec;
 mod model;
 mod parse;
+mod position;
 mod request;
 pub mod secret;
 mod validate;
@@ -56,10 +57,10 @@ pub use ha::{Ha, HaGroup, HaSync};
 pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use parse::ipsec::{IKE_KEYS, SA_KEYS};
-pub use parse::TUNNEL_KEYS;
+pub use parse::objects::TUNNEL_KEYS;
+use position::At;
 pub use request::{FieldError, InterfaceSpec, TunnelSpec};
 pub use validate::validate;
-use validate::Pos;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -71,15 +72,21 @@ pub struct Diagnostic {
     pub line: usize,
     /// 1-based column (bytes); 0 when `line` is 0.
     pub column: usize,
+    /// Which field: its path of keys and indices, as a request names it
+    /// (`tunnel[3].ike.psk_file`, `route[0].via`, `gateway.api`; the
+    /// index is the object's place in the file, or in the configuration's
+    /// list for one built in code). Empty for the file as a whole.
+    pub field: String,
     /// What is wrong, naming the object and the key.
     pub message: String,
 }
 
 impl Diagnostic {
-    pub(crate) fn at(pos: Pos, message: String) -> Self {
+    pub(crate) fn at(at: At, message: String) -> Self {
         Diagnostic {
-            line: pos.line,
-            column: pos.column,
+            line: at.pos.line,
+            column: at.pos.column,
+            field: at.field,
             message,
         }
     }

@@ -408,7 +408,7 @@ remote_id = "gw-b.example.net"
         );
         assert_eq!(
             serde_fields::<InterfaceSpec>(),
-            sorted(crate::parse::INTERFACE_KEYS)
+            sorted(crate::parse::objects::INTERFACE_KEYS)
         );
     }
 }

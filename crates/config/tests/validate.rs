@@ -754,6 +754,56 @@ fn validate_works_on_code_built_configs() {
     );
 }
 
+/// Every diagnostic names its field by path, as a request names it: the
+/// key, an element of a list, a sub-table's key; the index is the
+/// object's place in the file (a broken table keeps its number), or in
+/// the configuration's list for one built in code.
+#[test]
+fn diagnostics_name_their_field() {
+    let text = with_gw(
+        "workers = 0\n\
+         [[interface]]\nname = \"a\"\nhost = \"v\"\ndriver = \"nic\"\n\
+         [[interface]]\nname = \"b\"\nhost = \"w\"\ndriver = \"af_packet\"\naddresses = [\"10.0.0.1/24\", \"224.0.0.1/24\"]\n\
+         [[tunnel]]\nname = \"t\"\nkind = \"vxlan\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\n\
+         [[tunnel]]\nname = \"e\"\nkind = \"ipsec\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+         [[tunnel.sa]]\ndirection = \"out\"\nspi = 0x1001\nalgorithm = \"aes128gcm16\"\nkey_file = \"/k\"\nlifetime_bytes = 0\n\
+         [[tunnel.sa]]\ndirection = \"in\"\nspi = 0x1002\nalgorithm = \"aes128gcm16\"\nkey_file = \"/k\"\nbogus = 1\n\
+         [[route]]\nprefix = \"10.1.0.0/24\"\nvia = \"nowhere\"\n",
+    );
+    let d = parse(&text).unwrap_err();
+    let fields: Vec<&str> = d.iter().map(|d| d.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "gateway.workers",
+            "interface[0].driver",
+            "interface[1].addresses[1]",
+            "tunnel[0].key",
+            "tunnel[1].sa[0].lifetime_bytes",
+            "tunnel[1].sa[1].bogus",
+            "route[0].via",
+        ],
+        "{d:#?}"
+    );
+    // Built in code: the tunnel's place in the list, its SA's sub-path.
+    let mut cfg = parse(&with_gw(
+        "[[tunnel]]\nname = \"e\"\nkind = \"ipsec\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+         [[tunnel.sa]]\ndirection = \"out\"\nspi = 0x1001\nalgorithm = \"aes128gcm16\"\nkey_file = \"/k\"\n\
+         [[tunnel.sa]]\ndirection = \"in\"\nspi = 0x1002\nalgorithm = \"aes128gcm16\"\nkey_file = \"/k\"\n",
+    ))
+    .unwrap();
+    let ipsec = cfg.tunnels[0].ipsec.as_mut().unwrap();
+    ipsec.sas[1].replay_window = 1 << 20;
+    ipsec.traffic = vec!["10.0.0.1/8".parse().unwrap()];
+    let fields: Vec<String> = validate(&cfg).into_iter().map(|d| d.field).collect();
+    assert_eq!(
+        fields,
+        ["tunnel[0].traffic", "tunnel[0].sa[1].replay_window"]
+    );
+    // A syntax error concerns the file as a whole.
+    assert_eq!(parse("[gateway\n").unwrap_err()[0].field, "");
+}
+
 #[test]
 fn load_reports_io_and_diagnostics() {
     let missing =

@@ -7,7 +7,7 @@ use crate::ha::{
     Ha, HaGroup, HaSync, DEFAULT_INTERVAL_CS, DEFAULT_MAX_SA_PPS, DEFAULT_PRIORITY,
     DEFAULT_SYNC_INTERVAL_MS, DEFAULT_TRACK_PENALTY, MAX_MAX_SA_PPS, MIN_MAX_SA_PPS,
 };
-use crate::validate::{ObjPos, Pos};
+use crate::position::{At, ObjPos, Positions};
 use crate::Diagnostic;
 use std::net::{IpAddr, SocketAddr};
 use toml::de::{DeTable, DeValue};
@@ -41,26 +41,24 @@ pub(super) fn read(
     diags: &mut Vec<Diagnostic>,
 ) -> (Option<Ha>, ObjPos) {
     let Some((k, v)) = find(doc, "ha") else {
-        return (None, ObjPos::default());
+        return (None, Positions::default().ha);
     };
     let DeValue::Table(t) = v.get_ref() else {
+        let at = At {
+            pos: src.span(k.span()),
+            field: "ha".to_owned(),
+        };
         diags.push(Diagnostic::at(
-            src.span(k.span()),
+            at,
             format!(
                 "\"ha\" must be a table ([ha]), found {}",
                 type_name(v.get_ref())
             ),
         ));
-        return (None, ObjPos::default());
+        return (None, Positions::default().ha);
     };
-    let mut r = Reader {
-        src,
-        table: t,
-        label: "[ha]".to_owned(),
-        pos: ObjPos::new(src.span(v.span())),
-        diags,
-        broken: false,
-    };
+    let (label, path) = ("[ha]".to_owned(), "ha".to_owned());
+    let mut r = Reader::new(src, t, label, path, src.span(v.span()), diags);
     r.unknown_keys(HA_KEYS);
     let priority = r
         .int("priority", 1..256, "1..=255")
@@ -81,18 +79,9 @@ pub(super) fn read(
     if let Some((gk, gv)) = find(t, "group") {
         let key_span = gk.span();
         r.pos.keys.push(("group", src.span(key_span.clone())));
-        for (i, (gt, at)) in tables(src, "ha.group", gv, key_span, r.diags)
-            .into_iter()
-            .enumerate()
-        {
-            let mut g = Reader {
-                src,
-                table: gt,
-                label: format!("[[ha.group]] #{}", i + 1),
-                pos: ObjPos::new(at),
-                diags: r.diags,
-                broken: false,
-            };
+        for (i, gt, at) in tables(src, "ha.group", "ha.group", gv, key_span, r.diags) {
+            let label = format!("[[ha.group]] #{}", i + 1);
+            let mut g = Reader::new(src, gt, label, format!("ha.group[{i}]"), at, r.diags);
             g.unknown_keys(GROUP_KEYS);
             let vrid = g
                 .int("vrid", 1..256, "1..=255")
@@ -102,13 +91,18 @@ pub(super) fn read(
             }
             let interface = g.string("interface", true);
             let mut addresses = Vec::new();
-            let at_addrs: Pos = g.key_pos("addresses");
-            for s in read_strings(&mut g, "addresses") {
+            // Reported where the group starts, as the whole list is read.
+            let at_addrs = g.at("addresses").pos;
+            for (j, s) in read_strings(&mut g, "addresses").into_iter().enumerate() {
                 match s.parse::<IpAddr>() {
                     Ok(a) => addresses.push(a),
                     Err(_) => {
+                        let field = format!("{}.addresses[{j}]", g.pos.path);
                         g.err(
-                            at_addrs,
+                            At {
+                                pos: at_addrs,
+                                field,
+                            },
                             format!("addresses: \"{s}\" is not an IPv4 or IPv6 address"),
                         );
                         g.broken = true;
@@ -155,7 +149,7 @@ pub(super) fn read(
 fn sock(r: &mut Reader<'_, '_, '_>, key: &'static str) -> Option<SocketAddr> {
     let a = r.socket_addr(key)?;
     if a.port() == 0 || a.ip().is_unspecified() || a.ip().is_multicast() {
-        let at = r.key_pos(key);
+        let at = r.at(key);
         r.err(
             at,
             format!("{key} = \"{a}\" must be a unicast address and a non-zero port"),
@@ -203,8 +197,11 @@ fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
         return None;
     }
     let missing: Vec<&str> = given.iter().filter(|g| !g.1).map(|g| g.0).collect();
-    if !missing.is_empty() {
-        let at = r.pos.table;
+    if let Some(first) = missing.first() {
+        let at = At {
+            pos: r.pos.table,
+            field: format!("{}.{first}", r.pos.path),
+        };
         r.err(
             at,
             format!(
@@ -217,7 +214,7 @@ fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
     }
     let (local, peer, key_file) = (local?, peer?, key_file?);
     if local.is_ipv4() != peer.is_ipv4() {
-        let at = r.key_pos("sync_peer");
+        let at = r.at("sync_peer");
         r.err(
             at,
             "sync_local and sync_peer must be of one address family".to_owned(),
@@ -226,13 +223,13 @@ fn read_sync(r: &mut Reader<'_, '_, '_>) -> Option<HaSync> {
         return None;
     }
     if local == peer {
-        let at = r.key_pos("sync_peer");
+        let at = r.at("sync_peer");
         r.err(at, "sync_peer must differ from sync_local".to_owned());
         r.broken = true;
         return None;
     }
     if key_file.is_empty() {
-        let at = r.key_pos("sync_key_file");
+        let at = r.at("sync_key_file");
         r.err(at, "sync_key_file is empty".to_owned());
         r.broken = true;
         return None;

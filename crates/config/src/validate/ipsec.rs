@@ -10,7 +10,7 @@ pub(super) fn check(v: &mut V<'_>) {
     // (RFC 4301 §4.1).
     let mut spis: HashMap<u32, (String, Pos)> = HashMap::new();
     for (i, t) in v.cfg.tunnels.iter().enumerate() {
-        let p = nth(&v.pos.tunnels, i);
+        let p = nth(&v.pos.tunnels, "tunnel", i);
         let label = format!("[[tunnel]] \"{}\"", t.name);
         let Some(x) = &t.ipsec else {
             continue;
@@ -53,11 +53,7 @@ pub(super) fn check(v: &mut V<'_>) {
                     "[tunnel.ike] and [[tunnel.sa]] are mutually exclusive: keys come either from IKEv2 or from files".to_owned(),
                 );
             }
-            let ip: ObjPos = p
-                .subs
-                .get(x.sas.len())
-                .cloned()
-                .unwrap_or_else(|| p.clone());
+            let ip = p.sub(x.sas.len(), "ike");
             check_ike(v, &ip, &format!("{label} [tunnel.ike]"), ike);
         }
         let outs = x
@@ -80,7 +76,7 @@ pub(super) fn check(v: &mut V<'_>) {
             );
         }
         for (j, sa) in x.sas.iter().enumerate() {
-            let sp: ObjPos = p.subs.get(j).cloned().unwrap_or_else(|| p.clone());
+            let sp = p.sub(j, &format!("sa[{j}]"));
             let sl = format!("{label} [[tunnel.sa]] #{} (spi {:#x})", j + 1, sa.spi);
             if sa.spi < 256 {
                 v.err(
@@ -124,7 +120,7 @@ pub(super) fn check(v: &mut V<'_>) {
                     );
                     v.err(sp.key("spi"), &sl, m);
                 } else {
-                    spis.insert(sa.spi, (t.name.clone(), sp.key("spi")));
+                    spis.insert(sa.spi, (t.name.clone(), sp.key_pos("spi")));
                 }
             }
         }

@@ -6,7 +6,6 @@ use crate::ipsec::{
     EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa, DEFAULT_REPLAY_WINDOW,
 };
 use crate::model::Prefix;
-use crate::validate::ObjPos;
 use std::path::PathBuf;
 use toml::de::DeValue;
 
@@ -60,16 +59,12 @@ pub(super) fn read(r: &mut Reader<'_, '_, '_>) -> Option<Ipsec> {
     if let Some((k, v)) = super::find(r.table, "sa") {
         let key_span = k.span();
         r.pos.keys.push(("sa", r.src.span(key_span.clone())));
-        let list = tables(r.src, "tunnel.sa", v, key_span, r.diags);
-        for (i, (t, at)) in list.into_iter().enumerate() {
-            let mut s = Reader {
-                src: r.src,
-                table: t,
-                label: format!("{} {}", r.label, name_label("tunnel.sa", None, i)),
-                pos: ObjPos::new(at),
-                diags: &mut *r.diags,
-                broken: false,
-            };
+        let path = format!("{}.sa", r.pos.path);
+        let list = tables(r.src, "tunnel.sa", &path, v, key_span, r.diags);
+        for (i, t, at) in list {
+            let label = format!("{} {}", r.label, name_label("tunnel.sa", None, i));
+            let sub = format!("{path}[{i}]");
+            let mut s = Reader::new(r.src, t, label, sub, at, &mut *r.diags);
             s.unknown_keys(SA_KEYS);
             let direction = s.parsed::<SaDirection>("direction", true);
             let spi = s
@@ -130,14 +125,10 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
         r.wrong_type("ike", "a table ([tunnel.ike])", v.get_ref());
         return None;
     };
-    let mut s = Reader {
-        src: r.src,
-        table: t,
-        label: format!("{} [tunnel.ike]", r.label),
-        pos: ObjPos::new(r.src.span(v.span())),
-        diags: &mut *r.diags,
-        broken: false,
-    };
+    let label = format!("{} [tunnel.ike]", r.label);
+    let path = format!("{}.ike", r.pos.path);
+    let at = r.src.span(v.span());
+    let mut s = Reader::new(r.src, t, label, path, at, &mut *r.diags);
     s.unknown_keys(IKE_KEYS);
     let psk_file = s.string("psk_file", true).map(PathBuf::from);
     let local_id = s.string("local_id", false);

@@ -1,6 +1,6 @@
 //! Semantic checks of `[ha]` (a child of `validate`).
 
-use super::{ObjPos, V};
+use super::V;
 use std::collections::HashSet;
 use std::net::IpAddr;
 
@@ -20,11 +20,7 @@ pub(super) fn check(v: &mut V<'_>) {
     }
     let mut seen = HashSet::new();
     for (i, g) in h.groups.iter().enumerate() {
-        let gp = p
-            .subs
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| ObjPos::new(p.table));
+        let gp = p.sub(i, &format!("group[{i}]"));
         let label = format!("[[ha.group]] vrid {}", g.vrid);
         if g.vrid == 0 {
             v.err(gp.key("vrid"), &label, "vrid must be 1..=255".to_owned());
