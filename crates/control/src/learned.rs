@@ -27,6 +27,22 @@ pub enum Hop {
     Unreachable,
 }
 
+impl Hop {
+    /// The dataplane's route for this next hop (a gateway is resolved on
+    /// whichever port reaches it).
+    pub fn route(self) -> dataplane::tables::Route {
+        use dataplane::tables::Route;
+        match self {
+            Hop::Via(next_hop) => Route::Via {
+                next_hop,
+                port: None,
+            },
+            Hop::Blackhole => Route::Drop,
+            Hop::Unreachable => Route::Unreachable,
+        }
+    }
+}
+
 impl std::fmt::Display for Hop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -25,17 +25,22 @@
 
 pub mod api;
 pub mod auth;
+pub mod build;
+pub mod error;
 pub mod fpm;
 pub mod learned;
 pub mod metrics;
 pub mod model;
+pub mod ops;
 pub mod reload;
 pub mod server;
 pub mod state;
 
 pub use auth::{Auth, Token};
-pub use server::{check_endpoint, serve, ServerHandle, Tls};
-pub use state::{
-    Capabilities, Control, Dataplane, HaOps, IkeSource, KeySource, NetdevFacts, PortOps, SaOps,
-    SaSource, TableBuilder,
+pub use build::NetdevFacts;
+pub use error::ApiError;
+pub use ops::{
+    read_key_file, HaOps, IkeSource, KeySource, PortOps, ReloadHook, SaOps, SaSource, TableBuilder,
 };
+pub use server::{check_endpoint, serve, ServerHandle, Tls};
+pub use state::{Capabilities, Control, Dataplane};

@@ -2,8 +2,9 @@
 //! between the running configuration and a new one, as a plan of
 //! per-object changes (`+` added, `-` removed, `~` changed, like
 //! `terraform plan`), each marked when only a restart can apply it.
-//! [`crate::Control::reload`] applies a plan through the live API's own
-//! steps; this module only computes it, so it is pure and tested as such.
+//! Computing the plan is pure and tested as such; [`crate::Control::reload`]
+//! (in `reload/execute.rs`) carries it out through the live API's own
+//! steps.
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -523,5 +524,6 @@ pub fn canonical(c: &Config) -> Config {
     c
 }
 
+mod execute;
 #[cfg(test)]
 mod tests;

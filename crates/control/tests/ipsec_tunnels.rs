@@ -5,15 +5,17 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use dataplane::fib::Prefix;
 use dataplane::tables::{SharedTables, TablesBuilder};
 use http_body_util::BodyExt;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 use vecgate_config::{Config, Tunnel};
 use vecgate_control::api::router;
-use vecgate_control::state::ApiError;
-use vecgate_control::{Auth, Capabilities, Control, Dataplane, KeySource, NetdevFacts, SaOps};
+use vecgate_control::build::{self, Inputs, Placement, Ports};
+use vecgate_control::{
+    ApiError, Auth, Capabilities, Control, Dataplane, KeySource, NetdevFacts, SaOps, TableBuilder,
+};
 
 const CFG: &str = r#"
 [gateway]
@@ -113,41 +115,55 @@ impl SaOps for Ops {
     }
 }
 
-/// Tables with the interfaces only; a tunnel called "unbuildable" fails
-/// the build (as a dataplane refusal would).
-fn build(cfg: &Config) -> Result<dataplane::tables::Tables, String> {
-    if cfg.tunnel("unbuildable").is_some() {
-        return Err("tunnel unbuildable: refused by the builder".into());
-    }
-    let mut b = TablesBuilder::new();
-    for (i, ifc) in cfg.interfaces.iter().enumerate() {
-        let a: Vec<Prefix> = ifc
-            .addresses
-            .iter()
-            .map(|a| Prefix::new(a.addr, a.prefix_len).unwrap())
-            .collect();
-        b.add_interface(i as u16, &ifc.name, [2, 0, 0, 0, 0, i as u8], 1500, 0, &a);
-    }
-    b.build().map_err(|e| e.to_string())
+const NETDEV: NetdevFacts = NetdevFacts {
+    mac: [2, 0, 0, 0, 0, 1],
+    mtu: 1500,
+    offloads: false,
+};
+
+/// The gateway's own table builder; an ipsec tunnel goes in as an
+/// interface without SAs, except one called "unbuildable", which fails the
+/// build (as a dataplane refusal would).
+fn builder(cfg: &Config) -> TableBuilder {
+    let ports = Mutex::new(Ports::new(cfg));
+    let netdevs: HashMap<String, NetdevFacts> = cfg
+        .interfaces
+        .iter()
+        .map(|i| (i.name.clone(), NETDEV))
+        .collect();
+    let ipsec = |b: &mut TablesBuilder, t: &Tunnel, at: Placement<'_>| {
+        if t.name == "unbuildable" {
+            return Err("tunnel unbuildable: refused by the builder".to_owned());
+        }
+        b.add_interface(at.port, &t.name, NETDEV.mac, at.underlay_mtu, at.vrf, &[]);
+        Ok(())
+    };
+    Box::new(move |c, learned| {
+        let mut ports = ports.lock().unwrap();
+        ports.build(c, |ports| {
+            let inputs = Inputs {
+                netdevs: &netdevs,
+                ports,
+                learned,
+                held: &HashMap::new(),
+                ipsec: Some(&ipsec),
+            };
+            build::tables(c, &inputs)
+        })
+    })
 }
 
 fn control() -> (Arc<Control>, Arc<Fake>, Arc<SharedTables>) {
     let cfg = vecgate_config::parse(CFG).unwrap();
-    let tables = SharedTables::new(build(&cfg).unwrap());
+    let build = builder(&cfg);
+    let tables = SharedTables::new(build(&cfg, &Default::default()).unwrap());
     let fake = Arc::new(Fake::default());
-    let nd = NetdevFacts {
-        mac: [2, 0, 0, 0, 0, 1],
-        mtu: 1500,
-        offloads: false,
-    };
     let dp = Dataplane {
         tables: tables.clone(),
-        build: Box::new(
-            |c: &vecgate_config::Config, _: &vecgate_control::learned::Learned| build(c),
-        ),
+        build,
         counters: Vec::new(),
         mailboxes: Vec::new(),
-        netdevs: vec![nd, nd],
+        netdevs: vec![NETDEV, NETDEV],
         sas: None,
         sa_ops: Some(Box::new(Ops(fake.clone()))),
     };

@@ -1,15 +1,17 @@
-//! The API router without a network: a config, tables built from it, one
-//! worker's counters and mailbox (answered by a stand-in thread).
+//! The API router without a network: a config, tables built from it by
+//! the gateway's own builder, one worker's counters and mailbox (answered
+//! by a stand-in thread).
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use dataplane::fib::Prefix;
-use dataplane::tables::{SharedTables, TablesBuilder};
+use dataplane::tables::SharedTables;
 use http_body_util::BodyExt;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 use vecgate_control::api::router;
-use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, Token};
+use vecgate_control::build::{self, Inputs, Ports};
+use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, TableBuilder, Token};
 
 const CFG: &str = r#"
 [gateway]
@@ -27,17 +29,34 @@ prefix = "10.9.0.0/16"
 via = "10.1.0.254"
 "#;
 
-fn build(cfg: &vecgate_config::Config) -> Result<dataplane::tables::Tables, String> {
-    let mut b = TablesBuilder::new();
-    for (i, ifc) in cfg.interfaces.iter().enumerate() {
-        let a: Vec<Prefix> = ifc
-            .addresses
-            .iter()
-            .map(|a| Prefix::new(a.addr, a.prefix_len).unwrap())
-            .collect();
-        b.add_interface(i as u16, &ifc.name, [2, 0, 0, 0, 0, 1], 1500, 0, &a);
-    }
-    b.build().map_err(|e| e.to_string())
+const NETDEV: NetdevFacts = NetdevFacts {
+    mac: [2, 0, 0, 0, 0, 1],
+    mtu: 1500,
+    offloads: false,
+};
+
+/// The gateway's own table builder, every interface on a netdev like
+/// [`NETDEV`].
+fn builder(cfg: &vecgate_config::Config) -> TableBuilder {
+    let ports = Mutex::new(Ports::new(cfg));
+    let netdevs: HashMap<String, NetdevFacts> = cfg
+        .interfaces
+        .iter()
+        .map(|i| (i.name.clone(), NETDEV))
+        .collect();
+    Box::new(move |c, learned| {
+        let mut ports = ports.lock().unwrap();
+        ports.build(c, |ports| {
+            let inputs = Inputs {
+                netdevs: &netdevs,
+                ports,
+                learned,
+                held: &HashMap::new(),
+                ipsec: None,
+            };
+            build::tables(c, &inputs)
+        })
+    })
 }
 
 fn control() -> (Arc<Control>, Arc<SharedTables>) {
@@ -52,20 +71,15 @@ fn control_with_counters() -> (
     Arc<dataplane::counters::WorkerCounters>,
 ) {
     let cfg = vecgate_config::parse(CFG).unwrap();
-    let tables = SharedTables::new(build(&cfg).unwrap());
+    let build = builder(&cfg);
+    let tables = SharedTables::new(build(&cfg, &Default::default()).unwrap());
     let w = dataplane::worker::Worker::new(0, Vec::new(), tables.clone(), Default::default());
     let dp = Dataplane {
         tables: tables.clone(),
-        build: Box::new(
-            |c: &vecgate_config::Config, _: &vecgate_control::learned::Learned| build(c),
-        ),
+        build,
         counters: vec![w.counters()],
         mailboxes: vec![w.mailbox()],
-        netdevs: vec![NetdevFacts {
-            mac: [2, 0, 0, 0, 0, 1],
-            mtu: 1500,
-            offloads: false,
-        }],
+        netdevs: vec![NETDEV],
         sas: None,
         sa_ops: None,
     };
@@ -403,13 +417,9 @@ impl vecgate_control::HaOps for FakeHa {
     fn switchover(
         &self,
         spec: &vecgate_control::model::HaSwitchover,
-    ) -> Result<Vec<vecgate_control::model::HaGroupInfo>, vecgate_control::state::ApiError> {
+    ) -> Result<Vec<vecgate_control::model::HaGroupInfo>, vecgate_control::ApiError> {
         if !self.0.lock().unwrap().is_empty() {
-            return Err(vecgate_control::state::ApiError::new(
-                409,
-                "not master",
-                None,
-            ));
+            return Err(vecgate_control::ApiError::new(409, "not master", None));
         }
         self.0.lock().unwrap().push(spec.clone());
         Ok(self.groups())

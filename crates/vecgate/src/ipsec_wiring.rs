@@ -15,18 +15,7 @@ use vecgate_ipsec::keys::{key_from_text, sa_config_keyed};
 use vecgate_ipsec::{Algorithm, EspRegistry, InboundSa, OutboundSa, SaConfig};
 use zeroize::Zeroizing;
 
-/// Where a tunnel goes in the tables.
-pub struct Placement<'a> {
-    /// Its virtual port.
-    pub port: u16,
-    /// Overlay and underlay VRF ids.
-    pub vrf: u32,
-    pub underlay_vrf: u32,
-    /// MTU of the interface that reaches `remote`.
-    pub underlay_mtu: u32,
-    /// The gateway's name (seeds the interface MAC).
-    pub gateway: &'a str,
-}
+pub use vecgate_control::build::Placement;
 
 /// Adds ipsec tunnel `t` to `b`: its interface (MTU = underlay MTU − ESP
 /// overhead), the ESP tunnel, and a route into it for each `traffic`

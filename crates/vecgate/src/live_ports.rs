@@ -7,13 +7,13 @@
 //! control plane hands the queues to the workers through their mailboxes
 //! ([`dataplane::worker::Command::AttachPort`]).
 
-use crate::setup::NetdevInfo;
 use dataplane::worker::PortQueue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tracing::{info, warn};
 use vecgate_config::{Driver, Interface};
+use vecgate_control::NetdevFacts;
 use vecgate_io::{IngressGuard, NetdevLock};
 
 /// What an attached interface holds on its netdev until it is released.
@@ -52,7 +52,7 @@ pub struct LivePorts {
     gateway: String,
     nworkers: usize,
     /// Interface name → netdev facts, read by the table builder.
-    pub facts: Arc<Mutex<HashMap<String, NetdevInfo>>>,
+    pub facts: Arc<Mutex<HashMap<String, NetdevFacts>>>,
     claims: Mutex<HashMap<String, Claim>>,
     /// Netdev name → (driver, fanout group), read by the workers' re-open.
     pub reopen: Reopen,
@@ -65,7 +65,7 @@ impl LivePorts {
     pub fn new(
         gateway: &str,
         nworkers: usize,
-        facts: HashMap<String, NetdevInfo>,
+        facts: HashMap<String, NetdevFacts>,
         claims: HashMap<String, Claim>,
         reopen: HashMap<String, (&'static str, u16)>,
     ) -> Self {
@@ -93,10 +93,7 @@ impl LivePorts {
 }
 
 impl vecgate_control::PortOps for LivePorts {
-    fn open(
-        &self,
-        ifc: &Interface,
-    ) -> Result<(vecgate_control::NetdevFacts, Vec<PortQueue>), String> {
+    fn open(&self, ifc: &Interface) -> Result<(NetdevFacts, Vec<PortQueue>), String> {
         let claim = NetdevLock::acquire(&ifc.host, &self.gateway).map_err(|e| e.to_string())?;
         let drv = driver_str(ifc.driver);
         let group = fanout_id(usize::from(self.next_group.fetch_add(1, Ordering::Relaxed)));
@@ -117,7 +114,7 @@ impl vecgate_control::PortOps for LivePorts {
             _ => None,
         };
         let q0 = &queues[0].0;
-        let nd = NetdevInfo {
+        let nd = NetdevFacts {
             mac: q0.mac(),
             mtu: q0.mtu(),
             offloads: q0.offloads(),
@@ -134,14 +131,7 @@ impl vecgate_control::PortOps for LivePorts {
                 guard,
             },
         );
-        Ok((
-            vecgate_control::NetdevFacts {
-                mac: nd.mac,
-                mtu: nd.mtu,
-                offloads: nd.offloads,
-            },
-            queues,
-        ))
+        Ok((nd, queues))
     }
 
     fn close(&self, name: &str) {

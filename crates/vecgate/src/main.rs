@@ -17,7 +17,6 @@ mod notify;
 mod reference;
 mod run;
 mod sastate;
-mod setup;
 
 #[derive(Parser)]
 #[command(

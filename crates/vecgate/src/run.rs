@@ -10,7 +10,6 @@
 //! message and exit 1, never a panic.
 
 use crate::live_ports::{driver_str, fanout_id, Claim, LivePorts};
-use crate::setup::{build_tables_ported, NetdevInfo, Ports};
 use anyhow::{anyhow, Context, Result};
 use dataplane::neighbour::NeighbourShared;
 use dataplane::tables::SharedTables;
@@ -24,6 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info, warn};
 use vecgate_config::{Config, Driver, LoadError};
+use vecgate_control::build::{self, Inputs, IpsecTables, Placement, Ports};
+use vecgate_control::NetdevFacts;
 use vecgate_io::IngressGuard;
 
 pub fn main(config: &Path, log_level: &str, log_json: bool) -> ExitCode {
@@ -170,7 +171,7 @@ struct Forwarding {
     live: Arc<LivePorts>,
     shared: Arc<SharedTables>,
     tports: Arc<std::sync::Mutex<Ports>>,
-    netdevs: Vec<NetdevInfo>,
+    netdevs: Vec<NetdevFacts>,
     workers: Workers,
     /// Set by SIGINT / SIGTERM.
     stop: Arc<AtomicBool>,
@@ -184,7 +185,7 @@ fn start_forwarding(cfg: &Config, pre: &mut Prepared) -> Result<Forwarding> {
     // Attach: every worker gets its own queue on every interface.
     let (per_worker, guards) = attach(cfg, nworkers)?;
     let netdevs = netdev_facts(cfg, &per_worker[0]);
-    let facts: HashMap<String, NetdevInfo> = cfg
+    let facts: HashMap<String, NetdevFacts> = cfg
         .interfaces
         .iter()
         .map(|i| i.name.clone())
@@ -357,7 +358,7 @@ fn announce_ready(
     cfg: &Config,
     ctl: &vecgate_control::Control,
     api: &vecgate_control::ServerHandle,
-    netdevs: &[NetdevInfo],
+    netdevs: &[NetdevFacts],
     beats: Vec<Arc<std::sync::atomic::AtomicU64>>,
 ) -> Result<(
     Option<Arc<crate::notify::Notifier>>,
@@ -384,30 +385,42 @@ fn announce_ready(
 }
 
 /// The first tables, and the port assignment that interfaces and tunnels
-/// keep across live changes (setup.rs).
+/// keep across live changes.
 fn first_tables(
     cfg: &Config,
-    facts: &HashMap<String, NetdevInfo>,
+    facts: &HashMap<String, NetdevFacts>,
     esp: Option<&vecgate_ipsec::EspRegistry>,
 ) -> Result<(Arc<std::sync::Mutex<Ports>>, Arc<SharedTables>)> {
     let mut tports = Ports::new(cfg);
-    let assigned = tports
-        .assign(cfg)
+    let esp = esp.map(esp_tables);
+    let tables = tports
+        .build(cfg, |ports| {
+            let inputs = Inputs {
+                netdevs: facts,
+                ports,
+                learned: &Default::default(),
+                held: &Default::default(),
+                ipsec: esp.as_ref().map(|e| e as &dyn IpsecTables),
+            };
+            build::tables(cfg, &inputs)
+        })
         .map_err(|e| anyhow!("building tables: {e}"))?;
-    let tables = build_tables_ported(
-        cfg,
-        facts,
-        esp,
-        &assigned,
-        &Default::default(),
-        &Default::default(),
-    )
-    .map_err(|e| anyhow!("building tables: {e}"))?;
-    tports.commit(assigned);
     Ok((
         Arc::new(std::sync::Mutex::new(tports)),
         SharedTables::new(tables),
     ))
+}
+
+/// The ipsec tunnels' part of a table build: their SAs from `esp`.
+fn esp_tables(
+    esp: &vecgate_ipsec::EspRegistry,
+) -> impl Fn(
+    &mut dataplane::tables::TablesBuilder,
+    &vecgate_config::Tunnel,
+    Placement<'_>,
+) -> Result<(), String>
+       + '_ {
+    move |b, t, at| crate::ipsec_wiring::add_tunnel(b, esp, t, at)
 }
 
 /// One gateway per netdev: claimed before anything is attached, held (by
@@ -452,7 +465,7 @@ fn start_sa_state(
 fn live_ports(
     cfg: &Config,
     nworkers: usize,
-    facts: HashMap<String, NetdevInfo>,
+    facts: HashMap<String, NetdevFacts>,
     mut locks: HashMap<String, vecgate_io::NetdevLock>,
     mut guards: HashMap<String, IngressGuard>,
 ) -> Arc<LivePorts> {
@@ -494,7 +507,7 @@ fn start_ha(
     ctl: &Arc<vecgate_control::Control>,
     vrrp_punt: Option<&Arc<dataplane::punt::VrrpPunt>>,
     mailbox0: Option<crossbeam_channel::Sender<dataplane::worker::Command>>,
-    netdevs: &[NetdevInfo],
+    netdevs: &[NetdevFacts],
     held: &crate::ha::Held,
     ha_status: &crate::ha::HaStatus,
     stop: &Arc<AtomicBool>,
@@ -518,7 +531,7 @@ fn start_ha(
                 mailbox: mb,
                 held: held.clone(),
                 rebuild: Box::new(move || {
-                    if let Err(e) = ctl.apply(&[], |_| Ok(())) {
+                    if let Err(e) = ctl.rebuild() {
                         error!("VRRP: publishing the virtual addresses: {}", e.message);
                     }
                 }),
@@ -680,10 +693,10 @@ fn attach(
 
 /// What each netdev is (from worker 0's ports), warning where it cannot
 /// do what the configuration asks.
-fn netdev_facts(cfg: &Config, ports: &[Box<dyn Port>]) -> Vec<NetdevInfo> {
-    let netdevs: Vec<NetdevInfo> = ports
+fn netdev_facts(cfg: &Config, ports: &[Box<dyn Port>]) -> Vec<NetdevFacts> {
+    let netdevs: Vec<NetdevFacts> = ports
         .iter()
-        .map(|p| NetdevInfo {
+        .map(|p| NetdevFacts {
             mac: p.mac(),
             mtu: p.mtu(),
             offloads: p.offloads(),
@@ -779,7 +792,7 @@ fn spawn_workers(
 }
 
 /// One `attached` line per interface.
-fn log_attached(cfg: &Config, netdevs: &[NetdevInfo]) {
+fn log_attached(cfg: &Config, netdevs: &[NetdevFacts]) {
     for (ifc, nd) in cfg.interfaces.iter().zip(netdevs) {
         let mac = nd
             .mac
@@ -932,7 +945,7 @@ fn start_api(
     shared: &Arc<SharedTables>,
     counters: &[Arc<dataplane::counters::WorkerCounters>],
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
-    netdevs: &[NetdevInfo],
+    netdevs: &[NetdevFacts],
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<Ports>>,
@@ -940,7 +953,7 @@ fn start_api(
     tenant_fpm: Vec<vecgate_control::fpm::Source>,
     live: &Arc<LivePorts>,
 ) -> Result<(vecgate_control::ServerHandle, Arc<vecgate_control::Control>)> {
-    use vecgate_control::{Capabilities, Control, Dataplane, NetdevFacts};
+    use vecgate_control::{Capabilities, Control, Dataplane};
     let nd = live.facts.clone();
     let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
         Box::new(move || crate::ipsec_wiring::sa_infos(&reg))
@@ -956,24 +969,24 @@ fn start_api(
                 // Only a table that is built gets published (Control::apply),
                 // so the port assignment is committed with it.
                 let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
-                let a = tp.assign(c)?;
                 let held = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let nd = nd.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let t = build_tables_ported(c, &nd, esp.as_deref(), &a, learned, &held)?;
-                tp.commit(a);
-                Ok(t)
+                let esp = esp.as_deref().map(esp_tables);
+                tp.build(c, |ports| {
+                    let inputs = Inputs {
+                        netdevs: &nd,
+                        ports,
+                        learned,
+                        held: &held,
+                        ipsec: esp.as_ref().map(|e| e as &dyn IpsecTables),
+                    };
+                    build::tables(c, &inputs)
+                })
             },
         ),
         counters: counters.to_vec(),
         mailboxes,
-        netdevs: netdevs
-            .iter()
-            .map(|n| NetdevFacts {
-                mac: n.mac,
-                mtu: n.mtu,
-                offloads: n.offloads,
-            })
-            .collect(),
+        netdevs: netdevs.to_vec(),
         sas,
         sa_ops,
     };
