@@ -1,0 +1,86 @@
+//! IKEv2 tunnels and their SAs (`/ike`).
+
+use super::IkeAdmission;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A child SA negotiated by IKEv2 (never key material).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeChildSaInfo {
+    /// Our SPI (the peer sends with it), hex.
+    pub spi_in: String,
+    /// The peer's SPI (we send with it), hex.
+    pub spi_out: String,
+    /// ESP algorithm, strongSwan style (e.g. "aes128gcm16").
+    pub algorithm: String,
+    /// ESP in UDP 4500 (RFC 3948).
+    pub udp_encap: bool,
+    /// 64-bit extended sequence numbers negotiated (RFC 7296 §3.3.2).
+    #[serde(default)]
+    pub esn: bool,
+    pub local_ts: Vec<String>,
+    pub remote_ts: Vec<String>,
+    /// Seconds since it was installed.
+    pub age_secs: u64,
+    /// Seconds until it is rekeyed; absent without a child lifetime.
+    pub rekey_in_secs: Option<u64>,
+}
+
+/// An IKE SA (never key material).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeSaInfo {
+    /// Initiator SPI, hex.
+    pub spi_i: String,
+    /// Responder SPI, hex.
+    pub spi_r: String,
+    /// Negotiated encryption/PRF/integrity/DH group.
+    pub algorithms: String,
+    /// NAT detected (or UDP encapsulation forced).
+    pub nat: bool,
+    pub age_secs: u64,
+    pub rekey_in_secs: Option<u64>,
+}
+
+/// One IKEv2-keyed tunnel.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeTunnelInfo {
+    pub tunnel: String,
+    pub local: String,
+    pub remote: String,
+    /// We start the negotiation (otherwise we wait for the peer).
+    pub initiator: bool,
+    /// "connecting", "waiting", "established", "failed" or "down".
+    pub state: String,
+    /// Why the last exchange failed, if it did.
+    pub last_error: Option<String>,
+    pub ike_sas: Vec<IkeSaInfo>,
+    pub child_sas: Vec<IkeChildSaInfo>,
+    pub ike_rekeys: u64,
+    pub child_rekeys: u64,
+    /// Half-open IKE SAs now (responder; RFC 7296 §2.6).
+    #[serde(default)]
+    pub half_open: u64,
+    /// IKE_SA_INIT requests received (unauthenticated), since start.
+    #[serde(default)]
+    pub inits_received: u64,
+    /// IKE_SA_INIT requests answered with a COOKIE instead of state.
+    #[serde(default)]
+    pub cookies_sent: u64,
+    /// IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN / INVALID_KE_PAYLOAD.
+    #[serde(default)]
+    pub inits_refused: u64,
+    /// IKE_SA_INIT requests dropped unanswered, by reason ("unknown-peer",
+    /// "source-limit", "half-open-full", "invalid-ke", "malformed").
+    #[serde(default)]
+    pub inits_dropped: Vec<IkeDropCount>,
+    /// The admission limits in force (`[tunnel.ike]` keys or defaults).
+    #[serde(default)]
+    pub admission: IkeAdmission,
+}
+
+/// IKE_SA_INIT requests dropped for one reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeDropCount {
+    pub reason: String,
+    pub count: u64,
+}
