@@ -75,9 +75,6 @@ where
 pub struct Inputs<'a> {
     /// Per interface name: its netdev's facts.
     pub netdevs: &'a HashMap<String, NetdevFacts>,
-    /// The ports of the configuration's interfaces and tunnels
-    /// ([`Ports::assign`]).
-    pub ports: &'a Assignment,
     /// Routes learned over FPM; those that win their prefix by
     /// administrative distance go in as multipath route groups.
     pub learned: &'a Learned,
@@ -99,11 +96,12 @@ pub fn vrf_ids(cfg: &Config) -> HashMap<String, u32> {
 }
 
 /// Builds the dataplane tables: interface `i` on port
-/// `inputs.ports.ifaces[i.name]` with the facts `inputs.netdevs[i.name]`,
-/// tunnel `t` on virtual port `inputs.ports.ports[t.name]`.
-pub fn tables(cfg: &Config, inputs: &Inputs<'_>) -> Result<Tables, String> {
+/// `ports.ifaces[i.name]` with the facts `inputs.netdevs[i.name]`, tunnel
+/// `t` on virtual port `ports.ports[t.name]`.
+pub fn tables(cfg: &Config, ports: &Assignment, inputs: &Inputs<'_>) -> Result<Tables, String> {
     let mut b = Build {
         cfg,
+        ports,
         inputs,
         vrfs: vrf_ids(cfg),
         b: TablesBuilder::new(),
@@ -116,9 +114,22 @@ pub fn tables(cfg: &Config, inputs: &Inputs<'_>) -> Result<Tables, String> {
     b.b.build().map_err(|e| e.to_string())
 }
 
+impl Ports {
+    /// Builds `cfg`'s tables on the ports its interfaces and tunnels get
+    /// ([`Ports::assign`]), and keeps that assignment only when the build
+    /// succeeds (only tables that are built get published).
+    pub fn tables(&mut self, cfg: &Config, inputs: &Inputs<'_>) -> Result<Tables, String> {
+        let a = self.assign(cfg)?;
+        let built = tables(cfg, &a, inputs)?;
+        self.commit(a);
+        Ok(built)
+    }
+}
+
 /// One build in progress.
 struct Build<'a> {
     cfg: &'a Config,
+    ports: &'a Assignment,
     inputs: &'a Inputs<'a>,
     vrfs: HashMap<String, u32>,
     b: TablesBuilder,
@@ -126,7 +137,7 @@ struct Build<'a> {
 
 impl Build<'_> {
     fn tunnel_port(&self, name: &str) -> Result<u16, String> {
-        let ports = &self.inputs.ports.ports;
+        let ports = &self.ports.ports;
         ports
             .get(name)
             .copied()
@@ -134,7 +145,7 @@ impl Build<'_> {
     }
 
     fn iface_port(&self, name: &str) -> Result<u16, String> {
-        let ports = &self.inputs.ports.ifaces;
+        let ports = &self.ports.ifaces;
         ports
             .get(name)
             .copied()

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 use vecgate_config::{Config, Tunnel};
 use vecgate_control::api::router;
-use vecgate_control::build::{self, Inputs, Placement, Ports};
+use vecgate_control::build::{Inputs, Placement, Ports};
 use vecgate_control::{
     ApiError, Auth, Capabilities, Control, Dataplane, KeySource, NetdevFacts, SaOps, TableBuilder,
 };
@@ -139,17 +139,13 @@ fn builder(cfg: &Config) -> TableBuilder {
         Ok(())
     };
     Box::new(move |c, learned| {
-        let mut ports = ports.lock().unwrap();
-        ports.build(c, |ports| {
-            let inputs = Inputs {
-                netdevs: &netdevs,
-                ports,
-                learned,
-                held: &HashMap::new(),
-                ipsec: Some(&ipsec),
-            };
-            build::tables(c, &inputs)
-        })
+        let inputs = Inputs {
+            netdevs: &netdevs,
+            learned,
+            held: &HashMap::new(),
+            ipsec: Some(&ipsec),
+        };
+        ports.lock().unwrap().tables(c, &inputs)
     })
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 use vecgate_control::api::router;
-use vecgate_control::build::{self, Inputs, Ports};
+use vecgate_control::build::{Inputs, Ports};
 use vecgate_control::{Auth, Capabilities, Control, Dataplane, NetdevFacts, TableBuilder, Token};
 
 const CFG: &str = r#"
@@ -45,17 +45,13 @@ fn builder(cfg: &vecgate_config::Config) -> TableBuilder {
         .map(|i| (i.name.clone(), NETDEV))
         .collect();
     Box::new(move |c, learned| {
-        let mut ports = ports.lock().unwrap();
-        ports.build(c, |ports| {
-            let inputs = Inputs {
-                netdevs: &netdevs,
-                ports,
-                learned,
-                held: &HashMap::new(),
-                ipsec: None,
-            };
-            build::tables(c, &inputs)
-        })
+        let inputs = Inputs {
+            netdevs: &netdevs,
+            learned,
+            held: &HashMap::new(),
+            ipsec: None,
+        };
+        ports.lock().unwrap().tables(c, &inputs)
     })
 }
 

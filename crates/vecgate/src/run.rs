@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info, warn};
 use vecgate_config::{Config, Driver, LoadError};
-use vecgate_control::build::{self, Inputs, IpsecTables, Placement, Ports};
+use vecgate_control::build::{Inputs, IpsecTables, Placement, Ports};
 use vecgate_control::NetdevFacts;
 use vecgate_io::IngressGuard;
 
@@ -393,17 +393,14 @@ fn first_tables(
 ) -> Result<(Arc<std::sync::Mutex<Ports>>, Arc<SharedTables>)> {
     let mut tports = Ports::new(cfg);
     let esp = esp.map(esp_tables);
+    let inputs = Inputs {
+        netdevs: facts,
+        learned: &Default::default(),
+        held: &Default::default(),
+        ipsec: esp.as_ref().map(|e| e as &dyn IpsecTables),
+    };
     let tables = tports
-        .build(cfg, |ports| {
-            let inputs = Inputs {
-                netdevs: facts,
-                ports,
-                learned: &Default::default(),
-                held: &Default::default(),
-                ipsec: esp.as_ref().map(|e| e as &dyn IpsecTables),
-            };
-            build::tables(cfg, &inputs)
-        })
+        .tables(cfg, &inputs)
         .map_err(|e| anyhow!("building tables: {e}"))?;
     Ok((
         Arc::new(std::sync::Mutex::new(tports)),
@@ -972,16 +969,13 @@ fn start_api(
                 let held = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let nd = nd.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let esp = esp.as_deref().map(esp_tables);
-                tp.build(c, |ports| {
-                    let inputs = Inputs {
-                        netdevs: &nd,
-                        ports,
-                        learned,
-                        held: &held,
-                        ipsec: esp.as_ref().map(|e| e as &dyn IpsecTables),
-                    };
-                    build::tables(c, &inputs)
-                })
+                let inputs = Inputs {
+                    netdevs: &nd,
+                    learned,
+                    held: &held,
+                    ipsec: esp.as_ref().map(|e| e as &dyn IpsecTables),
+                };
+                tp.tables(c, &inputs)
             },
         ),
         counters: counters.to_vec(),

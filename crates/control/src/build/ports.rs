@@ -92,20 +92,6 @@ impl Ports {
         })
     }
 
-    /// Builds with `build` given the ports `cfg`'s interfaces and tunnels
-    /// get ([`Ports::assign`]), and keeps that assignment when the build
-    /// succeeds (only tables that are built get published).
-    pub fn build<T>(
-        &mut self,
-        cfg: &Config,
-        build: impl FnOnce(&Assignment) -> Result<T, String>,
-    ) -> Result<T, String> {
-        let a = self.assign(cfg)?;
-        let built = build(&a)?;
-        self.commit(a);
-        Ok(built)
-    }
-
     /// Makes `a` (from [`Ports::assign`]) the current assignment.
     pub fn commit(&mut self, a: Assignment) {
         self.ifaces = a.ifaces;
