@@ -4,7 +4,8 @@
 //! feature.
 
 use packet::buffer::{Gso, Offload, Packet, Pool};
-use packet::port::{Port, PortDrops};
+use packet::port::{Port, PortDrops, Sent};
+use packet::tx_check::{self, TxFault, TxLimits};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -25,6 +26,11 @@ struct Queues {
     drops: PortDrops,
     /// Packets one `tx_burst` takes at most; the rest count as `tx_full`.
     tx_room: Option<usize>,
+    /// Frames that broke the transmit invariant ([`tx_check`]): refused
+    /// and kept here when [`MockHandle::refuse_invalid`] is on, otherwise
+    /// the burst panics.
+    invalid: Vec<(TxFault, usize)>,
+    refuse_invalid: bool,
 }
 
 /// The test side of a [`MockPort`]: inject frames, collect transmitted ones.
@@ -70,6 +76,21 @@ impl MockHandle {
     /// rest are refused and reported as `tx_full`. `None`: unlimited.
     pub fn set_tx_room(&self, room: Option<usize>) {
         self.q.lock().unwrap_or_else(|e| e.into_inner()).tx_room = room;
+    }
+
+    /// Refuses a frame that breaks the transmit invariant and counts it as
+    /// `tx_rejected`, as a backend does in a debug build, instead of
+    /// panicking (the default: every test that transmits checks it).
+    pub fn refuse_invalid(&self, on: bool) {
+        self.q
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refuse_invalid = on;
+    }
+
+    /// Frames refused since the last call: why, and their length.
+    pub fn take_invalid(&self) -> Vec<(TxFault, usize)> {
+        std::mem::take(&mut self.q.lock().unwrap_or_else(|e| e.into_inner()).invalid)
     }
 
     /// Makes every burst fail (netdev gone) until reset.
@@ -155,7 +176,7 @@ impl Port for MockPort {
         Ok(n)
     }
 
-    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<Sent> {
         if self.h.fail.load(Ordering::Relaxed) {
             pool.free_all(pkts);
             return Err(io::Error::from_raw_os_error(
@@ -165,12 +186,29 @@ impl Port for MockPort {
         let mut q = self.h.q.lock().unwrap_or_else(|e| e.into_inner());
         let n = pkts.len().min(q.tx_room.unwrap_or(usize::MAX));
         q.drops.tx_full += (pkts.len() - n) as u64;
+        let lim = TxLimits::ethernet(self.mtu, self.offloads, self.udp_gso());
+        let mut sent = Sent::default();
         for p in pkts.drain(..n) {
-            q.tx.push((p.data().to_vec(), p.meta.offload));
+            match tx_check::check(p.data(), &p.meta.offload, &lim) {
+                Ok(_) => {
+                    q.tx.push((p.data().to_vec(), p.meta.offload));
+                    sent.add(p.len());
+                }
+                Err(f) if q.refuse_invalid => {
+                    q.invalid.push((f, p.len()));
+                    q.drops.tx_rejected += 1;
+                }
+                Err(f) => panic!(
+                    "port {}: transmit invariant broken ({f}): {} bytes, {:?}",
+                    self.name,
+                    p.len(),
+                    p.meta.offload
+                ),
+            }
             pool.free(p);
         }
         pool.free_all(pkts);
-        Ok(n)
+        Ok(sent)
     }
 
     fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {

@@ -39,8 +39,9 @@ use crate::error::IoError;
 use crate::netdev;
 use crate::sys;
 use crate::vnet::{self, VNET_HDR_LEN};
+use packet::tx_check::{self, TxLimits};
 use packet::PortDrops;
-use packet::{Offload, Packet, Pool, Port};
+use packet::{Offload, Packet, Pool, Port, Sent};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
@@ -108,6 +109,9 @@ pub struct PortStats {
     pub tx_dropped: u64,
     /// Packets the kernel rejected as malformed (EINVAL, EMSGSIZE).
     pub tx_rejected: u64,
+    /// Packets refused before the kernel saw them: they broke the transmit
+    /// invariant ([`packet::tx_check`], checked in debug builds).
+    pub tx_invalid: u64,
 }
 
 // Offsets in `struct tpacket2_hdr`.
@@ -447,6 +451,27 @@ impl AfPacketPort {
         result.map(|()| j)
     }
 
+    /// Takes the packets that break the transmit invariant out of `pkts`,
+    /// counted and logged (the first few) instead of handed to a kernel
+    /// that would drop them, or send what the graph did not count.
+    fn refuse_invalid(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) {
+        let lim = TxLimits::ethernet(self.mtu, self.vnet_hdr, self.udp_gso);
+        let (name, mut seen) = (&self.name, self.stats.tx_invalid);
+        let n = tx_check::refuse_invalid(pkts, pool, &lim, |fault, p| {
+            seen += 1;
+            if seen <= 16 {
+                tracing::error!(
+                    port = %name,
+                    %fault,
+                    len = p.len(),
+                    offload = ?p.meta.offload,
+                    "frame breaks the transmit invariant: not sent"
+                );
+            }
+        });
+        self.stats.tx_invalid += n as u64;
+    }
+
     /// Whether the socket exchanges virtio-net headers.
     pub fn vnet_hdr(&self) -> bool {
         self.vnet_hdr
@@ -641,10 +666,13 @@ impl Port for AfPacketPort {
         Ok(n)
     }
 
-    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<Sent> {
+        if tx_check::ENABLED {
+            self.refuse_invalid(pkts, pool);
+        }
         let total = pkts.len();
         let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
-        let mut sent = 0;
+        let mut sent = Sent::default();
         let mut i = 0;
         let mut rejected = 0;
         let mut result = Ok(());
@@ -687,9 +715,8 @@ impl Port for AfPacketPort {
                     Ok(0) => break 'outer,
                     Ok(k) => {
                         for f in &frames[j..j + k] {
-                            self.stats.tx_bytes += (f.len() - hdr_in_frame) as u64;
+                            sent.add(f.len() - hdr_in_frame);
                         }
-                        sent += k;
                         j += k;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 'outer,
@@ -714,9 +741,10 @@ impl Port for AfPacketPort {
             }
             i += chunk;
         }
-        self.stats.tx_packets += sent as u64;
+        self.stats.tx_packets += sent.packets as u64;
+        self.stats.tx_bytes += sent.bytes;
         self.stats.tx_rejected += rejected as u64;
-        self.stats.tx_dropped += (total - sent - rejected) as u64;
+        self.stats.tx_dropped += (total - sent.packets - rejected) as u64;
         pool.free_all(pkts);
         result.map(|()| sent)
     }
@@ -757,7 +785,7 @@ impl Port for AfPacketPort {
         PortDrops {
             rx_ring_full: ring_full + s.rx_copy_full.wrapping_sub(r.rx_copy_full),
             rx_bad: (s.rx_bad + s.rx_bad_vnet).wrapping_sub(r.rx_bad + r.rx_bad_vnet),
-            tx_rejected: s.tx_rejected.wrapping_sub(r.tx_rejected),
+            tx_rejected: (s.tx_rejected + s.tx_invalid).wrapping_sub(r.tx_rejected + r.tx_invalid),
             tx_full: s.tx_dropped.wrapping_sub(r.tx_dropped),
         }
     }

@@ -129,8 +129,9 @@
 use crate::error::IoError;
 use crate::netdev;
 use crate::xdp_sys::{self, Ring, Side, Umem};
+use packet::tx_check::{self, TxLimits};
 use packet::PortDrops;
-use packet::{Packet, Pool, Port};
+use packet::{Packet, Pool, Port, Sent};
 use rustix::net::sockopt;
 use rustix::net::xdp::{
     SocketAddrXdp, SocketAddrXdpFlags, XdpDesc, XdpDescOptions, XdpOptionsFlags, XdpUmemReg,
@@ -237,6 +238,9 @@ pub struct XdpPortStats {
     /// Packets not sent: empty, or larger than a UMEM frame without
     /// multi-buffer (larger than 18 of them with it).
     pub tx_too_big: u64,
+    /// Packets refused before the ring: they broke the transmit invariant
+    /// ([`packet::tx_check`], checked in debug builds).
+    pub tx_invalid: u64,
     /// Kicks the kernel refused with a non-transient error.
     pub tx_kick_errors: u64,
     /// Received TCP/UDP frames whose checksum was left partial by the
@@ -1014,11 +1018,19 @@ impl Port for AfXdpPort {
         Ok(n as usize)
     }
 
-    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<Sent> {
+        if tx_check::ENABLED {
+            // No offloads here: plain frames within the MTU only.
+            let lim = TxLimits::ethernet(self.mtu, false, false);
+            let n = tx_check::refuse_invalid(pkts, pool, &lim, |fault, p| {
+                tracing::error!(port = %self.name, %fault, len = p.len(), "frame breaks the transmit invariant: not sent");
+            });
+            self.stats.tx_invalid += n as u64;
+        }
         self.reap();
         let want = u32::try_from(pkts.len()).unwrap_or(u32::MAX);
         let mut room = TxRoom::new(&mut self.tx, self.tx_free.len(), want);
-        let (mut slot, mut sent) = (0u32, 0u32);
+        let (mut slot, mut sent) = (0u32, Sent::default());
         for p in pkts.iter() {
             let data = p.data();
             let Some(need) = self.tx_need(data.len()) else {
@@ -1055,16 +1067,16 @@ impl Port for AfXdpPort {
                 continue;
             }
             slot += need;
-            self.stats.tx_bytes += data.len() as u64;
-            sent += 1;
+            sent.add(data.len());
         }
         self.tx.submit(slot);
-        self.stats.tx_packets += u64::from(sent);
+        self.stats.tx_packets += sent.packets as u64;
+        self.stats.tx_bytes += sent.bytes;
         pool.free_all(pkts);
         if slot > 0 || self.tx_pending {
             self.kick()?;
         }
-        Ok(sent as usize)
+        Ok(sent)
     }
 
     fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
@@ -1111,7 +1123,7 @@ impl Port for AfXdpPort {
                 + k.rx_ring_full.wrapping_sub(p.rx_ring_full),
             rx_bad: k.rx_invalid.wrapping_sub(p.rx_invalid) + s.rx_bad.wrapping_sub(r.rx_bad),
             tx_rejected: k.tx_invalid.wrapping_sub(p.tx_invalid)
-                + s.tx_too_big.wrapping_sub(r.tx_too_big),
+                + (s.tx_too_big + s.tx_invalid).wrapping_sub(r.tx_too_big + r.tx_invalid),
             tx_full: s.tx_full.wrapping_sub(r.tx_full),
         }
     }

@@ -464,7 +464,7 @@ pub fn generate(cfg: &GenConfig) -> Result<(u64, f64), IoError> {
             burst.push(p);
         }
         match port.tx_burst(&mut burst, &mut pool) {
-            Ok(n) => sent += n as u64,
+            Ok(n) => sent += n.packets as u64,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(IoError::sys("transmit", &cfg.ifname, e)),
         }

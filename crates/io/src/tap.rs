@@ -11,7 +11,7 @@ use crate::netdev;
 use crate::sys;
 use crate::vnet::{self, VNET_HDR_LEN};
 use packet::PortDrops;
-use packet::{Offload, Packet, Pool, Port};
+use packet::{Offload, Packet, Pool, Port, Sent};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
@@ -219,18 +219,15 @@ impl Port for TapPort {
         Ok(n)
     }
 
-    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize> {
-        let mut sent = 0;
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<Sent> {
+        let mut sent = Sent::default();
         let mut result = Ok(());
         let hlen = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
         for p in pkts.iter() {
             let hdr = vnet::encode(&p.meta.offload);
             loop {
                 match sys::writev2(self.fd.as_raw_fd(), &hdr[..hlen], p.data()) {
-                    Ok(_) => {
-                        sent += 1;
-                        self.stats.tx_bytes += p.len() as u64;
-                    }
+                    Ok(_) => sent.add(p.len()),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) if crate::error::is_device_gone(&e) => {
                         result = Err(e);
@@ -252,8 +249,9 @@ impl Port for TapPort {
                 break;
             }
         }
-        self.stats.tx_packets += sent as u64;
-        self.stats.tx_dropped += (pkts.len() - sent) as u64;
+        self.stats.tx_packets += sent.packets as u64;
+        self.stats.tx_bytes += sent.bytes;
+        self.stats.tx_dropped += (pkts.len() - sent.packets) as u64;
         pool.free_all(pkts);
         result.map(|()| sent)
     }

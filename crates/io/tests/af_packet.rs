@@ -122,7 +122,7 @@ fn tx_reaches_peer_and_reply_comes_back() {
     let frame = icmp_echo(mac_b, mac_a, ip4(&g), ip4(&t.ip_b), 0x4242, 7, &[0x5a; 64]);
     assert!(p.set_data(&frame));
     v.push(p);
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 1);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 1);
     assert!(v.is_empty());
     assert_eq!(pool.available(), 64);
     let r = recv_until(&mut port, &mut pool, Duration::from_secs(3), |p| {
@@ -178,7 +178,7 @@ fn tx_with_and_without_headroom_for_the_vnet_header() {
             sent_bytes += frame.len() as u64;
             v.push(p);
         }
-        assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 3);
+        assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 3);
         let mut replies = std::collections::BTreeSet::new();
         let t0 = std::time::Instant::now();
         while replies.len() < 3 && t0.elapsed() < Duration::from_secs(5) {
@@ -351,11 +351,168 @@ fn tx_udp_super_packet_is_segmented_for_peer() {
         hdr_len: 42,
     };
     let mut v = vec![p];
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 1);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 1);
     let mut res = String::new();
     out.read_to_string(&mut res).unwrap();
     let _ = rx.wait();
     assert_eq!(res.trim(), "10 10000 [1000]", "datagrams received by B");
+}
+
+/// Ethernet + IPv4 + UDP (4000 → `dport`) from the ghost `g` to B, `payload`
+/// bytes of `seg`-sized segments marked as one UDP GSO frame with the
+/// checksum partial (the pseudo-header sum in the field, RFC 768).
+fn udp_gso_frame(
+    t: &VethPair,
+    mac_a: [u8; 6],
+    g: &str,
+    dport: u16,
+    payload: usize,
+    seg: u16,
+) -> (Vec<u8>, Offload) {
+    let mut f = eth_ipv4(t.mac_b(), mac_a, ip4(g), ip4(&t.ip_b), 17, 8 + payload);
+    let udp_len = (8 + payload) as u16;
+    f.extend_from_slice(&4000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    let mut ph = Vec::new();
+    ph.extend_from_slice(&ip4(g));
+    ph.extend_from_slice(&ip4(&t.ip_b));
+    ph.extend_from_slice(&[0, 17]);
+    ph.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&csum_fold(0, &ph).to_be_bytes());
+    f.extend((0..payload).map(|i| (i / usize::from(seg)) as u8));
+    let o = Offload {
+        needs_csum: true,
+        csum_valid: false,
+        csum_start: 34,
+        csum_offset: 6,
+        gso: Gso::UdpL4,
+        gso_size: seg,
+        hdr_len: 42,
+    };
+    (f, o)
+}
+
+/// The veth's kernel counter `what` (statistics/…) in namespace `ns`.
+fn link_stat(ns: &Netns, dev: &str, what: &str) -> u64 {
+    let out = ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{what}")]);
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The size rule (`packet::gso_limit`) against this kernel: a UDP GSO frame
+/// of 65 535 bytes crosses whole and reaches B's socket as its 46
+/// datagrams; one byte longer, the kernel drops it on the direct transmit
+/// path (PACKET_QDISC_BYPASS: a raw socket's send fails with ENOBUFS and the
+/// veth counts it in `tx_dropped`). The port never counts such a frame as
+/// sent: in a debug build it refuses it itself (the transmit invariant) and
+/// the kernel never sees it.
+#[test]
+fn tx_udp_gso_frame_at_the_kernel_limit_crosses_and_one_byte_more_is_not_sent() {
+    let t = VethPair::new();
+    let mut port = open_a(&t, AfPacketOpts::default());
+    assert!(port.udp_gso(), "veth takes UDP GSO frames");
+    let mut pool = Pool::new(8);
+    let mac_a = port.mac();
+    let g = ghost(&t, mac_a);
+    let script = format!(
+        "import socket\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.setsockopt(socket.SOL_SOCKET,socket.SO_RCVBUF,1<<22)\n\
+         s.bind(('{}',5401)); s.settimeout(2)\n\
+         print('ready',flush=True)\n\
+         n=0; sizes=set(); total=0\n\
+         try:\n\
+         \x20   while True:\n\
+         \x20       d=s.recv(70000); n+=1; sizes.add(len(d)); total+=len(d)\n\
+         except socket.timeout: pass\n\
+         print(n,total,sorted(sizes),flush=True)\n",
+        t.ip_b
+    );
+    let mut rx = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &t.b.name,
+            "/usr/bin/python3",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(rx.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+
+    // The last frame the kernel takes whole.
+    let (f, o) = udp_gso_frame(&t, mac_a, &g, 5401, 65_535 - 42, 1424);
+    assert_eq!(f.len(), packet::gso_limit::MAX_GSO_FRAME);
+    let mut p = pool.alloc().unwrap();
+    assert!(p.set_data(&f));
+    p.meta.offload = o;
+    let mut v = vec![p];
+    let sent = port.tx_burst(&mut v, &mut pool).unwrap();
+    assert_eq!((sent.packets, sent.bytes), (1, 65_535));
+
+    // One byte more: the kernel's own verdict, from a raw socket as the
+    // port's (virtio-net header, qdisc bypass).
+    let (f2, _) = udp_gso_frame(&t, mac_a, &g, 5401, 65_536 - 42, 1424);
+    let file = std::env::temp_dir().join(unique("gso"));
+    std::fs::write(&file, &f2).unwrap();
+    let raw = format!(
+        "import socket,struct\n\
+         s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,0)\n\
+         s.setsockopt(263,15,1); s.setsockopt(263,20,1); s.bind(('{}',0))\n\
+         h=struct.pack('=BBHHHH',1,5,42,1424,34,6)\n\
+         try:\n\
+         \x20   s.send(h+open('{}','rb').read()); print('sent')\n\
+         except OSError as e: print(e.errno)\n",
+        t.va,
+        file.display()
+    );
+    let dropped0 = link_stat(&t.a, &t.va, "tx_dropped");
+    let res = t.a.exec(&["/usr/bin/python3", "-c", &raw]);
+    let _ = std::fs::remove_file(&file);
+    let verdict = String::from_utf8_lossy(&res.stdout).trim().to_string();
+    assert_eq!(
+        verdict,
+        libc::ENOBUFS.to_string(),
+        "the kernel refuses 65 536 bytes"
+    );
+    assert_eq!(link_stat(&t.a, &t.va, "tx_dropped"), dropped0 + 1);
+
+    // The port: not sent, not counted as sent, counted as not sent.
+    let before = port.stats();
+    let mut p = pool.alloc().unwrap();
+    assert!(p.set_data(&f2));
+    p.meta.offload = o;
+    let mut v = vec![p];
+    let sent = port.tx_burst(&mut v, &mut pool).unwrap();
+    assert_eq!((sent.packets, sent.bytes), (0, 0));
+    let after = port.stats();
+    assert_eq!(after.tx_packets, before.tx_packets);
+    assert_eq!(after.tx_bytes, before.tx_bytes);
+    if packet::tx_check::ENABLED {
+        assert_eq!(after.tx_invalid, before.tx_invalid + 1);
+        assert_eq!(
+            link_stat(&t.a, &t.va, "tx_dropped"),
+            dropped0 + 1,
+            "never handed over"
+        );
+    } else {
+        assert_eq!(after.tx_dropped, before.tx_dropped + 1);
+    }
+    assert_eq!(pool.available(), 8);
+
+    let mut res = String::new();
+    out.read_to_string(&mut res).unwrap();
+    let _ = rx.wait();
+    assert_eq!(
+        res.trim(),
+        format!("46 {} [1413, 1424]", 65_535 - 42),
+        "B got the first frame's datagrams, nothing of the second"
+    );
 }
 
 /// The ingress guard keeps A's kernel from answering B's ping while the

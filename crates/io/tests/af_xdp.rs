@@ -131,7 +131,7 @@ fn tx_reaches_peer_and_reply_comes_back() {
         assert!(p.set_data(&frame));
         v.push(p);
     }
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 3);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 3);
     assert!(v.is_empty());
     assert_eq!(pool.available(), 64);
     let replies = std::cell::Cell::new(0);
@@ -168,7 +168,7 @@ fn tx_large_burst_is_drained() {
         assert!(p.set_data(&frame));
         v.push(p);
     }
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 200);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 200);
     let mut replies = std::collections::BTreeSet::new();
     let n = std::cell::Cell::new(0);
     recv_while(
@@ -566,7 +566,7 @@ fn jumbo_tx_reaches_peer_whole_and_big_pings_are_answered() {
         v.push(p);
     }
     assert_eq!(
-        port.tx_burst(&mut v, &mut pool).unwrap(),
+        port.tx_burst(&mut v, &mut pool).unwrap().packets,
         frames.len(),
         "{:?}",
         port.stats()
@@ -607,7 +607,10 @@ fn jumbo_tx_reaches_peer_whole_and_big_pings_are_answered() {
         assert!(p.set_data(&f));
         v.push(p);
     }
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), payloads.len());
+    assert_eq!(
+        port.tx_burst(&mut v, &mut pool).unwrap().packets,
+        payloads.len()
+    );
     let replies = std::cell::RefCell::new(std::collections::BTreeMap::new());
     recv_while(
         &mut port,
@@ -699,7 +702,7 @@ fn single_buffer_refuses_an_mtu_it_cannot_serve() {
     assert_eq!(recv_exp(&mut port, &mut pool, 1), vec![f]);
     let mut v = vec![pool.alloc().unwrap()];
     assert!(v[0].set_data(&exp_frame(mac_b, mac_a, 2, 5000)));
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 0);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 0);
     assert_eq!(port.stats().tx_too_big, 1);
 }
 
@@ -727,7 +730,7 @@ fn largest_frames_of_a_64k_mtu_cross_both_ways() {
     let f = icmp_echo(mac_b, mac_a, ip4(&g), ip4(&t.ip_b), 0x64, 1, &payload);
     let mut v = vec![pool.alloc().unwrap()];
     assert!(v[0].set_data(&f));
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 1);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 1);
     let r = recv_until(&mut port, &mut pool, Duration::from_secs(10), |p| {
         is_icmp(p.data(), 0, Some(0x64))
     })

@@ -21,9 +21,9 @@ fn rate(port: &mut AfPacketPort, frame: &[u8], off: Offload, dur: Duration) -> (
             p.meta.offload = off;
             v.push(p);
         }
-        let n = port.tx_burst(&mut v, &mut pool).unwrap();
-        pkts += n as u64;
-        bytes += (n * frame.len()) as u64;
+        let sent = port.tx_burst(&mut v, &mut pool).unwrap();
+        pkts += sent.packets as u64;
+        bytes += sent.bytes;
     }
     let s = start.elapsed().as_secs_f64();
     (pkts as f64 / s, bytes as f64 * 8.0 / s)

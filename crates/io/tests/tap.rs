@@ -89,7 +89,7 @@ fn tap_rx_and_tx() {
     let mut pkt = pool.alloc().unwrap();
     assert!(pkt.set_data(&f));
     let mut v = vec![pkt];
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 1);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 1);
     let r = recv_until(&mut port, &mut pool, Duration::from_secs(3), |p| {
         is_icmp(p.data(), 0, Some(0x7777))
     })
@@ -221,7 +221,7 @@ fn tap_udp_super_packets_both_ways() {
     assert!(pkt.set_data(&f));
     pkt.meta.offload = o;
     let mut v = vec![pkt];
-    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap(), 1);
+    assert_eq!(port.tx_burst(&mut v, &mut pool).unwrap().packets, 1);
     let mut res = String::new();
     out.read_to_string(&mut res).unwrap();
     let _ = rx.wait();

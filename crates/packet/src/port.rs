@@ -28,6 +28,25 @@ pub struct PortDrops {
     pub tx_full: u64,
 }
 
+/// What one [`Port::tx_burst`] handed to the kernel: the packets it took
+/// and their bytes (frames as handed over, link header included, no
+/// virtio-net header). A refused packet is in neither: the port's counters
+/// count what left, as the kernel's counters for the netdev do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub packets: usize,
+    pub bytes: u64,
+}
+
+impl Sent {
+    /// Adds one packet of `len` bytes.
+    #[inline]
+    pub fn add(&mut self, len: usize) {
+        self.packets += 1;
+        self.bytes += len as u64;
+    }
+}
+
 /// One worker's queue on one network interface.
 pub trait Port: Send {
     /// Linux netdev name this port is attached to.
@@ -48,9 +67,11 @@ pub trait Port: Send {
     /// Transmits every packet of `pkts` (leaving it empty) and returns the
     /// buffers to `pool`. Super-packets (`meta.offload.gso != None`) are handed
     /// to the kernel whole with a virtio-net header when the backend supports
-    /// it. Returns the number of packets accepted by the kernel; the rest
-    /// were dropped (ring full) and the caller counts them.
-    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<usize>;
+    /// it. Returns the packets (and their bytes) accepted by the kernel; the
+    /// rest were dropped (ring full, refused) and the caller counts them.
+    /// Every frame must keep the transmit invariant
+    /// ([`crate::tx_check`]), which backends check in debug builds.
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut Pool) -> io::Result<Sent>;
 
     /// File descriptor to wait on (readable = packets to receive).
     /// `None` for a port without one (tests' in-memory ports).

@@ -1,12 +1,17 @@
 //! interface-output: sorts packets into per-port transmit vectors. A port
 //! that cannot take offloads gets no super-packets or partial checksums:
-//! those are segmented / completed in software here first. Packets for a
+//! those are segmented / completed in software here first. Nor does any
+//! port get a super-packet longer than the kernel sends whole
+//! ([`gso_limit`]; the nodes that build them stay within it, but one
+//! received from a peer or built by a bug may not): it is segmented here and
+//! counted, never handed over to be dropped. Packets for a
 //! tunnel's virtual port go to tunnel-encap instead; decapsulated packets
 //! for a port with offloads and `rsc` on go to rsc-output.
 
 use crate::graph::{flags, Ctx, Next, Node, NodeId};
 use crate::offload::{csum, gso};
 use packet::buffer::{Gso, Packet};
+use packet::gso_limit;
 
 #[derive(Default)]
 pub struct InterfaceOutput {
@@ -18,6 +23,8 @@ node_errors! {
         InterfaceDown => "interface-down",
         SegmentationFailed => "segmentation-failed",
         ChecksumFailed => "checksum-failed",
+        /// Super-packets too long to be sent whole, segmented here.
+        OversizedSuperPackets => "oversized-super-packets",
     }
 }
 
@@ -75,7 +82,11 @@ impl Node for InterfaceOutput {
             // A UDP GSO datagram (packed VXLAN, offload::uso) is cut here
             // when the port may not send it whole.
             let cut_udp = p.meta.offload.gso == Gso::UdpL4 && !cx.port_udp_gso[port];
-            if !offloads || cut_udp {
+            let oversized = p.meta.offload.gso != Gso::None && !gso_limit::frame_fits(p.len());
+            if oversized {
+                next.count(E::OversizedSuperPackets as u16, 1);
+            }
+            if !offloads || cut_udp || oversized {
                 if p.meta.offload.gso != Gso::None {
                     self.segs.clear();
                     match gso::segment(&p, &mut cx.pool, &mut self.segs) {

@@ -37,6 +37,7 @@ use super::hdr::{
     self, Ip, PROTO_TCP, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG,
 };
 use packet::buffer::{Gso, Packet, Pool, BUF_SIZE, MAX_FRAME, VECTOR_SIZE};
+use packet::gso_limit;
 
 /// Why a packet was not merged into a super-packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -555,7 +556,6 @@ impl Coalescer {
         let head_seq = hdr::tcp(h, hl4).seq_number();
         let head_end = hl4 + thl + (slot.next_seq.wrapping_sub(head_seq) as usize);
         let new_end = head_end + seg.payload;
-        let ip_len = new_end - l3 - if seg.ip.v6 { hdr::IPV6_HDR_LEN } else { 0 };
         // Room behind the frame once the head is in a large buffer
         // (`Pool::grow` moves a small one before the merge).
         let tailroom = if head.is_small() {
@@ -563,7 +563,9 @@ impl Coalescer {
         } else {
             head.tailroom()
         };
-        if ip_len > usize::from(u16::MAX)
+        // A super-packet the kernel sends whole (within the IP length
+        // fields too).
+        if !gso_limit::l3_fits(new_end - l3)
             || new_end > MAX_FRAME
             || seg.payload > tailroom + (head.len() - head_end.min(head.len()))
         {

@@ -20,11 +20,8 @@
 use super::gso::InnerSeg;
 use super::hdr::{self, Ip, PROTO_TCP, PROTO_UDP};
 use super::OffloadError;
-use packet::buffer::{Gso, Offload, Packet, Pool, MAX_FRAME};
-
-/// Linux refuses UDP GSO datagrams of more segments than this
-/// (`UDP_MAX_SEGMENTS`, include/linux/udp.h).
-pub const MAX_SEGMENTS: usize = 128;
+use packet::buffer::{Gso, Offload, Packet, Pool};
+use packet::gso_limit;
 
 /// Longest outer header [`join`] takes: IPv6 (40) + UDP (8).
 const MAX_OUTER: usize = 48;
@@ -40,8 +37,8 @@ pub struct PackSpec {
 }
 
 /// Packs the encapsulated TCP super-packet `pkt` into UDP GSO datagrams
-/// (appended to `out`; several when ~64 KB of IP length cannot hold all
-/// segments). A datagram left with a single segment is an ordinary packet
+/// (appended to `out`; several when one datagram the kernel sends whole,
+/// [`gso_limit::udp_segments`], cannot hold all segments). A datagram left with a single segment is an ordinary packet
 /// with its UDP checksum computed when the template carries one (IPv6
 /// always, RFC 6935 aside). Returns the number of inner segments.
 ///
@@ -172,11 +169,9 @@ pub fn pack_slices(
     if slice < front + seg_hdr + mss {
         return Err(OffloadError::Malformed);
     }
-    // The outer IP length field bounds a datagram (IPv4 total length,
-    // IPv6 payload length); the buffer bounds the frame.
-    let ip_fixed = if outer.v6 { hdr::IPV6_HDR_LEN } else { 0 };
-    let room = (usize::from(u16::MAX) + ip_fixed).min(MAX_FRAME - 64);
-    let per = (room.saturating_sub(body) / slice).min(MAX_SEGMENTS);
+    // What the kernel sends whole bounds a datagram (within the IP length
+    // fields and the buffer too).
+    let per = gso_limit::udp_segments(body, slice);
     if per < 2 || nseg < 2 {
         return Err(OffloadError::Unsupported);
     }
@@ -575,8 +570,9 @@ fn merge_run(
 /// Joins a run of UDP datagrams that share their outer headers (IP header
 /// but for length, ID and checksum; UDP ports) and whose payloads all have
 /// the first one's size but the last (which may be shorter) into UDP GSO
-/// datagrams: what UDP segmentation of the result gives back is the run
-/// (outer IPv4 IDs renumbered from the first's, UDP checksums computed).
+/// datagrams the kernel sends whole ([`gso_limit::udp_segments`]): what UDP
+/// segmentation of the result gives back is the run (outer IPv4 IDs
+/// renumbered from the first's, UDP checksums computed).
 /// ESP in UDP (RFC 3948) of one super-packet's segments is such a run: its
 /// packets are sealed one by one, then sent as one. The datagrams of `run`
 /// (left empty) are moved to `out` — joined ones appended into the first buffer of
@@ -614,9 +610,7 @@ pub fn join(run: &mut Vec<Packet>, out: &mut Vec<Packet>, pool: &mut Pool) -> us
         let n = e.len().saturating_sub(body);
         hdr_same && (n == seg || (last && n > 0 && n < seg))
     };
-    let ip_fixed = if ip.v6 { hdr::IPV6_HDR_LEN } else { 0 };
-    let room = (usize::from(u16::MAX) + ip_fixed).min(MAX_FRAME - 64);
-    let per = ((room - body) / seg).min(MAX_SEGMENTS);
+    let per = gso_limit::udp_segments(body, seg);
     let mut made = 0;
     let mut it = run.drain(..).peekable();
     while let Some(mut head) = it.next() {

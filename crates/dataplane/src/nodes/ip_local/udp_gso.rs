@@ -82,7 +82,7 @@ impl IpLocal {
 /// (RFC 3948) while an ESP tunnel uses NAT-T, and every slice is an ESP
 /// packet (non-zero SPI, so no IKE and no keepalive) of the first slice's
 /// SPI: esp-decrypt then opens them in the datagram under one SA. At most
-/// [`uso::MAX_SEGMENTS`] slices (what Linux sends as one), so the work per
+/// [`UDP_MAX_SEGMENTS`](packet::gso_limit::UDP_MAX_SEGMENTS) slices (what Linux sends as one), so the work per
 /// datagram is bounded.
 fn esp_udp_offset(cx: &Ctx, p: &Packet) -> Option<usize> {
     if !cx.tables.esp.nat_t {
@@ -109,7 +109,7 @@ fn esp_udp_offset(cx: &Ctx, p: &Packet) -> Option<usize> {
     if slice < wire::esp::HEADER_LEN || d.len() <= body {
         return None;
     }
-    if (d.len() - body).div_ceil(slice) > uso::MAX_SEGMENTS {
+    if (d.len() - body).div_ceil(slice) > packet::gso_limit::UDP_MAX_SEGMENTS {
         return None;
     }
     let spi0 = d.get(body..body + 4)?;
