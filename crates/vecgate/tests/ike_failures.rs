@@ -46,6 +46,7 @@ impl Topo {
             ga,
             gb,
             nat,
+            ..
         } = if nat {
             Sites::behind_nat()
         } else {

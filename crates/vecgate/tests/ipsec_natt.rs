@@ -117,6 +117,7 @@ fn esp_in_udp_crosses_source_nat_both_ways() {
         ga,
         gb,
         nat,
+        ..
     } = Sites::behind_nat();
     let nat = nat.expect("a NAT between the sites");
     // gwA: behind the NAT, its underlay default route via the NAT.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 pub mod ha_pair;
 pub mod sites;
+pub mod wire_judge;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -617,6 +618,12 @@ impl Capture {
             num(" packets received by filter")?,
             num(" packets dropped by kernel")?,
         ))
+    }
+
+    /// Frames the kernel dropped before tcpdump read them, as tcpdump
+    /// last reported (after [`Capture::stop`]: for the whole capture).
+    pub fn dropped(&self) -> Option<u64> {
+        self.stats().map(|(_, _, d)| d)
     }
 
     /// Waits until tcpdump has written every frame it was handed (or 10 s
