@@ -7,16 +7,46 @@
 //! edited and resealed with the sender's, so that mutated content gets
 //! past the integrity check into the exchange handlers. Keys are known
 //! because `cfg(fuzzing)` makes the library's randomness a seeded
-//! generator (`crypto::fuzz_reseed`).
+//! generator (`crypto::fuzz_reseed`). One variant authenticates both
+//! sides with certificates (Ed25519, an openssl-made CA and CRL), so the
+//! CERT/CERTREQ payloads and signatures of IKE_AUTH are mutated too.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vecgate_ike::message::{Header, HEADER_LEN};
 use vecgate_ike::payload::kind;
-use vecgate_ike::{Action, Ike, IkeConfig};
+use vecgate_ike::pki::{LocalCert, SigningKey, TrustStore};
+use vecgate_ike::{Action, Identity, Ike, IkeConfig, LocalAuth, RemoteAuth};
+
+const PKI: [&[u8]; 6] = [
+    include_bytes!("../../crates/ike/tests/data/pki/fuzz_a.crt"),
+    include_bytes!("../../crates/ike/tests/data/pki/fuzz_a.key"),
+    include_bytes!("../../crates/ike/tests/data/pki/fuzz_b.crt"),
+    include_bytes!("../../crates/ike/tests/data/pki/fuzz_b.key"),
+    include_bytes!("../../crates/ike/tests/data/pki/fuzz_ca.crt"),
+    include_bytes!("../../crates/ike/tests/data/pki/fuzz_ca.crl"),
+];
+
+/// Certificate authentication for side `a` (else b) of the variant.
+fn certificates(c: &mut IkeConfig, a: bool) {
+    let (me, peer, (cert, key)) = if a {
+        ("a.vecgate.test", "b.vecgate.test", (PKI[0], PKI[1]))
+    } else {
+        ("b.vecgate.test", "a.vecgate.test", (PKI[2], PKI[3]))
+    };
+    let key = SigningKey::from_bytes(key).expect("fuzz key");
+    c.local_auth = LocalAuth::Cert(Arc::new(LocalCert::new(cert, key).expect("fuzz cert")));
+    let mut t = TrustStore::default();
+    t.add_anchors(PKI[4]).expect("fuzz CA");
+    t.add_crls(PKI[5]).expect("fuzz CRL");
+    c.remote_auth = RemoteAuth::Cert(Arc::new(t));
+    c.local_id = Identity::from_text(me);
+    c.remote_id = Identity::from_text(peer);
+}
 
 /// Upper bound on steps per input (each step is one datagram or timer).
 const MAX_STEPS: usize = 128;
@@ -67,6 +97,9 @@ fn config(a: bool, variant: u8) -> IkeConfig {
     }
     if variant & 16 != 0 {
         c.cookie_threshold = 0;
+    }
+    if variant & 32 != 0 {
+        certificates(&mut c, a);
     }
     c.dpd_interval = Some(Duration::from_secs(10));
     c.dpd_timeout = Some(Duration::from_secs(30));

@@ -62,6 +62,12 @@ struct LabCfg<'a> {
     /// Identities (default: the outer addresses).
     a_id: &'a str,
     b_id: &'a str,
+    /// charon's `local { }` and `remote { }` auth lines (default: PSK).
+    charon_local: &'a str,
+    charon_remote: &'a str,
+    /// Files written into the lab directory before charon starts (its
+    /// SWANCTL_DIR: x509/, x509ca/, x509crl/, pkcs8/).
+    files: &'a [(&'a str, &'a [u8])],
 }
 
 impl Lab {
@@ -78,6 +84,11 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("vgike-{id}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("run")).unwrap();
+        for (name, data) in c.files {
+            let p = dir.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, data).unwrap();
+        }
         let (a_ip, b_ip, plen, a_ts, b_ts, b_lo) = if c.v6 {
             (
                 "fd77::1",
@@ -145,7 +156,7 @@ impl Lab {
             lab.dir.join("strongswan.conf"),
             format!(
                 "charon {{
-  load = random nonce openssl kdf pem pkcs1 x509 kernel-libipsec kernel-netlink socket-default vici updown
+  load = random nonce openssl kdf pem pkcs1 pkcs8 x509 revocation constraints pubkey kernel-libipsec kernel-netlink socket-default vici updown
   install_routes = yes
   # Quick retransmissions: charon occasionally loses the request it sends
   # right after an INVALID_KE_PAYLOAD/COOKIE round trip.
@@ -184,11 +195,11 @@ impl Lab {
     proposals = {ike}
     rekey_time = 0
     local {{
-      auth = psk
+      {local}
       id = {b_id}
     }}
     remote {{
-      auth = psk
+      {remote}
       id = {a_id}
     }}
     children {{
@@ -211,7 +222,17 @@ secrets {{
 ",
                 ike = c.ike,
                 esp = c.esp,
-                psk = c.charon_psk
+                psk = c.charon_psk,
+                local = if c.charon_local.is_empty() {
+                    "auth = psk"
+                } else {
+                    c.charon_local
+                },
+                remote = if c.charon_remote.is_empty() {
+                    "auth = psk"
+                } else {
+                    c.charon_remote
+                },
             ),
         )
         .unwrap();
@@ -249,6 +270,7 @@ secrets {{
             .args(args)
             .args(["--uri", &vici])
             .env("STRONGSWAN_CONF", self.dir.join("strongswan.conf"))
+            .env("SWANCTL_DIR", &self.dir)
             .output()
             .unwrap();
         let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -835,4 +857,207 @@ fn ipv6_with_fqdn_and_key_id_identities() {
     p.wait("IKE rekey", |l| l.contains("IkeRekeyed"));
     p.cmd("delete-ike");
     p.wait("IKE deletion", |l| l.contains("IkeDeleted"));
+}
+
+#[path = "support/pki.rs"]
+mod pki;
+
+/// A PKI for a certificate lab: root and intermediate CA, charon's end
+/// entity (b.vecgate.test) and ours (a.vecgate.test).
+struct Pki {
+    root: pki::Ca,
+    inter: pki::Ca,
+    a: pki::Leaf,
+    b: pki::Leaf,
+}
+
+impl Pki {
+    fn new(alg: pki::Alg) -> Pki {
+        let root = pki::Ca::root("Interop Root", alg);
+        let inter = root.intermediate("Interop Intermediate", alg);
+        let a = inter.issue(&pki::Spec::new("gw-a", &["a.vecgate.test"], alg));
+        let b = inter.issue(&pki::Spec::new("gw-b", &["b.vecgate.test"], alg));
+        Pki { root, inter, a, b }
+    }
+
+    /// charon's credentials, in its SWANCTL_DIR layout, and ours.
+    fn files(&self) -> Vec<(&'static str, Vec<u8>)> {
+        vec![
+            ("x509ca/root.pem", self.root.pem.clone().into_bytes()),
+            ("x509ca/inter.pem", self.inter.pem.clone().into_bytes()),
+            ("x509/b.pem", self.b.pem.clone().into_bytes()),
+            ("pkcs8/b.key", self.b.key_pem.clone().into_bytes()),
+            (
+                "ours/chain.pem",
+                pki::chain_pem(&self.a, &[&self.inter]).into_bytes(),
+            ),
+            ("ours/a.key", self.a.key_pem.clone().into_bytes()),
+            ("ours/root.pem", self.root.pem.clone().into_bytes()),
+        ]
+    }
+}
+
+const CHARON_PUBKEY: &str = "auth = pubkey\n      certs = b.pem";
+
+fn cert_lab<'a>(files: &'a [(&'a str, &'a [u8])], local: &'a str, extra: &'a str) -> Lab {
+    Lab::new(&LabCfg {
+        ike: "aes256gcm16-prfsha256-x25519",
+        esp: "aes256gcm16",
+        charon_psk: PSK,
+        charon_extra: extra,
+        a_id: "a.vecgate.test",
+        b_id: "b.vecgate.test",
+        charon_local: local,
+        charon_remote: "auth = pubkey",
+        files,
+        ..Default::default()
+    })
+}
+
+fn cert_args(lab: &Lab) -> Vec<String> {
+    let f = |n: &str| lab.dir.join("ours").join(n).display().to_string();
+    vec![
+        "--cert".into(),
+        f("chain.pem"),
+        "--key".into(),
+        f("a.key"),
+        "--ca".into(),
+        f("root.pem"),
+        "--local-id".into(),
+        "a.vecgate.test".into(),
+        "--remote-id".into(),
+        "b.vecgate.test".into(),
+    ]
+}
+
+/// charon logged that it authenticated us.
+fn charon_authenticated_us(lab: &Lab) -> bool {
+    let t0 = Instant::now();
+    loop {
+        let log = lab.log();
+        if log.lines().any(|l| {
+            l.contains("authentication of 'a.vecgate.test' with") && l.contains("successful")
+        }) {
+            return true;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            eprintln!("{log}");
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn certificates_both_ways_every_key_type() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // (key type, charon's strongswan.conf extra, extra args of ours,
+    // the scheme both sides sign with).
+    for (alg, charon_extra, ours, want) in [
+        (pki::Alg::P256, "", &[][..], "ecdsa-sha256"),
+        (pki::Alg::P384, "", &[][..], "ecdsa-sha384"),
+        (pki::Alg::Ed25519, "", &[][..], "ed25519"),
+        (pki::Alg::Rsa, "", &["--pkcs1"][..], "rsa-pkcs1-sha256"),
+        (pki::Alg::Rsa, "rsa_pss = yes", &[][..], "rsa-pss-sha256"),
+    ] {
+        let pki = Pki::new(alg);
+        let files = pki.files();
+        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+        for we_initiate in [true, false] {
+            let lab = cert_lab(&refs, CHARON_PUBKEY, charon_extra);
+            let mut args = cert_args(&lab);
+            args.extend(ours.iter().map(|s| s.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut p = lab.peer_with(we_initiate, lab_ike(), "aes256gcm16", &args);
+            if !we_initiate {
+                std::thread::sleep(Duration::from_millis(300));
+                let out = lab.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
+                assert!(out.contains("completed successfully"), "{alg:?}: {out}");
+            }
+            p.wait("child install", is_install);
+            let auth = p.wait("AUTH line", |l| l.starts_with("AUTH "));
+            assert!(
+                auth.contains(&format!("local={want} remote={want}"))
+                    && auth.contains("subject=\"C=CH, O=vecgate test, CN=gw-b\""),
+                "{alg:?} initiate={we_initiate}: {auth}"
+            );
+            assert!(
+                charon_authenticated_us(&lab),
+                "{alg:?} initiate={we_initiate}"
+            );
+            let sas = lab.wait_sas("INSTALLED", true);
+            assert!(sas.contains("ESTABLISHED"), "{sas}");
+        }
+    }
+}
+
+fn lab_ike() -> &'static str {
+    "aes256gcm16-prfsha256-x25519"
+}
+
+#[test]
+fn classic_ecdsa_methods_with_a_peer_without_rfc7427() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (alg, want) in [
+        (pki::Alg::P256, "ecdsa-256 (classic)"),
+        (pki::Alg::P384, "ecdsa-384 (classic)"),
+    ] {
+        let pki = Pki::new(alg);
+        let files = pki.files();
+        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+        let lab = cert_lab(&refs, CHARON_PUBKEY, "signature_authentication = no");
+        let args = cert_args(&lab);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut p = lab.peer_with(true, lab_ike(), "aes256gcm16", &args);
+        p.wait("child install", is_install);
+        let auth = p.wait("AUTH line", |l| l.starts_with("AUTH "));
+        assert!(
+            auth.contains(&format!("local={want} remote={want}")),
+            "{alg:?}: {auth}"
+        );
+        assert!(charon_authenticated_us(&lab));
+    }
+}
+
+#[test]
+fn certificate_refusals_both_ways() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pki = Pki::new(pki::Alg::P256);
+    let files = pki.files();
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    // We trust another root: charon's certificate is refused by us.
+    let other = pki::Ca::root("Other Root", pki::Alg::P256);
+    let lab = cert_lab(&refs, CHARON_PUBKEY, "");
+    let other_pem = lab.dir.join("ours/other.pem");
+    std::fs::write(&other_pem, &other.pem).unwrap();
+    let mut args = cert_args(&lab);
+    args[5] = other_pem.display().to_string();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut p = lab.peer_with(true, lab_ike(), "aes256gcm16", &args);
+    let l = p.wait("refusal", |l| l.contains("Failed {"));
+    assert!(l.contains("PeerAuth(UnknownCa"), "{l}");
+    assert!(!p.seen.iter().any(|l| is_install(l)));
+    drop(p);
+    // Our certificate expired: charon refuses it and says so.
+    let old = pki.inter.issue(&pki::Spec {
+        until: (2021, 1, 1),
+        ..pki::Spec::new("gw-a", &["a.vecgate.test"], pki::Alg::P256)
+    });
+    std::fs::write(
+        lab.dir.join("ours/chain.pem"),
+        pki::chain_pem(&old, &[&pki.inter]),
+    )
+    .unwrap();
+    std::fs::write(lab.dir.join("ours/a.key"), &old.key_pem).unwrap();
+    let args = cert_args(&lab);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut p = lab.peer_with(true, lab_ike(), "aes256gcm16", &args);
+    let l = p.wait("refusal", |l| l.contains("Failed {"));
+    assert!(l.contains("AuthenticationFailed"), "{l}");
+    assert!(!p.seen.iter().any(|l| is_install(l)));
+    assert!(
+        lab.log()
+            .contains("subject certificate invalid (valid from"),
+        "charon did not say why"
+    );
 }

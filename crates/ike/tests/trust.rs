@@ -285,3 +285,26 @@ fn local_identity_must_be_in_the_certificate() {
         .unwrap_err();
     assert!(e.contains("gw.vecgate.test"), "{e}");
 }
+
+#[test]
+fn openssl_made_vectors_validate() {
+    // The fuzz targets' PKI: an Ed25519 CA with an (empty) CRL and two
+    // end entities, made by openssl.
+    let mut t = TrustStore::default();
+    assert_eq!(t.add_anchors(&data("fuzz_ca.crt")), Ok(1));
+    assert_eq!(t.add_crls(&data("fuzz_ca.crl")), Ok(1));
+    assert_eq!(t.crls()[0].revoked, 0);
+    assert_eq!(t.crls()[0].issuer, "C=CH, O=vecgate fuzz, CN=Fuzz CA");
+    let a = vecgate_ike::pki::load_certs(&data("fuzz_a.crt")).unwrap();
+    let p = t
+        .validate(
+            &[&a[0]],
+            &Identity::from_text("a.vecgate.test"),
+            &any(),
+            SystemTime::now(),
+        )
+        .unwrap();
+    assert_eq!(p.info.subject, "C=CH, O=vecgate fuzz, CN=gw-a");
+    let key = SigningKey::from_bytes(&data("fuzz_a.key")).unwrap();
+    assert!(LocalCert::new(&data("fuzz_a.crt"), key).is_ok());
+}

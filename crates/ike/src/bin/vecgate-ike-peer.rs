@@ -3,12 +3,21 @@
 //! commands (`rekey-child`, `rekey-ike`, `delete-child`, `delete-ike`,
 //! `create-child`, `quit`) from stdin. Child keys are printed only with
 //! `--print-keys` (test use).
+//!
+//! Certificates: `--cert FILE` (PEM, end entity first, then
+//! intermediates) with `--key FILE` signs our AUTH; `--ca FILE,..`,
+//! `--crl FILE,..` and `--remote-cert FILE` make the peer sign. Without
+//! them the PSK of `--psk-file` is used on that side. `--pkcs1` signs
+//! RSA with PKCS#1 v1.5 instead of PSS, `--no-send-cert` leaves CERT
+//! out, `--wrong-key-for-tests FILE` signs with a key that is not the
+//! certificate's (the peer must refuse it).
 
 use std::io::{BufRead, Write};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use vecgate_ike::driver::Driver;
-use vecgate_ike::{Action, Identity, Ike, IkeConfig};
+use vecgate_ike::pki::{LocalCert, SigningKey, TrustStore};
+use vecgate_ike::{Action, Identity, Ike, IkeConfig, LocalAuth, RemoteAuth};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -16,7 +25,8 @@ fn hex(b: &[u8]) -> String {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "error: {msg}\nusage: vecgate-ike-peer --local IP --remote IP --psk-file FILE \
+        "error: {msg}\nusage: vecgate-ike-peer --local IP --remote IP [--psk-file FILE] \
+         [--cert FILE --key FILE] [--ca FILE,..] [--crl FILE,..] [--remote-cert FILE] [--pkcs1] [--no-send-cert] \
          [--ike P,..] [--esp P,..] [--local-ts PFX,..] [--remote-ts PFX,..] \
          [--local-id ID] [--remote-id ID] [--initiate] [--dpd SECS] [--fragment-size N] [--cookie-threshold N] [--force-encap] [--print-keys]"
     );
@@ -29,7 +39,7 @@ fn main() {
     let mut flags = std::collections::HashSet::new();
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--initiate" | "--print-keys" | "--force-encap" => {
+            "--initiate" | "--print-keys" | "--force-encap" | "--pkcs1" | "--no-send-cert" => {
                 flags.insert(a);
             }
             _ if a.starts_with("--") => {
@@ -49,10 +59,13 @@ fn main() {
             .unwrap_or_else(|_| usage(&format!("{k}: bad address")))
     };
     let (local, remote) = (ip("--local"), ip("--remote"));
-    let psk = std::fs::read(get("--psk-file").unwrap_or_else(|| usage("--psk-file missing")))
-        .unwrap_or_else(|e| usage(&format!("psk file: {e}")));
+    let psk = match get("--psk-file") {
+        Some(f) => std::fs::read(f).unwrap_or_else(|e| usage(&format!("psk file: {e}"))),
+        None => Vec::new(),
+    };
     let psk: Vec<u8> = String::from_utf8_lossy(&psk).trim_end().as_bytes().to_vec();
     let mut cfg = IkeConfig::new((local, 500).into(), (remote, 500).into(), &psk);
+    let read = |f: &str| std::fs::read(f).unwrap_or_else(|e| usage(&format!("{f}: {e}")));
     let list = |k: &str| -> Vec<String> {
         get(k)
             .map(|v| v.split(',').map(str::to_string).collect())
@@ -92,6 +105,42 @@ fn main() {
         cfg.cookie_threshold = v
             .parse()
             .unwrap_or_else(|_| usage("bad --cookie-threshold"));
+    }
+    if let Some(cert) = get("--cert") {
+        let key = get("--wrong-key-for-tests")
+            .or_else(|| get("--key"))
+            .unwrap_or_else(|| usage("--cert needs --key"));
+        let key = SigningKey::from_bytes(&read(&key)).unwrap_or_else(|e| usage(&e));
+        let own = SigningKey::from_bytes(&read(&get("--key").unwrap_or_default()))
+            .unwrap_or_else(|e| usage(&e));
+        let mut l = LocalCert::new(&read(&cert), own).unwrap_or_else(|e| usage(&e));
+        if get("--wrong-key-for-tests").is_some() {
+            l = l.with_foreign_key_for_tests(key);
+        }
+        l.rsa_pss = !flags.contains("--pkcs1");
+        l.send_certs = !flags.contains("--no-send-cert");
+        if get("--local-id").is_none() {
+            cfg.local_id = l.subject_id();
+        }
+        cfg.local_auth = LocalAuth::Cert(Arc::new(l));
+    }
+    let cas = list("--ca");
+    let remote_cert = get("--remote-cert");
+    if !cas.is_empty() || remote_cert.is_some() {
+        let mut t = TrustStore::default();
+        for f in &cas {
+            t.add_anchors(&read(f))
+                .unwrap_or_else(|e| usage(&format!("{f}: {e}")));
+        }
+        for f in &list("--crl") {
+            t.add_crls(&read(f))
+                .unwrap_or_else(|e| usage(&format!("{f}: {e}")));
+        }
+        if let Some(f) = &remote_cert {
+            t.pin_peer(&read(f))
+                .unwrap_or_else(|e| usage(&format!("{f}: {e}")));
+        }
+        cfg.remote_auth = RemoteAuth::Cert(Arc::new(t));
     }
     cfg.initiate = flags.contains("--initiate");
     cfg.force_encap = flags.contains("--force-encap");
@@ -139,11 +188,26 @@ fn main() {
         }
     }
     let mut dropped = 0;
+    let mut last_auth: Option<String> = None;
     loop {
         if d.step(Duration::from_millis(50), &mut on, &mut |_, _, _| {})
             .is_err()
         {
             return;
+        }
+        if let Some(a) = d.ike_mut().auth_info() {
+            let subject = a.peer_cert.as_ref().map(|c| c.info.subject.clone());
+            let line = format!(
+                "AUTH local={} remote={} peer_id=\"{}\" subject=\"{}\"",
+                a.local,
+                a.remote,
+                a.peer_id,
+                subject.unwrap_or_default()
+            );
+            if last_auth.as_ref() != Some(&line) {
+                println!("{line}");
+                last_auth = Some(line);
+            }
         }
         if let (n, Some(e)) = d.ike_mut().dropped() {
             if n != dropped {
