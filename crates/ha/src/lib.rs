@@ -2,11 +2,14 @@
 //!
 //! [`vrrp`] is the sans-I/O VRRPv3 machine (RFC 5798 §6.4); the gateway
 //! feeds it adverts, timers and link events and carries out its actions.
-//! [`sync`] is the state sync's sealed, versioned message format; the
-//! gateway's sync thread carries it and takes over the synced SAs on
-//! [`vrrp::Action::Transition`] to master.
+//! [`sync`] is the state sync's sealed, versioned message format;
+//! [`syncer`] the sans-I/O state sync that speaks it: the gateway's sync
+//! thread feeds it datagrams, the SA state's reservations, the IKE
+//! thread's SAs and VRRP's role, carries out its actions, and asks it to
+//! take over the synced state when VRRP makes this gateway master.
 
 pub mod sync;
+pub mod syncer;
 pub mod vrrp;
 
 pub use vrrp::{Action, Config, Event, Machine, Reason, State, Stats};

@@ -10,10 +10,15 @@
 //!   installs, switches and removes them.
 //! - [`keys`]: key files and configured SAs → [`SaConfig`];
 //!   [`static_sas`]: the configuration file's SAs at start.
+//! - [`seqstore`]: sequence numbers and replay windows that survive
+//!   restarts (the counter, the planner, the records on disk);
+//!   [`sastate`]: [`SaState`], their owner in a running gateway (the
+//!   reservations ahead of use, and what a state sync reads and moves).
 //! - [`error`]: the drop reasons, each defined once.
 //!
-//! This crate does no I/O and owns no graph: the esp nodes hand it
-//! [`packet::Packet`]s (one at a time or as a vector) and get back typed
+//! This crate owns no graph and does no I/O but the state directory's
+//! files ([`seqstore::Store`]): the esp nodes hand it [`packet::Packet`]s
+//! (one at a time or as a vector) and get back typed
 //! drop reasons ([`EspError::as_str`]). All cryptography is aws-lc-rs;
 //! nothing here implements a cipher.
 //!
@@ -60,6 +65,7 @@ pub mod lifetime;
 pub mod registry;
 pub mod replay;
 pub mod sa;
+pub mod sastate;
 pub mod selectors;
 pub mod seqstore;
 pub mod static_sas;
@@ -72,5 +78,6 @@ pub use registry::{
 };
 pub use replay::ReplayWindow;
 pub use sa::{Algorithm, InboundSa, OutboundSa, SaConfig, TunnelEndpoints, UdpEncap};
+pub use sastate::{NotDurable, SaSnapshot, SaState};
 pub use selectors::{Selector, Selectors};
 pub use tunnel_mode::{Decrypted, SliceSealer};

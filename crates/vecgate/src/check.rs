@@ -168,7 +168,7 @@ fn state_checks(cfg: &Config) -> (Vec<String>, Vec<String>) {
     let mut notes = Vec::new();
     let mut errors = Vec::new();
     let dir = cfg.gateway.state_dir();
-    let needed = crate::sastate::has_static_sas(cfg);
+    let needed = vecgate_ipsec::sastate::has_static_sas(cfg);
     match Store::check(&dir) {
         Ok(None) => {}
         Ok(Some(n)) => notes.push(format!("[gateway] state_dir: {n}")),

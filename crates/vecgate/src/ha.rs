@@ -102,6 +102,16 @@ pub struct SwitchoverRequest {
     pub reply: Sender<Result<Vec<GroupStatus>, vecgate_control::state::ApiError>>,
 }
 
+/// The speaker's link to the state sync's driver ([`crate::hasync`]).
+pub struct SyncLink {
+    pub tx: Sender<vecgate_ha::syncer::Message>,
+    /// Each takeover's answer.
+    pub taken_over: Receiver<()>,
+    /// How long a takeover's answer is awaited before the addresses are
+    /// taken anyway.
+    pub wait: Duration,
+}
+
 /// What the speaker needs from the gateway.
 pub struct HaWiring {
     pub punt: Arc<VrrpPunt>,
@@ -112,6 +122,8 @@ pub struct HaWiring {
     pub status: HaStatus,
     /// Planned switchovers from the API.
     pub requests: Receiver<SwitchoverRequest>,
+    /// With `[ha] sync_*`: the state sync.
+    pub sync: Option<SyncLink>,
 }
 
 /// Builds the groups; `macs[i]` is port `i`'s MAC.
@@ -238,13 +250,15 @@ fn link_up(host: &str) -> bool {
 struct Speaker {
     groups: Vec<Group>,
     w: HaWiring,
+    /// The role the state sync was last told: (elected, draining).
+    told: Option<(bool, bool)>,
 }
 
 impl Speaker {
     fn apply(&mut self, i: usize, actions: Vec<Action>) {
-        // The state sync's hook (issue 16): becoming master takes over the
-        // synced SAs before the addresses are taken (no packet leaves with
-        // a number the old active may have used).
+        // Becoming master takes the synced SAs over before the addresses
+        // are taken: no packet leaves with a number the old active may
+        // have used.
         if actions.iter().any(|a| {
             matches!(
                 a,
@@ -254,7 +268,7 @@ impl Speaker {
                 }
             )
         }) {
-            crate::hasync::take_over();
+            self.take_over();
         }
         let mut tables_changed = false;
         let mut announce = false;
@@ -356,11 +370,39 @@ impl Speaker {
     /// not, it stores the peer's state and follows its sequence numbers;
     /// while draining it must not, or our last packets would jump past
     /// the new master's and push the far end's replay window beyond them.
-    fn sync_role(&self) {
-        crate::hasync::set_role(
+    fn sync_role(&mut self) {
+        let role = (
             self.groups.iter().any(|g| g.m.state() == State::Master),
             self.groups.iter().any(|g| g.draining.is_some()),
         );
+        let Some(sync) = &self.w.sync else { return };
+        if self.told != Some(role) {
+            self.told = Some(role);
+            let (elected, draining) = role;
+            let _ = sync
+                .tx
+                .send(vecgate_ha::syncer::Message::Role { elected, draining });
+        }
+    }
+
+    /// Asks the state sync to take the synced state over and waits for
+    /// its answer (the peer's first word if none was heard yet, the IKE
+    /// thread's adoption of the synced IKE SAs), at most
+    /// [`SyncLink::wait`].
+    fn take_over(&self) {
+        let Some(sync) = &self.w.sync else { return };
+        // An answer to an earlier takeover that came too late.
+        while sync.taken_over.try_recv().is_ok() {}
+        let t0 = Instant::now();
+        if sync.tx.send(vecgate_ha::syncer::Message::TakeOver).is_err() {
+            return;
+        }
+        if sync.taken_over.recv_timeout(sync.wait).is_err() {
+            warn!(
+                waited_ms = t0.elapsed().as_millis() as u64,
+                "VRRP: the state sync did not answer the takeover: taking the addresses anyway"
+            );
+        }
     }
 
     fn status(&self, g: &Group, now: Instant) -> GroupStatus {
@@ -518,7 +560,11 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let groups = groups(cfg, macs);
-    let mut s = Speaker { groups, w };
+    let mut s = Speaker {
+        groups,
+        w,
+        told: None,
+    };
     std::thread::Builder::new()
         .name("vg-vrrp".into())
         .spawn(move || {
@@ -634,8 +680,11 @@ fn state_name(s: State) -> &'static str {
     }
 }
 
-/// One group as the API reports it.
-pub fn info(g: &GroupStatus) -> vecgate_control::model::HaGroupInfo {
+/// One group as the API reports it, with the state sync's status.
+pub fn info(
+    g: &GroupStatus,
+    sync: Option<&vecgate_control::model::HaSyncInfo>,
+) -> vecgate_control::model::HaGroupInfo {
     use vecgate_control::model::{HaGroupInfo, HaTrackedInfo, HaTransitionInfo};
     HaGroupInfo {
         interface: g.interface.clone(),
@@ -675,7 +724,7 @@ pub fn info(g: &GroupStatus) -> vecgate_control::model::HaGroupInfo {
         priority_zero_received: g.stats.priority_zero_received,
         became_master: g.stats.became_master,
         became_backup: g.stats.became_backup,
-        sync: crate::hasync::status().map(|s| crate::hasync::info(&s)),
+        sync: sync.cloned(),
     }
 }
 
@@ -683,13 +732,22 @@ pub fn info(g: &GroupStatus) -> vecgate_control::model::HaGroupInfo {
 /// handed to its thread (which owns the state machines).
 pub struct HaApi {
     pub status: HaStatus,
+    pub sync: crate::hasync::SharedStatus,
     pub requests: Sender<SwitchoverRequest>,
+}
+
+impl HaApi {
+    fn sync_info(&self) -> Option<vecgate_control::model::HaSyncInfo> {
+        let s = self.sync.lock().unwrap_or_else(|e| e.into_inner());
+        s.as_ref().map(crate::hasync::info)
+    }
 }
 
 impl vecgate_control::HaOps for HaApi {
     fn groups(&self) -> Vec<vecgate_control::model::HaGroupInfo> {
+        let sync = self.sync_info();
         let v = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        v.iter().map(info).collect()
+        v.iter().map(|g| info(g, sync.as_ref())).collect()
     }
 
     fn switchover(
@@ -711,6 +769,7 @@ impl vecgate_control::HaOps for HaApi {
         let done = rx
             .recv_timeout(Duration::from_secs(5))
             .map_err(|_| busy())??;
-        Ok(done.iter().map(info).collect())
+        let sync = self.sync_info();
+        Ok(done.iter().map(|g| info(g, sync.as_ref())).collect())
     }
 }

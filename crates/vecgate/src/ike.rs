@@ -44,7 +44,7 @@ pub const INBOUND_GRACE: Duration = Duration::from_secs(2);
 const MAX_WAIT: Duration = Duration::from_millis(100);
 /// As [`MAX_WAIT`], while an HA standby (it sends nothing and runs no
 /// timer, so the turns are cheap): a takeover waits for it
-/// (`hasync::take_over`).
+/// (`vecgate_ha::syncer::ToIke::Adopt`).
 const BACKUP_WAIT: Duration = Duration::from_millis(5);
 /// Punted datagrams handled per turn of the loop: then the timers run
 /// (retransmissions, liveness checks, rekeys), however full the queue.
@@ -61,6 +61,7 @@ mod thread;
 
 pub use config::{child_sa_configs, ike_config, ike_config_keyed, psk_from_text, read_psk};
 use config::{child_volume_lifetime, ike_tunnels, DEFAULT_CHILD_PACKETS};
+pub use ha::HaLink;
 pub use status::show_table;
 pub use vecgate_control::model::{IkeChildSaInfo as ChildInfo, IkeSaInfo, IkeTunnelInfo};
 
@@ -149,7 +150,7 @@ pub struct Prepared {
     cmds: crossbeam_channel::Receiver<Cmd>,
     control: IkeControl,
     /// `[ha]` has a state sync: the thread is gated by the HA role.
-    ha_sync: bool,
+    ha: Option<HaLink>,
 }
 
 impl Prepared {
@@ -285,8 +286,11 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
 /// Builds a state machine per IKE tunnel (PSKs read, proposals parsed).
 /// Without any, the thread still runs (idle: it sleeps on the punt queue)
 /// so that IKE tunnels can be added live.
-pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> {
-    let ha_sync = cfg.ha.as_ref().is_some_and(|h| h.sync.is_some());
+pub fn prepare(
+    cfg: &Config,
+    reg: Arc<EspRegistry>,
+    ha: Option<HaLink>,
+) -> Result<Prepared, String> {
     let mut tunnels = Vec::new();
     for (t, s) in ike_tunnels(cfg) {
         let id = reg
@@ -303,7 +307,7 @@ pub fn prepare(cfg: &Config, reg: Arc<EspRegistry>) -> Result<Prepared, String> 
         status: Arc::new(Mutex::new(Vec::new())),
         cmds,
         control: IkeControl { tx },
-        ha_sync,
+        ha,
     })
 }
 
@@ -331,7 +335,7 @@ fn spawn(
         status,
         cmds,
         control: _,
-        ha_sync,
+        ha,
     } = p;
     let mut cp = ControlPlane {
         tunnels,
@@ -347,7 +351,7 @@ fn spawn(
         unmatched_logged: 0,
         inject_failed: 0,
         inject_failed_logged: 0,
-        ha: ha_sync.then(ha::IkeHa::default),
+        ha: ha.map(ha::IkeHa::new),
         sending: false,
     };
     let thread = std::thread::Builder::new()

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use vecgate_config::ipsec::parse_key_hex;
 use vecgate_config::{Config, SaDirection, StaticSa, Tunnel};
 use vecgate_ipsec::keys::{key_from_text, sa_config_keyed};
-use vecgate_ipsec::{Algorithm, EspRegistry, InboundSa, OutboundSa, SaConfig};
+use vecgate_ipsec::sastate::StartError;
+use vecgate_ipsec::{Algorithm, EspRegistry, InboundSa, OutboundSa, SaConfig, SaState};
 use zeroize::Zeroizing;
 
 pub use vecgate_control::build::Placement;
@@ -128,6 +129,8 @@ const LIVE_TUNNEL_IDS: u32 = 1 << 20;
 /// zeroized after use and never appear in an error message.
 pub struct ApiSaOps {
     reg: Arc<EspRegistry>,
+    /// Where static SAs resume and reserve their sequence numbers.
+    sas: Arc<SaState>,
     /// The running IKE thread (always started by `run`, idle without IKE
     /// tunnels).
     ike: Option<crate::ike::IkeControl>,
@@ -137,9 +140,14 @@ pub struct ApiSaOps {
 }
 
 impl ApiSaOps {
-    pub fn new(reg: Arc<EspRegistry>, ike: Option<crate::ike::IkeControl>) -> Self {
+    pub fn new(
+        reg: Arc<EspRegistry>,
+        sas: Arc<SaState>,
+        ike: Option<crate::ike::IkeControl>,
+    ) -> Self {
         ApiSaOps {
             reg,
+            sas,
             ike,
             starting: Default::default(),
             next_id: LIVE_TUNNEL_IDS.into(),
@@ -167,6 +175,7 @@ impl ApiSaOps {
     /// The static SAs of new tunnel `t`, keyed from `keys` (errors name
     /// `sa[i].key` / `sa[i].key_file`, never the key).
     fn static_sas(
+        &self,
         t: &Tunnel,
         keys: &[vecgate_control::KeySource<'_>],
     ) -> Result<(OutboundSa, Vec<InboundSa>), vecgate_control::state::ApiError> {
@@ -185,12 +194,14 @@ impl ApiSaOps {
             match sa.direction {
                 SaDirection::Out => {
                     out = Some(
-                        crate::sastate::outbound(&t.name, cfg)
+                        self.sas
+                            .outbound(&t.name, cfg)
                             .map_err(|e| start_err(e, &alg(), &key_field(i, *key)))?,
                     )
                 }
                 SaDirection::In => ins.push(
-                    crate::sastate::inbound(&t.name, cfg)
+                    self.sas
+                        .inbound(&t.name, cfg)
                         .map_err(|e| start_err(e, &alg(), &key_field(i, *key)))?,
                 ),
             }
@@ -211,14 +222,10 @@ impl ApiSaOps {
 
 /// An SA refused at creation: its configuration is a 400 on `sa_field`,
 /// its state (key reused, state unreadable) a 409 on `key_field`.
-fn start_err(
-    e: crate::sastate::StartError,
-    sa_field: &str,
-    key_field: &str,
-) -> vecgate_control::state::ApiError {
+fn start_err(e: StartError, sa_field: &str, key_field: &str) -> vecgate_control::state::ApiError {
     match e {
-        crate::sastate::StartError::Sa(m) => api_err(400, sa_field, m),
-        crate::sastate::StartError::State(m) => api_err(409, key_field, m),
+        StartError::Sa(m) => api_err(400, sa_field, m),
+        StartError::State(m) => api_err(409, key_field, m),
     }
 }
 
@@ -271,8 +278,10 @@ impl vecgate_control::SaOps for ApiSaOps {
     ) -> Result<(), vecgate_control::state::ApiError> {
         let id = self.id(t, "tunnel")?;
         let cfg = Self::keyed(t, sa, key)?;
-        let sa =
-            crate::sastate::inbound(&t.name, cfg).map_err(|e| start_err(e, "algorithm", "key"))?;
+        let sa = self
+            .sas
+            .inbound(&t.name, cfg)
+            .map_err(|e| start_err(e, "algorithm", "key"))?;
         self.reg.install_inbound(id, sa).map_err(|e| match e {
             vecgate_ipsec::RegistryError::SpiInUse(_) => api_err(409, "spi", e.to_string()),
             _ => api_err(409, "tunnel", e.to_string()),
@@ -287,8 +296,10 @@ impl vecgate_control::SaOps for ApiSaOps {
     ) -> Result<u32, vecgate_control::state::ApiError> {
         let id = self.id(t, "name")?;
         let cfg = Self::keyed(t, sa, key)?;
-        let sa =
-            crate::sastate::outbound(&t.name, cfg).map_err(|e| start_err(e, "algorithm", "key"))?;
+        let sa = self
+            .sas
+            .outbound(&t.name, cfg)
+            .map_err(|e| start_err(e, "algorithm", "key"))?;
         self.reg
             .switch_outbound(id, sa)
             .map(|old| old.spi())
@@ -348,7 +359,7 @@ impl vecgate_control::SaOps for ApiSaOps {
                 ),
             ));
         }
-        let (out, ins) = Self::static_sas(t, keys)?;
+        let (out, ins) = self.static_sas(t, keys)?;
         let id = self.fresh_id();
         self.reg
             .add_tunnel(id, &t.name, out)

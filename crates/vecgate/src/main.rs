@@ -16,7 +16,6 @@ mod live_ports;
 mod notify;
 mod reference;
 mod run;
-mod sastate;
 
 #[derive(Parser)]
 #[command(

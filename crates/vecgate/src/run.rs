@@ -85,12 +85,35 @@ struct Prepared {
     /// Per interface: one removed live releases its netdev.
     locks: HashMap<String, vecgate_io::NetdevLock>,
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
-    sastate_stop: Arc<AtomicBool>,
-    sastate_ticker: std::thread::JoinHandle<()>,
+    sas: SaStateThread,
     ike: Option<crate::ike::Prepared>,
     punts: Punts,
+    /// With `[ha] sync_*`: the state sync's ends not yet handed out.
+    sync: Option<SyncEnds>,
     host_taps: crate::host_tap::Taps,
     tenant_fpm: Vec<vecgate_control::fpm::Source>,
+}
+
+/// The SA state and the thread that keeps its durable ceilings ahead of
+/// use.
+struct SaStateThread {
+    state: Arc<vecgate_ipsec::SaState>,
+    stop: Arc<AtomicBool>,
+    ticker: std::thread::JoinHandle<()>,
+}
+
+/// The channels between the state sync's driver and the threads that
+/// talk to it, made before any of them starts (the SA state's reserve
+/// hook holds a sender from the first SA on).
+struct SyncEnds {
+    /// To the driver (the reserve hook, IKE and VRRP hold clones).
+    tx: crossbeam_channel::Sender<vecgate_ha::syncer::Message>,
+    rx: crossbeam_channel::Receiver<vecgate_ha::syncer::Message>,
+    /// From the driver to the IKE thread (when one runs).
+    to_ike: Option<crossbeam_channel::Sender<vecgate_ha::syncer::ToIke>>,
+    /// Takeover answers, from the driver to VRRP.
+    taken_tx: crossbeam_channel::Sender<()>,
+    taken_rx: crossbeam_channel::Receiver<()>,
 }
 
 /// The queues on which the workers hand packets to the control threads.
@@ -123,17 +146,46 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
     // Static SAs resume from the state directory (sequence ceilings,
     // replay windows); their first blocks are durable before any worker
     // runs, and a ticker keeps the next ones ahead of use.
-    let (esp, sastate_stop, sastate_ticker) = start_sa_state(cfg)?;
+    // With `[ha] sync_*`, the state sync's channels come first: the
+    // reserve hook tells it each ceiling from the first SA on.
+    let (mut sync, ike_from_sync) = match cfg.ha.as_ref().and_then(|h| h.sync.as_ref()) {
+        Some(_) => {
+            let (tx, rx) = crossbeam_channel::bounded(crate::hasync::QUEUE);
+            let (to_ike, ike_rx) = crossbeam_channel::unbounded();
+            let (taken_tx, taken_rx) = crossbeam_channel::bounded(1);
+            let ends = SyncEnds {
+                tx,
+                rx,
+                to_ike: Some(to_ike),
+                taken_tx,
+                taken_rx,
+            };
+            (Some(ends), Some(ike_rx))
+        }
+        None => (None, None),
+    };
+    let (esp, sas) = start_sa_state(cfg, sync.as_ref().map(|s| s.tx.clone()))?;
     // IKEv2: state machines built now (PSK files read); the punt path
     // carries IKE between the workers and the control thread. Both always
     // run (idle, the thread sleeps on the punt queue) so IKE tunnels can
     // be added live.
     let ike = match &esp {
         Some(reg) => {
-            Some(crate::ike::prepare(cfg, reg.clone()).map_err(|e| anyhow!("IKEv2: {e}"))?)
+            let link = match (&sync, ike_from_sync) {
+                (Some(ends), Some(from_sync)) => Some(crate::ike::HaLink {
+                    sas: sas.state.clone(),
+                    to_sync: ends.tx.clone(),
+                    from_sync,
+                }),
+                _ => None,
+            };
+            Some(crate::ike::prepare(cfg, reg.clone(), link).map_err(|e| anyhow!("IKEv2: {e}"))?)
         }
         None => None,
     };
+    if let Some(ends) = sync.as_mut().filter(|_| ike.is_none()) {
+        ends.to_ike = None;
+    }
     let ike_punt = ike
         .as_ref()
         .map(|_| dataplane::punt::IkePunt::new(dataplane::punt::ike::DEFAULT_SLOTS));
@@ -153,9 +205,9 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
         tls,
         locks,
         esp,
-        sastate_stop,
-        sastate_ticker,
+        sas,
         ike,
+        sync,
         punts: Punts {
             ike: ike_punt,
             vrrp: vrrp_punt,
@@ -236,12 +288,13 @@ struct Running {
     api: vecgate_control::ServerHandle,
     live: Arc<LivePorts>,
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
-    sastate_stop: Arc<AtomicBool>,
-    sastate_ticker: std::thread::JoinHandle<()>,
+    sas: SaStateThread,
     ike: Option<crate::ike::IkeHandle>,
     /// Soft lifetimes of IKE child SAs are turned into rekeys.
     ike_rekeys: Option<crate::ike::IkeControl>,
     ha_thread: Option<std::thread::JoinHandle<()>>,
+    /// The state sync's driver.
+    sync_thread: Option<std::thread::JoinHandle<()>>,
     ha_status: crate::ha::HaStatus,
     host_thread: Option<std::thread::JoinHandle<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -275,6 +328,7 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
         mailboxes,
         &fwd.netdevs,
         pre.esp.clone(),
+        &pre.sas.state,
         pre.ike.as_ref().map(|i| (i.status(), i.control())),
         fwd.tports,
         held.clone(),
@@ -283,14 +337,18 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
     )?;
     info!(api = %api.endpoint, "management API listening");
     let ha_status = crate::ha::HaStatus::default();
-    let ha_thread = start_ha(
+    let (ha_thread, sync_thread) = start_ha(
         cfg,
-        &ctl,
-        pre.punts.vrrp.as_ref(),
-        mailbox0,
-        &fwd.netdevs,
-        &held,
-        &ha_status,
+        HaParts {
+            ctl: &ctl,
+            sas: &pre.sas.state,
+            sync: pre.sync,
+            vrrp_punt: pre.punts.vrrp.as_ref(),
+            mailbox0,
+            netdevs: &fwd.netdevs,
+            held: &held,
+            status: &ha_status,
+        },
         &fwd.stop,
     )?;
     let ike_rekeys = pre.ike.as_ref().map(|i| i.control());
@@ -305,11 +363,11 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
         api,
         live: fwd.live,
         esp: pre.esp,
-        sastate_stop: pre.sastate_stop,
-        sastate_ticker: pre.sastate_ticker,
+        sas: pre.sas,
         ike,
         ike_rekeys,
         ha_thread,
+        sync_thread,
         ha_status,
         host_thread,
         threads,
@@ -435,26 +493,50 @@ fn lock_netdevs(cfg: &Config) -> Result<HashMap<String, vecgate_io::NetdevLock>>
 }
 
 /// The SA registry (static SAs loaded, resumed from the state directory)
-/// and the ticker that keeps the durable ceilings ahead of use.
-#[allow(clippy::type_complexity)]
+/// and the thread that keeps the durable ceilings ahead of use; with a
+/// state sync, each ceiling is told to it (`sync`) before it is used.
 fn start_sa_state(
     cfg: &Config,
-) -> Result<(
-    Option<Arc<vecgate_ipsec::EspRegistry>>,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<()>,
-)> {
-    crate::sastate::init(cfg).map_err(|e| anyhow!("IPsec: {e}"))?;
+    sync: Option<crossbeam_channel::Sender<vecgate_ha::syncer::Message>>,
+) -> Result<(Option<Arc<vecgate_ipsec::EspRegistry>>, SaStateThread)> {
+    use vecgate_ha::syncer::Message;
+    let hook = sync.map(|tx| -> vecgate_ipsec::sastate::ReserveHook {
+        // A full queue loses this word: the next interval's snapshot and
+        // the standby's margin cover it.
+        Box::new(move |snap| {
+            let _ = tx.try_send(Message::Reserved(snap.clone()));
+        })
+    });
+    let state =
+        Arc::new(vecgate_ipsec::SaState::for_config(cfg, hook).map_err(|e| anyhow!("IPsec: {e}"))?);
     let esp = Some(
-        vecgate_ipsec::static_sas::load(cfg, &crate::sastate::Persisted)
+        vecgate_ipsec::static_sas::load(cfg, &*state)
             .map_err(|e| anyhow!("IPsec: {e}"))?
             .unwrap_or_default(),
     );
-    crate::sastate::tick();
-    let sastate_stop = Arc::new(AtomicBool::new(false));
-    let sastate_ticker =
-        crate::sastate::spawn_ticker(sastate_stop.clone()).context("spawning the state ticker")?;
-    Ok((esp, sastate_stop, sastate_ticker))
+    // The first blocks are durable before any worker runs.
+    let _ = state.tick(std::time::Instant::now());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (st, halt) = (state.clone(), stop.clone());
+    let ticker = std::thread::Builder::new()
+        .name("vg-sastate".into())
+        .spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                // A failed write is logged by the state and publishes
+                // nothing: the SA waits at its durable ceiling.
+                let _ = st.tick(std::time::Instant::now());
+                std::thread::sleep(vecgate_ipsec::sastate::TICK);
+            }
+        })
+        .context("spawning the state ticker")?;
+    Ok((
+        esp,
+        SaStateThread {
+            state,
+            stop,
+            ticker,
+        },
+    ))
 }
 
 /// What each interface holds on its netdev, and how its queues are
@@ -495,45 +577,77 @@ fn live_ports(
     ))
 }
 
-/// The VRRP speaker thread (with `[ha]` groups); taking or releasing the
-/// virtual addresses republishes the tables through the API's
-/// build-and-publish.
-#[allow(clippy::too_many_arguments)]
+/// What the VRRP speaker and the state sync are wired to.
+struct HaParts<'a> {
+    ctl: &'a Arc<vecgate_control::Control>,
+    sas: &'a Arc<vecgate_ipsec::SaState>,
+    sync: Option<SyncEnds>,
+    vrrp_punt: Option<&'a Arc<dataplane::punt::VrrpPunt>>,
+    mailbox0: Option<crossbeam_channel::Sender<dataplane::worker::Command>>,
+    netdevs: &'a [NetdevFacts],
+    held: &'a crate::ha::Held,
+    status: &'a crate::ha::HaStatus,
+}
+
+/// The state sync's driver (with `[ha] sync_*`) and the VRRP speaker
+/// thread (with `[ha]` groups); taking or releasing the virtual addresses
+/// republishes the tables through the API's build-and-publish. Both stop
+/// with `stop`.
+#[allow(clippy::type_complexity)]
 fn start_ha(
     cfg: &Config,
-    ctl: &Arc<vecgate_control::Control>,
-    vrrp_punt: Option<&Arc<dataplane::punt::VrrpPunt>>,
-    mailbox0: Option<crossbeam_channel::Sender<dataplane::worker::Command>>,
-    netdevs: &[NetdevFacts],
-    held: &crate::ha::Held,
-    ha_status: &crate::ha::HaStatus,
+    p: HaParts<'_>,
     stop: &Arc<AtomicBool>,
-) -> Result<Option<std::thread::JoinHandle<()>>> {
+) -> Result<(
+    Option<std::thread::JoinHandle<()>>,
+    Option<std::thread::JoinHandle<()>>,
+)> {
+    let sync_status = crate::hasync::SharedStatus::default();
+    let ctl = p.ctl;
     // The state sync first: the speaker's first transition to master
-    // takes over what it has received. It stops with `stop`.
-    if let Some(y) = cfg.ha.as_ref().and_then(|h| h.sync.as_ref()) {
-        crate::hasync::start(y, ctl.clone(), stop.clone()).map_err(|e| anyhow!(e))?;
-    }
-    Ok(match (vrrp_punt, mailbox0) {
-        (Some(p), Some(mb)) => {
+    // takes over what it has received.
+    let (sync_thread, link) = match (cfg.ha.as_ref().and_then(|h| h.sync.as_ref()), p.sync) {
+        (Some(y), Some(ends)) => {
+            let w = crate::hasync::Wiring {
+                ctl: ctl.clone(),
+                sas: p.sas.clone(),
+                messages: ends.rx,
+                ike: ends.to_ike,
+                taken_over: ends.taken_tx,
+                status: sync_status.clone(),
+            };
+            let t = crate::hasync::start(y, w, stop.clone()).map_err(|e| anyhow!(e))?;
+            let link = crate::ha::SyncLink {
+                tx: ends.tx,
+                taken_over: ends.taken_rx,
+                wait: crate::hasync::takeover_wait(y),
+            };
+            (Some(t), Some(link))
+        }
+        _ => (None, None),
+    };
+    let ha_thread = match (p.vrrp_punt, p.mailbox0) {
+        (Some(punt), Some(mb)) => {
             let (req_tx, req_rx) = crossbeam_channel::bounded(4);
             ctl.set_ha(Arc::new(crate::ha::HaApi {
-                status: ha_status.clone(),
+                status: p.status.clone(),
+                sync: sync_status,
                 requests: req_tx,
             }));
-            let ctl = ctl.clone();
-            let macs: Vec<[u8; 6]> = netdevs.iter().map(|n| n.mac).collect();
+            let c = ctl.clone();
+            let macs: Vec<[u8; 6]> = p.netdevs.iter().map(|n| n.mac).collect();
             let w = crate::ha::HaWiring {
-                punt: p.clone(),
+                punt: punt.clone(),
                 mailbox: mb,
-                held: held.clone(),
+                held: p.held.clone(),
                 rebuild: Box::new(move || {
                     if let Err(e) = ctl.rebuild() {
                         error!("VRRP: publishing the virtual addresses: {}", e.message);
                     }
                 }),
-                status: ha_status.clone(),
+                status: p.status.clone(),
                 requests: req_rx,
+                sync: link,
             };
             Some(
                 crate::ha::start(cfg, &macs, w, stop.clone())
@@ -541,7 +655,8 @@ fn start_ha(
             )
         }
         _ => None,
-    })
+    };
+    Ok((ha_thread, sync_thread))
 }
 
 /// systemd (Type=notify): READY once every port is attached and the API
@@ -648,11 +763,16 @@ impl Running {
                 error!("a worker thread panicked");
             }
         }
+        if let Some(t) = self.sync_thread {
+            if t.join().is_err() {
+                error!("the state sync thread panicked");
+            }
+        }
         // Nothing sends or accepts any more: the exact positions replace the
         // durable ceilings, so a clean restart skips and drops nothing.
-        self.sastate_stop.store(true, Ordering::Relaxed);
-        let _ = self.sastate_ticker.join();
-        crate::sastate::shutdown();
+        self.sas.stop.store(true, Ordering::Relaxed);
+        let _ = self.sas.ticker.join();
+        self.sas.state.shutdown();
         show_counters(&self.ctl);
         self.live.remove_guards();
         info!("stopped");
@@ -944,6 +1064,7 @@ fn start_api(
     mailboxes: Vec<crossbeam_channel::Sender<dataplane::worker::Command>>,
     netdevs: &[NetdevFacts],
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
+    sa_state: &Arc<vecgate_ipsec::SaState>,
     ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
     tports: Arc<std::sync::Mutex<Ports>>,
     held: crate::ha::Held,
@@ -957,7 +1078,11 @@ fn start_api(
     });
     let ike_control = ike.as_ref().map(|(_, c)| c.clone());
     let sa_ops = esp.clone().map(|reg| -> Box<dyn vecgate_control::SaOps> {
-        Box::new(crate::ipsec_wiring::ApiSaOps::new(reg, ike_control))
+        Box::new(crate::ipsec_wiring::ApiSaOps::new(
+            reg,
+            sa_state.clone(),
+            ike_control,
+        ))
     });
     let dp = Dataplane {
         tables: shared.clone(),

@@ -82,7 +82,24 @@ pub fn sa(t: &Target, cmd: &SaCmd) -> ExitCode {
             );
             return ExitCode::from(2);
         };
-        return crate::sastate::reset_state(config, tunnel, spi.as_deref());
+        let gone = vecgate_config::load(config)
+            .map_err(|e| e.to_string())
+            .and_then(|cfg| vecgate_ipsec::sastate::reset_records(&cfg, tunnel, spi.as_deref()));
+        return match gone {
+            Ok(gone) => {
+                if gone.is_empty() {
+                    println!("nothing recorded for those SAs");
+                }
+                for p in gone {
+                    println!("removed {}", p.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vecgate sa reset-state: {}: {e}", config.display());
+                ExitCode::from(1)
+            }
+        };
     }
     finish((|| {
         let c = resolve(t)?;

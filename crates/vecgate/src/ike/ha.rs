@@ -1,45 +1,110 @@
-//! The IKE thread in an HA pair with a state sync (issue 16): the standby
-//! sends nothing and adopts the active's IKE SAs when it takes over, so
-//! the peer sees the same IKE SA and child SAs (no renegotiation).
+//! The IKE thread in an HA pair with a state sync: the standby sends
+//! nothing and adopts the active's IKE SAs when it takes over, so the
+//! peer sees the same IKE SA and child SAs (no renegotiation). The sync's
+//! driver tells it its role and hands it the shadow ([`ToIke`]); it hands
+//! the sync its SAs ([`Message`]).
 //!
 //! - Backup ([`ControlPlane::sending`] false): no initiation, no timers
 //!   (liveness checks, rekeys, retransmissions), punted datagrams dropped,
 //!   no datagram out: the standby never speaks on the virtual addresses.
 //! - Active: each tunnel's established IKE SAs go to the standby
-//!   ([`crate::hasync::send_ike`]) whenever one changed (anything but the
-//!   clock: `SaSnapshot::change_key`), and all of them every
-//!   [`FULL_EVERY`].
-//! - Takeover: the shadow is imported ([`vecgate_ike::Ike::import`]); its
-//!   child SAs are keyed as negotiated ones, attached to
-//!   [`crate::sastate`] ([`attach`]) so their outbound numbers start past
-//!   the old active's synced ceiling and their replay windows are the
-//!   synced ones. A tunnel without a shadow negotiates as without HA.
+//!   ([`Message::IkeSas`]) whenever one changed (anything but the clock:
+//!   `SaSnapshot::change_key`), and all of them every [`FULL_EVERY`].
+//! - Takeover ([`ToIke::Adopt`]): the shadow is imported
+//!   ([`vecgate_ike::Ike::import`]); its child SAs are keyed as
+//!   negotiated ones, attached to the [`SaState`] ([`attach`]) so their
+//!   outbound numbers start past the old active's synced ceiling and
+//!   their replay windows are the synced ones. A tunnel without a shadow
+//!   negotiates as without HA.
 
 use super::ControlPlane;
+use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use vecgate_ha::sync::IkeSaRepr;
+use vecgate_ha::syncer::{Adoption, Message, Moved, Now, ToIke, Words};
 use vecgate_ike::SaSnapshot;
 use vecgate_ipsec::seqstore::KeyId;
-use vecgate_ipsec::{InboundSa, OutboundSa, SaConfig};
+use vecgate_ipsec::{InboundSa, OutboundSa, SaConfig, SaState};
 use zeroize::Zeroizing;
 
 /// Every tunnel's SA set is resent this often, changed or not (a lost
 /// datagram is repaired within it).
 pub const FULL_EVERY: Duration = Duration::from_secs(1);
 
-/// What the active last sent, per tunnel id.
-#[derive(Default)]
+/// The IKE thread's link to the state sync's driver.
+pub struct HaLink {
+    /// Where child SAs are attached (both gateways may use their keys).
+    pub sas: Arc<SaState>,
+    pub to_sync: Sender<Message>,
+    pub from_sync: Receiver<ToIke>,
+}
+
+/// The thread's HA state: its role, a takeover's shadow not adopted yet,
+/// the old active's words for the adopted child SAs, and what the active
+/// last sent per tunnel id.
 pub(super) struct IkeHa {
+    link: HaLink,
+    /// Elected master, not draining: may transmit.
+    may_send: bool,
+    /// Fully backup: the IKE SAs are the active's.
+    backup: bool,
+    adoption: Option<Adoption>,
+    words: Words,
     sent: HashMap<u32, Vec<Zeroizing<Vec<u8>>>>,
     full_at: Option<Instant>,
 }
 
+impl IkeHa {
+    /// Until the sync says otherwise: backup.
+    pub(super) fn new(link: HaLink) -> IkeHa {
+        IkeHa {
+            link,
+            may_send: false,
+            backup: true,
+            adoption: None,
+            words: Words::default(),
+            sent: HashMap::new(),
+            full_at: None,
+        }
+    }
+
+    /// Takes what the sync said since the last turn.
+    fn hear(&mut self) {
+        while let Ok(m) = self.link.from_sync.try_recv() {
+            match m {
+                ToIke::Role { may_send, backup } => {
+                    self.may_send = may_send;
+                    self.backup = backup;
+                }
+                ToIke::Adopt(a) => self.adoption = Some(a),
+            }
+        }
+    }
+
+    fn tell(&self, m: Message) {
+        // A full queue loses an SA set: the next full resend repairs it.
+        let _ = self.link.to_sync.try_send(m);
+    }
+}
+
 impl ControlPlane {
-    /// Whether this thread may transmit now (module doc).
-    pub(super) fn may_send(&self) -> bool {
-        crate::hasync::ike_may_send(self.ha.is_some())
+    /// Whether this thread may transmit now (module doc): always without
+    /// a state sync; with one, only while elected master (the standby
+    /// never sends on the virtual addresses, and must not answer or start
+    /// exchanges of SAs it shadows). Not while draining after a
+    /// switchover: the new master has adopted the IKE SAs, and two
+    /// gateways answering the peer would move the message IDs apart.
+    pub(super) fn may_send(&mut self) -> bool {
+        match self.ha.as_mut() {
+            None => true,
+            Some(ha) => {
+                ha.hear();
+                ha.may_send
+            }
+        }
     }
 
     /// Active: sends the SA sets that changed since last sent (all every
@@ -69,7 +134,10 @@ impl ControlPlane {
                 }
             }
             if full || ha.sent.get(&t.id) != Some(&keys) {
-                crate::hasync::send_ike(&t.name, sas);
+                ha.tell(Message::IkeSas {
+                    tunnel: t.name.clone(),
+                    sas,
+                });
                 ha.sent.insert(t.id, keys);
             }
         }
@@ -82,12 +150,11 @@ impl ControlPlane {
     /// takeover adopts them again from the sync, and initiators wait to
     /// start again in case it has none.
     pub(super) fn step_down(&mut self, to_start: &mut Vec<u32>) {
-        if self.ha.is_none()
+        if !self.ha.as_ref().is_some_and(|ha| ha.backup)
             || !self
                 .tunnels
                 .iter()
                 .any(|t| t.ike.has_sa() || !t.children.is_empty())
-            || !crate::hasync::ike_backup()
         {
             return;
         }
@@ -107,7 +174,8 @@ impl ControlPlane {
             }
         }
         if let Some(ha) = self.ha.as_mut() {
-            *ha = IkeHa::default();
+            ha.sent.clear();
+            ha.full_at = None;
         }
         info!(
             ike_sas = sas,
@@ -118,12 +186,11 @@ impl ControlPlane {
     /// Takeover: imports the active's IKE SAs, once, into the tunnels of
     /// the same name; those no longer wait to initiate.
     pub(super) fn adopt_shadow(&mut self, to_start: &mut Vec<u32>, now: Instant) {
-        if self.ha.is_none() {
-            return;
-        }
-        let Some(shadow) = crate::hasync::take_ike_shadow() else {
+        let Some(ha) = self.ha.as_mut() else { return };
+        let Some(Adoption { shadow, words }) = ha.adoption.take() else {
             return;
         };
+        ha.words = words;
         for t in &mut self.tunnels {
             let Some(sas) = shadow.get(&t.name) else {
                 if t.ike.config().initiate {
@@ -149,22 +216,27 @@ impl ControlPlane {
         // Keys the adopted child SAs (their actions), then lets the
         // takeover take the addresses.
         self.drain_all();
-        crate::hasync::ike_adopted();
+        if let Some(ha) = &self.ha {
+            ha.tell(Message::IkeAdopted);
+        }
     }
 }
 
-/// The ESP SAs of a child with a state sync: attached to
-/// [`crate::sastate`] like static SAs (both gateways may use the key),
-/// then moved past what the old active may have used
-/// ([`crate::hasync::on_attach`]). Without a usable state directory they
-/// are plain SAs, with a warning: a takeover may then repeat numbers the
-/// far end drops as replays until they pass the old active's.
+/// The ESP SAs of a child with a state sync: attached to the
+/// [`SaState`] like static SAs (both gateways may use the key), then
+/// moved past what the old active may have used when a takeover's words
+/// name their keys (past its space: retired, and rekeyed by IKE on its
+/// soft lifetime). Without a usable state directory they are plain SAs,
+/// with a warning: a takeover may then repeat numbers the far end drops
+/// as replays until they pass the old active's.
 pub(super) fn attach(
+    ha: &IkeHa,
     tunnel: &str,
     inb: SaConfig,
     out: SaConfig,
 ) -> Result<(InboundSa, OutboundSa), String> {
-    if !crate::sastate::available() {
+    let sas = &ha.link.sas;
+    if !sas.available() {
         warn!(%tunnel, "IKE: no state directory: child SA sequence numbers are not synced to the HA peer");
         let i = InboundSa::new(inb).map_err(|e| e.to_string())?;
         let o = OutboundSa::new(out).map_err(|e| e.to_string())?;
@@ -172,11 +244,13 @@ pub(super) fn attach(
     }
     let kin = KeyId::of(inb.algorithm, &inb.key);
     let kout = KeyId::of(out.algorithm, &out.key);
-    let i = crate::sastate::inbound(tunnel, inb).map_err(String::from)?;
-    let o = crate::sastate::outbound(tunnel, out).map_err(String::from)?;
+    let i = sas.inbound(tunnel, inb).map_err(String::from)?;
+    let o = sas.outbound(tunnel, out).map_err(String::from)?;
     for k in [&kin, &kout] {
-        crate::sastate::ephemeral(k);
-        crate::hasync::on_attach(k);
+        sas.ephemeral(k);
+        if let Moved::Unsafe { sa } = ha.words.take_over(k, &**sas, Now::read()) {
+            ha.tell(Message::IkeUnsafe(sa.to_string()));
+        }
     }
     Ok((i, o))
 }

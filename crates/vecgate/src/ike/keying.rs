@@ -92,16 +92,16 @@ impl ControlPlane {
         // which may be narrower than the tunnel's `traffic`.
         let sel = negotiated(k);
         let synced = self.ha.is_some();
+        let ha = &self.ha;
         let built = child_sa_configs(k).and_then(|(mut inb, mut out)| {
             inb.lifetime = limits;
             out.lifetime = limits;
-            let (inb, out) = if synced {
-                super::ha::attach(&t.name, inb, out)?
-            } else {
-                (
+            let (inb, out) = match ha {
+                Some(ha) => super::ha::attach(ha, &t.name, inb, out)?,
+                None => (
                     InboundSa::new(inb).map_err(|e| e.to_string())?,
                     OutboundSa::new(out).map_err(|e| e.to_string())?,
-                )
+                ),
             };
             Ok((inb.with_selectors(sel.clone()), out.with_selectors(sel)))
         });

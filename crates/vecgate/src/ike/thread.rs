@@ -43,7 +43,7 @@ impl ControlPlane {
                 .chain(self.removals.iter().map(|r| r.0))
                 .min();
             // A backup looks often: a takeover waits for it to adopt the
-            // active's IKE SAs (hasync::take_over) before taking the
+            // active's IKE SAs (the sync's takeover) before taking the
             // addresses.
             let cap = if self.ha.is_some() && !self.sending {
                 BACKUP_WAIT
