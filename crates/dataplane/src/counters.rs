@@ -240,7 +240,11 @@ impl CounterSnapshot {
                 n.name, n.vectors, n.packets, avg
             );
         }
-        for (i, p) in self.ports.iter().enumerate() {
+        // Only the ports that carried something: the counters cover every
+        // port a worker may have (virtual ports of live tunnels included),
+        // most of them unused.
+        let idle = PortSnapshot::default();
+        for (i, p) in self.ports.iter().enumerate().filter(|(_, p)| **p != idle) {
             let _ = writeln!(
                 s,
                 "port {i}: rx {} pkts {} bytes, tx {} pkts {} bytes, drops {} \
@@ -267,7 +271,8 @@ mod tests {
     fn snapshot_and_sum() {
         let w = WorkerCounters {
             nodes: vec![NodeCounters::new("ip4-input", &["bad-checksum", "ttl"])],
-            ports: vec![PortCounters::default()],
+            // Port 1 carries nothing.
+            ports: vec![PortCounters::default(), PortCounters::default()],
         };
         w.nodes[0].packets.add(10);
         w.nodes[0].vectors.add(2);
@@ -291,5 +296,10 @@ mod tests {
         assert!(s.show_errors().contains("bad-checksum"));
         assert!(!s.show_errors().contains("ttl"));
         assert!(s.show_runtime().contains("5.00"));
+        assert!(
+            !s.show_runtime().contains("port 1:"),
+            "an idle port is left out: {}",
+            s.show_runtime()
+        );
     }
 }

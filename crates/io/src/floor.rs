@@ -1,5 +1,5 @@
 //! The I/O floor: the smallest forwarder on vecgate's own AF_PACKET path,
-//! what the benchmark suite measures vecgate against (issue 17).
+//! what the benchmark suite measures vecgate against.
 //!
 //! Two netdevs, `a` (the hosts' side) and `b`. Each worker drains the
 //! receive ring of one, and sends every frame straight from its ring slot
@@ -419,9 +419,10 @@ pub struct GenConfig {
     pub count: Option<u64>,
 }
 
-/// The small-packet generator (issue 17 item 5): sends `cfg`'s frames as
-/// fast as the backend takes them, for `cfg.seconds`, 64 per burst, with
-/// eight UDP source ports so flows spread over a gateway's workers.
+/// The small-packet generator (the traffic of the small-packet rows):
+/// sends `cfg`'s frames as fast as the backend takes them, for
+/// `cfg.seconds`, 64 per burst, with eight UDP source ports so flows
+/// spread over a gateway's workers.
 /// Returns (frames the kernel took, seconds). The figure a test or bench
 /// judges is the receiver's own counter, never this one.
 pub fn generate(cfg: &GenConfig) -> Result<(u64, f64), IoError> {

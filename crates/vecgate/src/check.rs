@@ -115,7 +115,7 @@ fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
             judge("key_file", &sa.key_file, r);
         }
         if let Some(k) = &x.ike {
-            let r = crate::ike::read_psk(&k.psk_file, &t.name).map(drop);
+            let r = vecgate_keying::ike::read_psk(&k.psk_file, &t.name).map(drop);
             judge("psk_file", &k.psk_file, r);
         }
     }

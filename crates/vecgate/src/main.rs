@@ -10,7 +10,6 @@ mod generate;
 mod ha;
 mod hasync;
 mod host_tap;
-mod ike;
 mod ipsec_wiring;
 mod live_ports;
 mod notify;

@@ -86,7 +86,7 @@ struct Prepared {
     locks: HashMap<String, vecgate_io::NetdevLock>,
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     sas: SaStateThread,
-    ike: Option<crate::ike::Prepared>,
+    ike: Option<vecgate_keying::ike::Prepared>,
     punts: Punts,
     /// With `[ha] sync_*`: the state sync's ends not yet handed out.
     sync: Option<SyncEnds>,
@@ -172,14 +172,17 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
     let ike = match &esp {
         Some(reg) => {
             let link = match (&sync, ike_from_sync) {
-                (Some(ends), Some(from_sync)) => Some(crate::ike::HaLink {
+                (Some(ends), Some(from_sync)) => Some(vecgate_keying::ike::HaLink {
                     sas: sas.state.clone(),
                     to_sync: ends.tx.clone(),
                     from_sync,
                 }),
                 _ => None,
             };
-            Some(crate::ike::prepare(cfg, reg.clone(), link).map_err(|e| anyhow!("IKEv2: {e}"))?)
+            Some(
+                vecgate_keying::ike::prepare(cfg, reg.clone(), link)
+                    .map_err(|e| anyhow!("IKEv2: {e}"))?,
+            )
         }
         None => None,
     };
@@ -289,9 +292,10 @@ struct Running {
     live: Arc<LivePorts>,
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     sas: SaStateThread,
-    ike: Option<crate::ike::IkeHandle>,
+    /// The IKE control plane's thread.
+    ike: Option<std::thread::JoinHandle<()>>,
     /// Soft lifetimes of IKE child SAs are turned into rekeys.
-    ike_rekeys: Option<crate::ike::IkeControl>,
+    ike_rekeys: Option<vecgate_keying::ike::IkeControl>,
     ha_thread: Option<std::thread::JoinHandle<()>>,
     /// The state sync's driver.
     sync_thread: Option<std::thread::JoinHandle<()>>,
@@ -384,13 +388,13 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
 #[allow(clippy::type_complexity)]
 fn start_punt_threads(
     host_taps: crate::host_tap::Taps,
-    ike: Option<crate::ike::Prepared>,
+    ike: Option<vecgate_keying::ike::Prepared>,
     punts: &Punts,
     shared: &Arc<SharedTables>,
     stop: &Arc<AtomicBool>,
 ) -> Result<(
     Option<std::thread::JoinHandle<()>>,
-    Option<crate::ike::IkeHandle>,
+    Option<std::thread::JoinHandle<()>>,
 )> {
     let host_thread = match &punts.host {
         Some(h) => Some(
@@ -400,10 +404,16 @@ fn start_punt_threads(
         None => None,
     };
     let ike = match (ike, &punts.ike) {
-        (Some(prep), Some(p)) => Some(
-            prep.start(shared.clone(), p.clone(), stop.clone())
-                .map_err(|e| anyhow!("IKEv2: {e}"))?,
-        ),
+        (Some(prep), Some(p)) => {
+            let plane = prep.into_plane(shared.clone(), p.clone());
+            let stop = stop.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("vg-ike".into())
+                    .spawn(move || plane.run(&stop))
+                    .context("spawning the IKE thread")?,
+            )
+        }
         _ => None,
     };
     Ok((host_thread, ike))
@@ -721,7 +731,7 @@ impl Running {
             // refuses traffic (counted as lifetime-hard; inbound ones leave
             // the SAD).
             for e in esp.iter().flat_map(|r| r.poll_events()) {
-                crate::ipsec_wiring::log_lifetime_event(esp, &e);
+                vecgate_keying::lifetime::log_event(esp, &e);
                 if e.event == vecgate_ipsec::LifetimeEvent::Soft {
                     if let Some(c) = &self.ike_rekeys {
                         c.rekey(e.tunnel, e.spi, e.outbound);
@@ -754,8 +764,10 @@ impl Running {
             }
         }
         self.api.shutdown();
-        if let Some(h) = self.ike {
-            h.join();
+        if let Some(t) = self.ike {
+            if t.join().is_err() {
+                error!("the IKE thread panicked");
+            }
         }
         self.workers_stop.store(true, Ordering::Relaxed);
         for t in self.threads {
@@ -1065,7 +1077,10 @@ fn start_api(
     netdevs: &[NetdevFacts],
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     sa_state: &Arc<vecgate_ipsec::SaState>,
-    ike: Option<(crate::ike::IkeStatus, crate::ike::IkeControl)>,
+    ike: Option<(
+        vecgate_keying::ike::IkeStatus,
+        vecgate_keying::ike::IkeControl,
+    )>,
     tports: Arc<std::sync::Mutex<Ports>>,
     held: crate::ha::Held,
     tenant_fpm: Vec<vecgate_control::fpm::Source>,
@@ -1074,11 +1089,11 @@ fn start_api(
     use vecgate_control::{Capabilities, Control, Dataplane};
     let nd = live.facts.clone();
     let sas = esp.clone().map(|reg| -> vecgate_control::SaSource {
-        Box::new(move || crate::ipsec_wiring::sa_infos(&reg))
+        Box::new(move || vecgate_keying::sa_ops::sa_infos(&reg))
     });
     let ike_control = ike.as_ref().map(|(_, c)| c.clone());
     let sa_ops = esp.clone().map(|reg| -> Box<dyn vecgate_control::SaOps> {
-        Box::new(crate::ipsec_wiring::ApiSaOps::new(
+        Box::new(vecgate_keying::sa_ops::ApiSaOps::new(
             reg,
             sa_state.clone(),
             ike_control,

@@ -812,7 +812,7 @@ fn finish_partial(f: &mut [u8], o: &Offload) {
     f[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
-/// Kernel VXLAN interop (issue 4): TCP from a Linux VXLAN device over veth
+/// Kernel VXLAN interop: TCP from a Linux VXLAN device over veth
 /// arrives with its inner checksum partial and, with offloads on, as whole
 /// encapsulated super-packets. Decapsulation must hand both on with the
 /// inner checksum still to be finished (it used to reset the offload state:

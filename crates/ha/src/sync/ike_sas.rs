@@ -1,6 +1,6 @@
 //! [`Kind::IkeSas`](super::Kind::IkeSas): one tunnel's established IKE
 //! SAs, with their child SAs, keys and message IDs, so a standby can take
-//! them over without renegotiating (issue 16). Each SA's state is the IKE
+//! them over without renegotiating. Each SA's state is the IKE
 //! crate's encoding (`vecgate_ike::SaSnapshot::encode`), opaque here; the
 //! body names the tunnel and says whether it holds the tunnel's whole set
 //! (then the standby forgets the tunnel's SAs it does not list):

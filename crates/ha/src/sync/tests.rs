@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use zeroize::Zeroizing;
 
 const NOW: u64 = 1_800_000_000_000;
 

@@ -187,7 +187,7 @@ fn show_ike(t: &Target, c: &Client) -> Result<(), String> {
     let v = json(&c.get("/ike")?)?;
     print_or_json(t, &v, |v| {
         serde_json::from_value::<Vec<vecgate_control::model::IkeTunnelInfo>>(v.clone())
-            .map(|l| crate::ike::show_table(&l))
+            .map(|l| vecgate_keying::ike::show_table(&l))
             .unwrap_or_else(|e| format!("unexpected /ike answer: {e}\n"))
     });
     Ok(())

@@ -1,6 +1,7 @@
-//! IKEv2 for `kind = "ipsec"` tunnels with a `[tunnel.ike]` section: one
-//! control thread runs a sans-IO [`vecgate_ike::Ike`] per tunnel and keys
-//! the ESP dataplane through the [`EspRegistry`].
+//! IKEv2 for `kind = "ipsec"` tunnels with a `[tunnel.ike]` section: the
+//! IKE control plane ([`IkePlane`], run on a thread of the gateway's) runs
+//! a sans-IO [`vecgate_ike::Ike`] per tunnel and keys the ESP dataplane
+//! through the [`EspRegistry`].
 //!
 //! Why the datagrams go through the dataplane: the gateway owns its
 //! netdevs (AF_PACKET + an ingress guard), so a kernel socket on
@@ -20,17 +21,18 @@
 //! built with UDP encapsulation between the negotiated ports (4500 on our
 //! side, whatever the peer's NAT shows on its side).
 //!
-//! This file holds the tunnels and the thread's handles; beside it
-//! `thread` (the loop), `keying` (actions into the dataplane), `status`
-//! (what `show ike` reads) and `config` (the TOML into [`IkeConfig`]).
+//! This file holds the tunnels and the control plane's handles; beside
+//! it `thread` (the loop), `actions` (the state machines' actions into
+//! the dataplane), `status` (what `show ike` reads), `config` (the TOML
+//! into [`IkeConfig`]) and `ha` (silent while HA backup, the active's IKE
+//! SAs adopted on a takeover).
 
 use dataplane::punt::IkePunt;
 use dataplane::tables::SharedTables;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tracing::{error, warn};
+use tracing::warn;
 use vecgate_config::{Config, IkeSettings, Tunnel};
 use vecgate_ike::group::Member;
 use vecgate_ike::{Ike, IkeConfig};
@@ -53,9 +55,9 @@ const MAX_BATCH: usize = 64;
 /// IKE deletes (the workers wait for it, so this bounds the stop).
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
+mod actions;
 mod config;
 mod ha;
-mod keying;
 mod status;
 mod thread;
 
@@ -122,22 +124,6 @@ impl Member for TunnelIke {
     }
     fn ike_mut(&mut self) -> &mut Ike {
         &mut self.ike
-    }
-}
-
-/// The running IKE thread.
-pub struct IkeHandle {
-    thread: Option<JoinHandle<()>>,
-}
-
-impl IkeHandle {
-    /// Waits for the thread (after `stop` was set).
-    pub fn join(mut self) {
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                error!("the IKE thread panicked");
-            }
-        }
     }
 }
 
@@ -312,55 +298,47 @@ pub fn prepare(
 }
 
 impl Prepared {
-    /// Starts the control thread; it runs until `stop` is set.
-    pub fn start(
-        self,
-        shared: Arc<SharedTables>,
-        punt: Arc<IkePunt>,
-        stop: Arc<AtomicBool>,
-    ) -> Result<IkeHandle, String> {
-        spawn(self, shared, punt, stop)
+    /// The control plane, ready to run on the tables the workers use and
+    /// their IKE punt queue.
+    pub fn into_plane(self, shared: Arc<SharedTables>, punt: Arc<IkePunt>) -> IkePlane {
+        let Prepared {
+            tunnels,
+            reg,
+            status,
+            cmds,
+            control: _,
+            ha,
+        } = self;
+        IkePlane(ControlPlane {
+            tunnels,
+            reg,
+            shared,
+            punt,
+            removals: Vec::new(),
+            status,
+            cmds,
+            deleting: Vec::new(),
+            summary_at: Instant::now(),
+            unmatched: 0,
+            unmatched_logged: 0,
+            inject_failed: 0,
+            inject_failed_logged: 0,
+            ha: ha.map(ha::IkeHa::new),
+            sending: false,
+        })
     }
 }
 
-fn spawn(
-    p: Prepared,
-    shared: Arc<SharedTables>,
-    punt: Arc<IkePunt>,
-    stop: Arc<AtomicBool>,
-) -> Result<IkeHandle, String> {
-    let Prepared {
-        tunnels,
-        reg,
-        status,
-        cmds,
-        control: _,
-        ha,
-    } = p;
-    let mut cp = ControlPlane {
-        tunnels,
-        reg,
-        shared,
-        punt,
-        removals: Vec::new(),
-        status: status.clone(),
-        cmds,
-        deleting: Vec::new(),
-        summary_at: Instant::now(),
-        unmatched: 0,
-        unmatched_logged: 0,
-        inject_failed: 0,
-        inject_failed_logged: 0,
-        ha: ha.map(ha::IkeHa::new),
-        sending: false,
-    };
-    let thread = std::thread::Builder::new()
-        .name("vg-ike".into())
-        .spawn(move || cp.run(&stop))
-        .map_err(|e| format!("spawning the IKE thread: {e}"))?;
-    Ok(IkeHandle {
-        thread: Some(thread),
-    })
+/// The IKE control plane of every IKE tunnel, ready to run.
+pub struct IkePlane(ControlPlane);
+
+impl IkePlane {
+    /// Runs until `stop` is set, then deletes the IKE SAs with their
+    /// peers (the workers must still run: the deletes go out through
+    /// them, and are awaited for at most [`SHUTDOWN_FLUSH`]).
+    pub fn run(mut self, stop: &AtomicBool) {
+        self.0.run(stop);
+    }
 }
 
 struct ControlPlane {
