@@ -12,8 +12,13 @@ use vecgate_ha::sync::RouteRepr;
 pub struct Follow<'a>(pub &'a Control);
 
 /// Tunnel `t` as the request text the standby compares and applies.
+/// Through a `Value`, whose keys are sorted: the text then does not depend
+/// on the struct's field order, so gateways of two versions compare equal
+/// tunnels as equal during an upgrade.
 fn spec_text(t: &vecgate_config::Tunnel) -> String {
-    serde_json::to_string(&TunnelSpec::from(t)).unwrap_or_default()
+    serde_json::to_value(TunnelSpec::from(t))
+        .map(|v| v.to_string())
+        .unwrap_or_default()
 }
 
 impl vecgate_ha::syncer::Running for Follow<'_> {
