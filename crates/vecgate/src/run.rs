@@ -651,7 +651,7 @@ fn start_ha(
                 mailbox: mb,
                 held: p.held.clone(),
                 rebuild: Box::new(move || {
-                    if let Err(e) = ctl.rebuild() {
+                    if let Err(e) = c.rebuild() {
                         error!("VRRP: publishing the virtual addresses: {}", e.message);
                     }
                 }),
