@@ -15,6 +15,7 @@ mod common;
 
 use charon::{cli_json, ike_state, wait_established, Charon, CharonCfg};
 use common::sites::Sites;
+use common::wire_judge::{End, Tunnel, Wire, WireJudge};
 use common::{tcp_transfer, unique, wait_until, Capture, Gateway, Netns, TempFiles};
 use serde_json::Value;
 use std::process::Command;
@@ -288,7 +289,29 @@ fn interop(run: &Run<'_>) {
     assert!(sas.contains(&bare(&child["spi_out"])), "{sas}\n{st:#}");
     ping(&t.h1, "10.2.0.2");
     ping(&t.h2, "10.1.0.2");
+    // vecgate to charon judged on the wire: counters, every ESP packet at
+    // charon's veth, retransmits against a control in the same run.
+    let judge = WireJudge::start(
+        Wire {
+            tunnel: Tunnel::EspInUdp,
+            api: &api,
+            port: "wan",
+            gw: End {
+                ns: &t.ga,
+                dev: "a-wan",
+            },
+            peer: End {
+                ns: &t.gb,
+                dev: "b-wan",
+            },
+            sender: &t.h1,
+            peer_socket: Some(&t.gb),
+            esp_keys: Vec::new(),
+        },
+        2 << 20,
+    );
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 2 << 20);
+    judge.finish();
     tcp_transfer(&t.h2, &t.h1, "10.1.0.2", 1 << 20);
     assert!(
         gw.log_contains("IKE: SA established") && gw.log_contains("IKE: child SA installed"),
