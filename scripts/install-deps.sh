@@ -10,6 +10,7 @@ PKGS=(iproute2 iputils-ping ethtool tcpdump tshark iperf3 nftables
       libcharon-extra-plugins libstrongswan-standard-plugins
       linux-perf cmake clang pkg-config
       lintian prometheus systemd man-db procps frr keepalived
+      etcd-server etcd-client protobuf-compiler libprotobuf-dev
       dpdk librte-net-af-xdp23 librte-mempool-ring23)
 
 missing=()

@@ -146,6 +146,7 @@ impl Config {
             }
         }
         crate::ha::emit(self, &mut s, quote);
+        crate::pool::emit(self, &mut s, quote);
         s
     }
 }

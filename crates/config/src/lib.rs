@@ -41,13 +41,15 @@
 //! ipsec tunnel with neither validates but does not run.
 //!
 //! `[ha]` and `[[ha.group]]` give virtual addresses held with VRRPv3: see
-//! [`ha`].
+//! [`ha`]. `[pool]` makes the gateway a member of a pool of gateways on
+//! etcd: see [`pool`].
 
 mod emit;
 pub mod ha;
 pub mod ipsec;
 mod model;
 mod parse;
+pub mod pool;
 mod position;
 mod request;
 pub mod secret;
@@ -58,6 +60,7 @@ pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use parse::ipsec::{IKE_KEYS, SA_KEYS};
 pub use parse::objects::TUNNEL_KEYS;
+pub use pool::{Pool, PoolCapacity};
 use position::At;
 pub use request::{FieldError, InterfaceSpec, TunnelSpec};
 pub use validate::validate;

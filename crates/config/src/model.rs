@@ -32,6 +32,9 @@ pub struct Config {
     /// `[ha]`: VRRP virtual addresses (absent: a standalone gateway).
     #[serde(default)]
     pub ha: Option<crate::ha::Ha>,
+    /// `[pool]`: member of a pool of gateways on etcd (absent: not).
+    #[serde(default)]
+    pub pool: Option<crate::pool::Pool>,
 }
 
 /// Default [`Routing::max_routes`]: per VRF, routes learned over FPM.

@@ -18,6 +18,7 @@ use toml::Spanned;
 mod ha;
 pub(crate) mod ipsec;
 pub(crate) mod objects;
+mod pool;
 mod reader;
 mod routing;
 
@@ -34,7 +35,15 @@ const GATEWAY_KEYS: &[&str] = &[
     "busy_poll",
     "idle_spin_us",
 ];
-const TOP_KEYS: &[&str] = &["gateway", "interface", "tunnel", "route", "routing", "ha"];
+const TOP_KEYS: &[&str] = &[
+    "gateway",
+    "interface",
+    "tunnel",
+    "route",
+    "routing",
+    "ha",
+    "pool",
+];
 
 /// Result of the shape phase: what could be built, plus what to tell the user.
 pub(crate) struct Shaped {
@@ -156,6 +165,8 @@ pub(crate) fn shape(text: &str) -> Shaped {
     let routing = routing::read(&src, doc, &mut positions, &mut diags);
     let (ha, ha_pos) = ha::read(&src, doc, &mut diags);
     positions.ha = ha_pos;
+    let (pool, pool_pos) = pool::read(&src, doc, &mut diags);
+    positions.pool = pool_pos;
     let mut config = match gateway {
         Some(gateway) => Config {
             gateway,
@@ -164,6 +175,7 @@ pub(crate) fn shape(text: &str) -> Shaped {
             routes,
             routing: Routing::default(),
             ha,
+            pool,
         },
         // Reported above; the rest is still worth validating.
         None => placeholder(interfaces, tunnels, routes),
@@ -200,7 +212,7 @@ fn unknown_top_keys(src: &Source, doc: &DeTable<'_>, diags: &mut Vec<Diagnostic>
     let list = TOP_KEYS
         .iter()
         .map(|k| {
-            if *k == "gateway" || *k == "routing" || *k == "ha" {
+            if *k == "gateway" || *k == "routing" || *k == "ha" || *k == "pool" {
                 format!("[{k}]")
             } else {
                 format!("[[{k}]]")
@@ -320,5 +332,6 @@ fn placeholder(interfaces: Vec<Interface>, tunnels: Vec<Tunnel>, routes: Vec<Rou
         routes,
         routing: Routing::default(),
         ha: None,
+        pool: None,
     }
 }

@@ -120,6 +120,8 @@ pub(crate) struct Positions {
     pub routing_punts: Vec<ObjPos>,
     /// `[ha]`; its `subs` are the `[[ha.group]]` tables.
     pub ha: ObjPos,
+    /// `[pool]`; `subs[0]` is `[pool.capacity]`.
+    pub pool: ObjPos,
 }
 
 impl Default for Positions {
@@ -134,6 +136,7 @@ impl Default for Positions {
             routing_tables: Vec::new(),
             routing_punts: Vec::new(),
             ha: top("ha"),
+            pool: top("pool"),
         }
     }
 }

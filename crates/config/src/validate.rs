@@ -15,6 +15,7 @@ mod gateway;
 mod ha;
 mod interfaces;
 mod ipsec;
+mod pool;
 mod routes;
 mod routing;
 mod tunnels;
@@ -127,6 +128,7 @@ pub(crate) fn validate_at(
     routes::check(&mut v, broken_names);
     routing::check(&mut v);
     ha::check(&mut v);
+    pool::check(&mut v);
     let mut out = v.out;
     out.sort_by_key(|d| (d.line, d.column));
     out

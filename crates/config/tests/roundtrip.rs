@@ -272,9 +272,10 @@ fn config() -> impl Strategy<Value = Config> {
         .prop_flat_map(|(gateway, ifs, tuns)| {
             let routes = prop::collection::vec(route(ifs.clone(), tuns.clone()), 0..6);
             let ha = prop::option::of(ha(ifs.clone()));
-            (Just(gateway), Just(ifs), Just(tuns), routes, routing(), ha)
+            let pool = prop::option::of(pool());
+            (Just(gateway), Just(ifs), Just(tuns), routes, routing(), ha, pool)
         })
-        .prop_map(|(gateway, interfaces, tunnels, mut routes, routing, ha)| {
+        .prop_map(|(gateway, interfaces, tunnels, mut routes, routing, ha, pool)| {
             let mut seen = HashSet::new();
             routes.retain(|r| seen.insert((r.vrf.clone(), r.prefix, r.via.clone())));
             Config {
@@ -284,8 +285,47 @@ fn config() -> impl Strategy<Value = Config> {
                 routes,
                 routing,
                 ha,
+                pool,
             }
         })
+}
+
+/// `[pool]`: every key, defaults and not.
+fn pool() -> impl Strategy<Value = vecgate_config::Pool> {
+    (
+        "[a-z][a-z0-9-]{0,10}",
+        prop::option::of("[a-z][a-z0-9]{0,8}"),
+        1usize..4,
+        any::<bool>(),
+        1u32..=60,
+        0u32..=3,
+        prop::sample::select(vec![1000u64, 1 << 21, 1 << 30]),
+        (0u64..100_000, 1u64..100_000, 1u32..10_000),
+    )
+        .prop_map(
+            |(name, member, n, tls, lease_ttl, redundant, max_sa_pps, (i, g, t))| {
+                let scheme = if tls { "https" } else { "http" };
+                vecgate_config::Pool {
+                    name,
+                    member,
+                    etcd: (0..n)
+                        .map(|k| format!("{scheme}://10.0.0.{}:2379", k + 1))
+                        .collect(),
+                    etcd_ca_file: tls.then(|| "/etc/vecgate/etcd-ca.pem".into()),
+                    etcd_cert_file: tls.then(|| "/etc/vecgate/etcd.pem".into()),
+                    etcd_key_file: tls.then(|| "/etc/vecgate/etcd.key".into()),
+                    lease_ttl,
+                    pool_key_file: "/etc/vecgate/pool.key".into(),
+                    redundant,
+                    max_sa_pps,
+                    capacity: vecgate_config::PoolCapacity {
+                        ipsec_mbps: i,
+                        gre_mbps: g,
+                        tunnels: t,
+                    },
+                }
+            },
+        )
 }
 
 /// `[ha]` with groups on interfaces that have an address of the group's
@@ -459,6 +499,7 @@ proptest! {
         roots.dedup();
         let cfg = Config {
             ha: None,
+            pool: None,
             gateway: Gateway {
                 name: "g".into(),
                 workers: 1,

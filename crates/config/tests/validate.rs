@@ -94,7 +94,7 @@ fn unknown_keys_all_reported() {
             "line 3: [gateway]: unknown key \"wrokers\" (expected one of name, workers, api, api_token_file, api_readonly_token_file, api_tls_cert_file, api_tls_key_file, api_insecure_loopback, state_dir, busy_poll, idle_spin_us)",
             "line 8: [[interface]] \"lan0\": unknown key \"adress\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
             "line 9: [[interface]] \"lan0\": unknown key \"mut\" (expected one of name, host, driver, addresses, vrf, mtu, rsc, offloads)",
-            "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing], [ha])",
+            "line 10: unknown top-level key \"tunnels\" (expected [gateway], [[interface]], [[tunnel]], [[route]], [routing], [ha], [pool])",
         ]
     );
 }
@@ -681,6 +681,7 @@ fn validate_works_on_code_built_configs() {
     let addr = |s: &str| s.parse::<IpAddr>().unwrap();
     let mut cfg = Config {
         ha: None,
+        pool: None,
         gateway: Gateway {
             name: "api".into(),
             workers: 4,
