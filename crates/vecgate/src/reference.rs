@@ -60,6 +60,8 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ("[[routing.punt]]", "[[routing.punt]]\n", "A VRF's BGP and BFD handed to the host through a TUN."),
     ("[ha]", "[ha]\n", "High availability: VRRPv3 and the state sync."),
     ("[[ha.group]]", "[[ha.group]]\n", "A VRRP group: a segment's virtual addresses."),
+    ("[pool]", "[pool]\n", "Membership of an M+N pool of gateways on etcd (see [Gateway pools](../guide/pool.md))."),
+    ("[pool.capacity]", "[pool.capacity]\n", "What this member carries, per class of tunnel."),
 ];
 
 const PROBE_KEY: &str = "zz_reference_probe";

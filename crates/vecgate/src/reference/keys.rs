@@ -3,7 +3,7 @@
 //! disagree, so a key added to the parser without a line here (or the other
 //! way round) fails `vecgate gen-reference` and the docs test.
 
-use vecgate_config::{ha, ipsec};
+use vecgate_config::{ha, ipsec, pool};
 
 /// One key: its section, name, type, default, range and meaning.
 pub struct Key {
@@ -69,6 +69,8 @@ pub fn keys() -> Vec<Key> {
     let rp = "[[routing.punt]]";
     let h = "[ha]";
     let hg = "[[ha.group]]";
+    let p = "[pool]";
+    let pc = "[pool.capacity]";
     vec![
         k(g, "name", "string", "required", "", "The gateway's name: its API socket, state directory and log lines are named after it."),
         k(g, "workers", "integer", 1, "1..=64", "Dataplane worker threads, each pinned to one of the CPUs the gateway may use."),
@@ -163,5 +165,19 @@ pub fn keys() -> Vec<Key> {
         k(hg, "priority", "integer", "`[ha] priority`", "1..=255", "This group's priority."),
         k(hg, "track", "array of strings", "none", "interface names", "Interfaces tracked by this group too."),
         k(hg, "track_penalty", "integer", "`[ha] track_penalty`", "0..=255", "This group's penalty per tracked interface down."),
+        k(p, "name", "string", "required", "a name", "The pool; the same on every member."),
+        k(p, "member", "string", "`[gateway] name`", "a name", "This member's name in the pool."),
+        k(p, "etcd", "array of strings", "required", format!("1..={} URLs, `http://` or `https://`", pool::MAX_ENDPOINTS), "Every member of the etcd cluster: the fence probes each when keepalives fail."),
+        k(p, "etcd_ca_file", "path", "none", "PEM", "The CA of etcd's certificates (`https://` endpoints need it)."),
+        k(p, "etcd_cert_file", "path", "none", "PEM", "A client certificate for etcd (with `etcd_key_file`)."),
+        k(p, "etcd_key_file", "path", "none", "secret file, PEM", "The client certificate's key."),
+        k(p, "lease_ttl", "integer (s)", pool::DEFAULT_LEASE_TTL, format!("1..={}", pool::MAX_LEASE_TTL), "The member's lease: keepalive every TTL/6; it stops serving at its last answered keepalive + TTL."),
+        k(p, "pool_key_file", "path", "required", "secret file, 64 hex digits", "The key the connections' SA state is sealed under in etcd; the same on every member."),
+        k(p, "redundant", "integer", pool::DEFAULT_REDUNDANT, "0..=16", "N of M+N: connections are admitted only while any N members may fail."),
+        k(p, "max_sa_pps", "integer", ha::DEFAULT_MAX_SA_PPS, format!("{}..={}", ha::MIN_MAX_SA_PPS, ha::MAX_MAX_SA_PPS), "Packets a second one SA may reserve: bounds what a failover's new owner skips."),
+        k(p, "capacity", "table", "required", "", "What the member carries: see `[pool.capacity]`."),
+        k(pc, "ipsec_mbps", "integer (Mbit/s)", "required", "0..=10000000", "ESP throughput the member may be given."),
+        k(pc, "gre_mbps", "integer (Mbit/s)", "required", "0..=10000000", "GRE, NVGRE and VXLAN throughput the member may be given."),
+        k(pc, "tunnels", "integer", "required", "0..=1000000", "Connections the member may be given."),
     ]
 }
