@@ -3,7 +3,7 @@
 //! [`HaGroupInfo`] / [`HaSyncInfo`].
 
 use super::client::Client;
-use super::table::table;
+use super::table::{table, Cell};
 use super::{finish, json, print_or_json, resolve, typed, Target};
 use std::process::ExitCode;
 use vecgate_control::model::{HaGroupInfo, HaSwitchover, HaSyncInfo};
@@ -105,19 +105,6 @@ fn ha_table(groups: &[HaGroupInfo], now: f64) -> String {
     out
 }
 
-/// `-` for nothing, as the other tables.
-fn or_dash<T: ToString>(v: Option<T>) -> String {
-    v.map_or_else(|| "-".to_owned(), |x| x.to_string())
-}
-
-fn on_off(b: bool) -> &'static str {
-    if b {
-        "on"
-    } else {
-        "off"
-    }
-}
-
 /// One virtual router's row of `show ha`.
 fn ha_row(g: &HaGroupInfo, now: f64) -> Vec<String> {
     let last = match &g.last_transition {
@@ -134,7 +121,7 @@ fn ha_row(g: &HaGroupInfo, now: f64) -> Vec<String> {
         .iter()
         .map(|t| format!("{}:{}", t.interface, if t.up { "up" } else { "down" }))
         .collect();
-    let mut preempt = on_off(g.preempt).to_owned();
+    let mut preempt = g.preempt.cell();
     if g.preempt_held_secs > 0 {
         preempt.push_str(&format!(" (held {}s)", g.preempt_held_secs));
     }
@@ -146,7 +133,7 @@ fn ha_row(g: &HaGroupInfo, now: f64) -> Vec<String> {
         format!("{}/{}", g.priority, g.effective_priority),
         preempt,
         format!("{}cs", g.advert_interval_cs),
-        or_dash(g.master.as_ref()),
+        g.master.cell(),
         last,
         if tracked.is_empty() {
             "-".into()
@@ -174,8 +161,8 @@ fn ha_sync_line(y: &HaSyncInfo, now: f64) -> String {
         y.local,
         y.peer,
         y.state,
-        or_dash(y.peer_role.as_ref()),
-        or_dash(y.lag_ms),
+        y.peer_role.cell(),
+        y.lag_ms.cell(),
         y.synced_outbound_sas,
         y.synced_inbound_sas,
         y.synced_routes,

@@ -2,11 +2,15 @@
 
 use super::client::Client;
 use super::ha::show_ha;
-use super::table::{columns_table, s, table, Columns};
+use super::table::{columns_table, table, Cell, Columns};
 use super::{enc, finish, json, print_or_json, resolve, typed, Target};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::process::ExitCode;
-use vecgate_control::model::{CountersInfo, DropCount, NodeCounters, StatusInfo};
+use vecgate_control::model::{
+    CountersInfo, DropCount, InterfaceCounters, InterfaceInfo, NeighborInfo, NodeCounters,
+    RouteInfo, SaInfo, StatusInfo, TunnelInfo, VrfInfo,
+};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Show {
@@ -70,7 +74,10 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
             // frames = errors), transmit rejects; Drops is their total plus
             // packets the kernel had no room for on transmit.
             let v = json(&c.get("/counters")?)?;
-            print_or_json(t, &v["interfaces"], |v| columns_table(v, STATS_COLUMNS));
+            let counters: CountersInfo = typed(&v)?;
+            print_or_json(t, &v["interfaces"], |_| {
+                columns_table(&counters.interfaces, STATS_COLUMNS)
+            });
             Ok(())
         }
         Show::NodeCounters => show_node_counters(t, &c),
@@ -79,101 +86,105 @@ fn show_inner(t: &Target, what: &Show) -> Result<(), String> {
     }
 }
 
-const INTERFACE_COLUMNS: Columns = &[
-    ("Name", "name"),
-    ("Host", "host"),
-    ("Driver", "driver"),
-    ("MAC", "mac"),
-    ("MTU", "mtu"),
-    ("VRF", "vrf"),
-    ("RSC", "rsc"),
-    ("Offloads", "offloads_active"),
-    ("Addresses", "addresses"),
+const INTERFACE_COLUMNS: Columns<InterfaceInfo> = &[
+    ("Name", |i| i.name.cell()),
+    ("Host", |i| i.host.cell()),
+    ("Driver", |i| i.driver.cell()),
+    ("MAC", |i| i.mac.cell()),
+    ("MTU", |i| i.mtu.cell()),
+    ("VRF", |i| i.vrf.cell()),
+    ("RSC", |i| i.rsc.cell()),
+    ("Offloads", |i| i.offloads_active.cell()),
+    ("Addresses", |i| i.addresses.cell()),
 ];
 
-const ROUTE_COLUMNS: Columns = &[
-    ("VRF", "vrf"),
-    ("Prefix", "prefix"),
-    ("Via", "via"),
-    ("Kind", "kind"),
-    ("Source", "source"),
-    ("Distance", "distance"),
-    ("Active", "active"),
+const ROUTE_COLUMNS: Columns<RouteInfo> = &[
+    ("VRF", |r| r.vrf.cell()),
+    ("Prefix", |r| r.prefix.cell()),
+    ("Via", |r| r.via.cell()),
+    ("Kind", |r| r.kind.cell()),
+    ("Source", |r| r.source.cell()),
+    ("Distance", |r| r.distance.cell()),
+    ("Active", |r| r.active.cell()),
 ];
 
-const VRF_COLUMNS: Columns = &[
-    ("Name", "name"),
-    ("Id", "id"),
-    ("Routes", "routes"),
-    ("Interfaces", "interfaces"),
-    ("Tunnels", "tunnels"),
+const VRF_COLUMNS: Columns<VrfInfo> = &[
+    ("Name", |v| v.name.cell()),
+    ("Id", |v| v.id.cell()),
+    ("Routes", |v| v.routes.cell()),
+    ("Interfaces", |v| v.interfaces.cell()),
+    ("Tunnels", |v| v.tunnels.cell()),
 ];
 
-const NEIGHBOR_COLUMNS: Columns = &[
-    ("Interface", "interface"),
-    ("Address", "address"),
-    ("MAC", "mac"),
-    ("State", "state"),
-    ("Workers", "workers"),
+const NEIGHBOR_COLUMNS: Columns<NeighborInfo> = &[
+    ("Interface", |n| n.interface.cell()),
+    ("Address", |n| n.address.cell()),
+    ("MAC", |n| n.mac.cell()),
+    ("State", |n| n.state.cell()),
+    ("Workers", |n| n.workers.cell()),
 ];
 
-const TUNNEL_COLUMNS: Columns = &[
-    ("Name", "name"),
-    ("Kind", "kind"),
-    ("Local", "local"),
-    ("Remote", "remote"),
-    ("Key", "key"),
-    ("VRF", "vrf"),
-    ("Underlay", "underlay_vrf"),
-    ("RxPkts", "rx_packets"),
-    ("RxBytes", "rx_bytes"),
-    ("TxPkts", "tx_packets"),
-    ("TxBytes", "tx_bytes"),
-    ("Drops", "drops"),
+const TUNNEL_COLUMNS: Columns<TunnelInfo> = &[
+    ("Name", |t| t.name.cell()),
+    ("Kind", |t| t.kind.cell()),
+    ("Local", |t| t.local.cell()),
+    ("Remote", |t| t.remote.cell()),
+    ("Key", |t| t.key.cell()),
+    ("VRF", |t| t.vrf.cell()),
+    ("Underlay", |t| t.underlay_vrf.cell()),
+    ("RxPkts", |t| t.traffic.rx_packets.cell()),
+    ("RxBytes", |t| t.traffic.rx_bytes.cell()),
+    ("TxPkts", |t| t.traffic.tx_packets.cell()),
+    ("TxBytes", |t| t.traffic.tx_bytes.cell()),
+    ("Drops", |t| t.traffic.drops.cell()),
 ];
 
-const SA_COLUMNS: Columns = &[
-    ("SPI", "spi"),
-    ("Tunnel", "tunnel"),
-    ("Direction", "direction"),
-    ("Cipher", "cipher"),
-    ("Packets", "packets"),
-    ("Bytes", "bytes"),
-    ("Drops", "drops"),
+const SA_COLUMNS: Columns<SaInfo> = &[
+    ("SPI", |a| a.spi.cell()),
+    ("Tunnel", |a| a.tunnel.cell()),
+    ("Direction", |a| a.direction.cell()),
+    ("Cipher", |a| a.cipher.cell()),
+    ("Packets", |a| a.packets.cell()),
+    ("Bytes", |a| a.bytes.cell()),
+    ("Drops", |a| a.drops.cell()),
 ];
 
-const STATS_COLUMNS: Columns = &[
-    ("Interface", "interface"),
-    ("RX-packets", "rx_packets"),
-    ("RX-bytes", "rx_bytes"),
-    ("RX-missed", "rx_missed"),
-    ("RX-errors", "rx_errors"),
-    ("TX-packets", "tx_packets"),
-    ("TX-bytes", "tx_bytes"),
-    ("TX-errors", "tx_errors"),
-    ("Drops", "drops"),
+const STATS_COLUMNS: Columns<InterfaceCounters> = &[
+    ("Interface", |i| i.interface.cell()),
+    ("RX-packets", |i| i.counters.traffic.rx_packets.cell()),
+    ("RX-bytes", |i| i.counters.traffic.rx_bytes.cell()),
+    ("RX-missed", |i| i.counters.rx_missed.cell()),
+    ("RX-errors", |i| i.counters.rx_errors.cell()),
+    ("TX-packets", |i| i.counters.traffic.tx_packets.cell()),
+    ("TX-bytes", |i| i.counters.traffic.tx_bytes.cell()),
+    ("TX-errors", |i| i.counters.tx_errors.cell()),
+    ("Drops", |i| i.counters.traffic.drops.cell()),
 ];
 
-/// GET `path` (a JSON array) and print it as a table of `cols`.
-fn show_list(t: &Target, c: &Client, path: &str, cols: Columns) -> Result<(), String> {
+/// GET `path` (a JSON array of `T`) and print it as a table of `cols`.
+fn show_list<T: DeserializeOwned>(
+    t: &Target,
+    c: &Client,
+    path: &str,
+    cols: Columns<T>,
+) -> Result<(), String> {
     let v = json(&c.get(path)?)?;
-    print_or_json(t, &v, |v| columns_table(v, cols));
+    let items: Vec<T> = typed(&v)?;
+    print_or_json(t, &v, |_| columns_table(&items, cols));
     Ok(())
 }
 
 /// `show sa`: one line per SA, then its refusals by reason.
 fn show_sas(t: &Target, c: &Client) -> Result<(), String> {
     let v = json(&c.get("/sas")?)?;
-    print_or_json(t, &v, |v| {
-        let mut out = columns_table(v, SA_COLUMNS);
-        for sa in v.as_array().into_iter().flatten() {
-            for d in sa["drop_reasons"].as_array().into_iter().flatten() {
+    let sas: Vec<SaInfo> = typed(&v)?;
+    print_or_json(t, &v, |_| {
+        let mut out = columns_table(&sas, SA_COLUMNS);
+        for sa in &sas {
+            for d in &sa.drop_reasons {
                 out.push_str(&format!(
                     "  {} {}: {} {}\n",
-                    s(&sa["spi"]),
-                    s(&sa["direction"]),
-                    s(&d["reason"]),
-                    s(&d["count"])
+                    sa.spi, sa.direction, d.reason, d.count
                 ));
             }
         }
@@ -185,11 +196,8 @@ fn show_sas(t: &Target, c: &Client) -> Result<(), String> {
 /// `show ike`: the IKE SAs as the IKE thread's own table prints them.
 fn show_ike(t: &Target, c: &Client) -> Result<(), String> {
     let v = json(&c.get("/ike")?)?;
-    print_or_json(t, &v, |v| {
-        serde_json::from_value::<Vec<vecgate_control::model::IkeTunnelInfo>>(v.clone())
-            .map(|l| vecgate_keying::ike::show_table(&l))
-            .unwrap_or_else(|e| format!("unexpected /ike answer: {e}\n"))
-    });
+    let tunnels: Vec<vecgate_control::model::IkeTunnelInfo> = typed(&v)?;
+    print_or_json(t, &v, |_| vecgate_keying::ike::show_table(&tunnels));
     Ok(())
 }
 

@@ -1,6 +1,4 @@
-//! Aligned tables like `ip` and `vppctl` print, and cells of JSON values.
-
-use serde_json::Value;
+//! Aligned tables like `ip` and `vppctl` print, and their cells.
 
 /// Aligned columns; the last column is not padded.
 pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
@@ -30,39 +28,57 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-pub(super) fn s(v: &Value) -> String {
-    match v {
-        Value::String(x) => x.clone(),
-        Value::Null => "-".into(),
-        Value::Bool(b) => if *b { "on" } else { "off" }.into(),
-        Value::Array(a) => a.iter().map(s).collect::<Vec<_>>().join(","),
-        other => other.to_string(),
+/// A value as a table cell: `-` for nothing, `on`/`off` for a switch,
+/// a list joined by commas.
+pub(super) trait Cell {
+    fn cell(&self) -> String;
+}
+
+macro_rules! displayed {
+    ($($t:ty),*) => {$(
+        impl Cell for $t {
+            fn cell(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+displayed!(String, str, u8, u16, u32, u64, i64);
+
+impl Cell for bool {
+    fn cell(&self) -> String {
+        if *self { "on" } else { "off" }.into()
     }
 }
 
-fn rows(v: &Value, keys: &[&str]) -> Vec<Vec<String>> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|o| keys.iter().map(|k| s(&o[*k])).collect())
-                .collect()
-        })
-        .unwrap_or_default()
+impl<T: Cell> Cell for Option<T> {
+    fn cell(&self) -> String {
+        self.as_ref().map_or_else(|| "-".into(), Cell::cell)
+    }
 }
 
-/// The columns of a list view: (header, JSON key of each element).
-pub(super) type Columns = &'static [(&'static str, &'static str)];
+impl<T: Cell> Cell for Vec<T> {
+    fn cell(&self) -> String {
+        self.iter().map(Cell::cell).collect::<Vec<_>>().join(",")
+    }
+}
 
-/// The elements of the JSON array `v` as a table of `cols`.
-pub(super) fn columns_table(v: &Value, cols: Columns) -> String {
+/// The columns of a list view: header, and the cell of an element.
+pub(super) type Columns<T> = &'static [(&'static str, fn(&T) -> String)];
+
+/// `items` as a table of `cols`.
+pub(super) fn columns_table<T>(items: &[T], cols: Columns<T>) -> String {
     let head: Vec<&str> = cols.iter().map(|c| c.0).collect();
-    let keys: Vec<&str> = cols.iter().map(|c| c.1).collect();
-    table(&head, &rows(v, &keys))
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|x| cols.iter().map(|c| (c.1)(x)).collect())
+        .collect();
+    table(&head, &rows)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::table;
+    use super::{table, Cell};
 
     #[test]
     fn table_aligns() {
@@ -74,5 +90,8 @@ mod tests {
             ],
         );
         assert_eq!(t, "A    Bee\nxyz  1\nq    22\n");
+        assert_eq!(Some(vec![1u64, 2]).cell(), "1,2");
+        assert_eq!((None as Option<u32>, true).0.cell(), "-");
+        assert_eq!(false.cell(), "off");
     }
 }
