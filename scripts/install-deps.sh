@@ -8,7 +8,7 @@ PKGS=(iproute2 iputils-ping ethtool tcpdump tshark iperf3 nftables
       python3-scapy python3-cryptography python3-matplotlib
       openvswitch-switch strongswan-charon strongswan-swanctl
       libcharon-extra-plugins libstrongswan-standard-plugins
-      linux-perf cmake clang pkg-config
+      linux-perf cmake clang pkg-config libipsec-mb-dev
       lintian prometheus systemd man-db procps frr keepalived
       etcd-server etcd-client protobuf-compiler libprotobuf-dev
       dpdk librte-net-af-xdp23 librte-mempool-ring23)
