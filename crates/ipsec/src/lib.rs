@@ -19,8 +19,9 @@
 //! This crate owns no graph and does no I/O but the state directory's
 //! files ([`seqstore::Store`]): the esp nodes hand it [`packet::Packet`]s
 //! (one at a time or as a vector) and get back typed
-//! drop reasons ([`EspError::as_str`]). All cryptography is aws-lc-rs;
-//! nothing here implements a cipher.
+//! drop reasons ([`EspError::as_str`]). The cryptography is aws-lc-rs's,
+//! and for AES-CBC + HMAC intel-ipsec-mb's multi-buffer engine where the
+//! CPU has AES-NI ([`engine`]); nothing here implements a cipher.
 //!
 //! Sequence numbers are assigned by the caller in batches
 //! ([`OutboundSa::reserve`]) so several workers can share one outbound SA
@@ -59,6 +60,7 @@
 //! assert_eq!(pkt.data(), &inner);
 //! ```
 
+pub mod engine;
 pub mod error;
 pub mod keys;
 pub mod lifetime;
@@ -69,8 +71,10 @@ pub mod sastate;
 pub mod selectors;
 pub mod seqstore;
 pub mod static_sas;
+mod transform;
 pub mod tunnel_mode;
 
+pub use engine::Engine;
 pub use error::EspError;
 pub use lifetime::{Lifetime, LifetimeEvent};
 pub use registry::{

@@ -8,12 +8,13 @@ use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use aws_lc_rs::{aead, cipher, hmac};
 use zeroize::Zeroizing;
 
+use crate::engine::Engine;
 use crate::lifetime::{Lifetime, LifetimeState};
 use crate::replay::ReplayWindow;
 use crate::seqstore::SeqCounter;
+use crate::transform::Transform;
 use crate::EspError;
 
 /// ESP transforms vecgate implements.
@@ -198,64 +199,6 @@ impl fmt::Debug for SaConfig {
     }
 }
 
-/// The keyed transform of one SA direction.
-pub(crate) enum Transform {
-    Aead {
-        key: aead::LessSafeKey,
-        salt: Zeroizing<[u8; 4]>,
-    },
-    CbcEnc {
-        key: cipher::EncryptingKey,
-        mac: hmac::Key,
-    },
-    CbcDec {
-        key: cipher::DecryptingKey,
-        mac: hmac::Key,
-    },
-}
-
-impl Transform {
-    fn new(alg: Algorithm, key: &[u8], outbound: bool) -> Result<Self, EspError> {
-        if key.len() != alg.key_len() {
-            return Err(EspError::BadConfig);
-        }
-        let (k, rest) = key.split_at(alg.enc_key_len());
-        if alg.is_aead() {
-            let a = match alg {
-                Algorithm::AesGcm128 => &aead::AES_128_GCM,
-                Algorithm::AesGcm256 => &aead::AES_256_GCM,
-                _ => &aead::CHACHA20_POLY1305,
-            };
-            let unbound = aead::UnboundKey::new(a, k).map_err(|_| EspError::BadConfig)?;
-            let mut salt = Zeroizing::new([0u8; 4]);
-            salt.copy_from_slice(rest);
-            return Ok(Transform::Aead {
-                key: aead::LessSafeKey::new(unbound),
-                salt,
-            });
-        }
-        let (c, h) = match alg {
-            Algorithm::AesCbc128HmacSha1_96 => {
-                (&cipher::AES_128, hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY)
-            }
-            _ => (&cipher::AES_256, hmac::HMAC_SHA256),
-        };
-        let mac = hmac::Key::new(h, rest);
-        let unbound = cipher::UnboundCipherKey::new(c, k).map_err(|_| EspError::BadConfig)?;
-        Ok(if outbound {
-            Transform::CbcEnc {
-                key: cipher::EncryptingKey::cbc(unbound).map_err(|_| EspError::BadConfig)?,
-                mac,
-            }
-        } else {
-            Transform::CbcDec {
-                key: cipher::DecryptingKey::cbc(unbound).map_err(|_| EspError::BadConfig)?,
-                mac,
-            }
-        })
-    }
-}
-
 /// Longest outer header: IPv6 (40) + UDP (8).
 pub(crate) const MAX_OUTER: usize = 48;
 
@@ -369,14 +312,22 @@ pub struct OutboundSa {
 impl OutboundSa {
     /// Keys the SA and builds its header template. [`EspError::BadConfig`]
     /// for a reserved SPI, a key of the wrong length or endpoints of
-    /// different families.
+    /// different families. The cipher runs on the fastest engine of this
+    /// CPU ([`Engine::best`]).
     pub fn new(cfg: SaConfig) -> Result<Self, EspError> {
+        let engine = Engine::best(cfg.algorithm);
+        Self::with_engine(cfg, engine)
+    }
+
+    /// [`OutboundSa::new`] on the given engine (aws-lc where it cannot run
+    /// the algorithm): benchmarks and the tests that compare engines.
+    pub fn with_engine(cfg: SaConfig, engine: Engine) -> Result<Self, EspError> {
         check_common(&cfg)?;
         Ok(OutboundSa {
             spi: cfg.spi,
             alg: cfg.algorithm,
             esn: cfg.esn,
-            transform: Transform::new(cfg.algorithm, &cfg.key, true)?,
+            transform: Transform::new(cfg.algorithm, cfg.spi, cfg.esn, &cfg.key, true, engine)?,
             template: OuterTemplate::new(&cfg.tunnel, cfg.encap, cfg.df)?,
             seq: Arc::new(SeqCounter::unbounded(cfg.esn)),
             exhausted: AtomicBool::new(false),
@@ -404,6 +355,11 @@ impl OutboundSa {
 
     pub fn algorithm(&self) -> Algorithm {
         self.alg
+    }
+
+    /// The engine that runs this SA's cipher.
+    pub fn engine(&self) -> Engine {
+        self.transform.engine()
     }
 
     pub fn esn(&self) -> bool {
@@ -473,8 +429,16 @@ pub struct InboundSa {
 }
 
 impl InboundSa {
-    /// Keys the SA and allocates its replay window.
+    /// Keys the SA and allocates its replay window; the cipher runs on
+    /// the fastest engine of this CPU ([`Engine::best`]).
     pub fn new(cfg: SaConfig) -> Result<Self, EspError> {
+        let engine = Engine::best(cfg.algorithm);
+        Self::with_engine(cfg, engine)
+    }
+
+    /// [`InboundSa::new`] on the given engine (aws-lc where it cannot run
+    /// the algorithm).
+    pub fn with_engine(cfg: SaConfig, engine: Engine) -> Result<Self, EspError> {
         check_common(&cfg)?;
         if cfg.tunnel.local.is_ipv4() != cfg.tunnel.remote.is_ipv4() {
             return Err(EspError::BadConfig);
@@ -483,7 +447,7 @@ impl InboundSa {
             spi: cfg.spi,
             alg: cfg.algorithm,
             esn: cfg.esn,
-            transform: Transform::new(cfg.algorithm, &cfg.key, false)?,
+            transform: Transform::new(cfg.algorithm, cfg.spi, cfg.esn, &cfg.key, false, engine)?,
             replay: Arc::new(Mutex::new(ReplayWindow::new(cfg.replay_window, cfg.esn)?)),
             lifetime: LifetimeState::new(cfg.lifetime),
             tunnel: cfg.tunnel,
@@ -509,6 +473,11 @@ impl InboundSa {
 
     pub fn algorithm(&self) -> Algorithm {
         self.alg
+    }
+
+    /// The engine that runs this SA's cipher.
+    pub fn engine(&self) -> Engine {
+        self.transform.engine()
     }
 
     pub fn esn(&self) -> bool {

@@ -14,19 +14,19 @@
 
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
-use aws_lc_rs::cipher::{DecryptionContext, EncryptionContext};
-use aws_lc_rs::iv::FixedLength;
-use aws_lc_rs::{aead, constant_time, hmac, rand};
+use aws_lc_rs::rand;
 use packet::Packet;
-use wire::esp::{padding_len, EspTrailer, HEADER_LEN, NEXT_HEADER_NONE, TRAILER_LEN};
+use wire::esp::{padding_len, EspTrailer, HEADER_LEN, TRAILER_LEN};
 
 use crate::lifetime::LifetimeEvent;
-use crate::replay::ReplayWindow;
-use crate::sa::{sum_words, Transform};
+use crate::sa::sum_words;
 use crate::seqstore::Take;
-use crate::{EspError, InboundSa, OutboundSa};
+use crate::transform::{Unit, CHUNK};
+use crate::{EspError, OutboundSa};
+
+mod inbound;
 
 /// IP protocol numbers of the inner packet (next header in tunnel mode).
 const NH_IPV4: u8 = 4;
@@ -51,45 +51,6 @@ fn fold(mut s: u64) -> u16 {
         s = (s & 0xffff) + (s >> 16);
     }
     s as u16
-}
-
-/// AAD of the AEAD transforms (RFC 4106 §5, RFC 7634 §2.1): SPI ‖ seq (32
-/// bit), or SPI ‖ seq-hi ‖ seq-lo with ESN. Returns the buffer and length.
-#[inline]
-fn aead_aad(spi: u32, seq: u64, esn: bool) -> ([u8; 12], usize) {
-    let mut a = [0u8; 12];
-    a[..4].copy_from_slice(&spi.to_be_bytes());
-    if esn {
-        a[4..12].copy_from_slice(&seq.to_be_bytes());
-        (a, 12)
-    } else {
-        a[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-        (a, 8)
-    }
-}
-
-/// Nonce = 4-byte salt ‖ 8-byte explicit IV (RFC 4106 §4, RFC 7634 §2).
-#[inline]
-fn aead_nonce(salt: &[u8; 4], iv: &[u8]) -> Result<aead::Nonce, EspError> {
-    let mut n = [0u8; 12];
-    n[..4].copy_from_slice(salt);
-    n.get_mut(4..12)
-        .ok_or(EspError::Crypto)?
-        .copy_from_slice(iv.get(..8).ok_or(EspError::Crypto)?);
-    Ok(aead::Nonce::assume_unique_for_key(n))
-}
-
-/// HMAC over ESP header ‖ IV ‖ ciphertext, with the high ESN bits appended
-/// implicitly (RFC 4303 §2.2.1, §3.3.2.1): they are not sent but covered.
-#[inline]
-fn cbc_mac(key: &hmac::Key, head: &[u8], ct: &[u8], seq: u64, esn: bool) -> hmac::Tag {
-    let mut ctx = hmac::Context::with_key(key);
-    ctx.update(head);
-    ctx.update(ct);
-    if esn {
-        ctx.update(&((seq >> 32) as u32).to_be_bytes());
-    }
-    ctx.sign()
 }
 
 /// Sequence numbers left when a 32-bit SA reports its soft lifetime even
@@ -163,6 +124,10 @@ impl OutboundSa {
     /// (packets beyond `status.len()` are not touched). An `Err` return means
     /// nothing was encrypted (expired SA, exhausted sequence numbers); an
     /// `Ok` carries a lifetime event crossed by this batch, if any.
+    ///
+    /// The packets go [`CHUNK`] at a time through three passes: framing
+    /// (trailer, ESP header, IV), the cipher and ICV over the whole chunk
+    /// (side by side on the multi-buffer engine), the outer headers.
     pub fn encrypt_batch(
         &self,
         pkts: &mut [Packet],
@@ -171,33 +136,69 @@ impl OutboundSa {
         let n = pkts.len().min(status.len());
         let mut event = self.lifetime.check_now()?;
         let seqs = self.reserve(n as u64)?;
-        let mut bytes = 0u64;
-        let mut ok = 0u64;
-        for (i, (p, st)) in pkts.iter_mut().zip(status.iter_mut()).enumerate() {
-            let seq = seqs.start + i as u64;
-            *st = if seq >= seqs.end {
-                Err(EspError::SeqExhausted)
-            } else if self
-                .selectors
-                .as_ref()
-                .is_some_and(|s| !s.allows_outbound(p.data()))
-            {
-                // Not what the peer agreed to receive under this SA (its
-                // sequence number stays unused: gaps are allowed).
-                Err(EspError::PolicyMismatch)
-            } else {
-                let len = p.len() as u64;
-                let r = match p.data().first().map(|b| b >> 4) {
-                    Some(4) => self.seal(p, NH_IPV4, seq, None),
-                    Some(6) => self.seal(p, NH_IPV6, seq, None),
-                    _ => Err(EspError::BadInner),
+        let (mut bytes, mut ok) = (0u64, 0u64);
+        let chunks = pkts[..n]
+            .chunks_mut(CHUNK)
+            .zip(status[..n].chunks_mut(CHUNK));
+        for (c, (pkts, status)) in chunks.enumerate() {
+            let first = seqs.start + (c * CHUNK) as u64;
+            let mut inner = [0usize; CHUNK];
+            let mut ivs = [0u8; 16 * CHUNK];
+            let cbc = !self.alg.is_aead();
+            // RFC 3602 §2.1: CBC IVs must be unpredictable; one call to the
+            // generator for the chunk.
+            if cbc && rand::fill(&mut ivs[..16 * pkts.len()]).is_err() {
+                status.fill(Err(EspError::Crypto));
+                continue;
+            }
+            for (i, (p, st)) in pkts.iter_mut().zip(status.iter_mut()).enumerate() {
+                let seq = first + i as u64;
+                inner[i] = p.len();
+                let iv = cbc.then(|| &ivs[16 * i..16 * i + 16]);
+                *st = if seq >= seqs.end {
+                    Err(EspError::SeqExhausted)
+                } else if self
+                    .selectors
+                    .as_ref()
+                    .is_some_and(|s| !s.allows_outbound(p.data()))
+                {
+                    // Not what the peer agreed to receive under this SA (its
+                    // sequence number stays unused: gaps are allowed).
+                    Err(EspError::PolicyMismatch)
+                } else {
+                    match p.data().first().map(|b| b >> 4) {
+                        Some(4) => self.lay_out(p, NH_IPV4, seq, iv),
+                        Some(6) => self.lay_out(p, NH_IPV6, seq, iv),
+                        _ => Err(EspError::BadInner),
+                    }
                 };
-                if r.is_ok() {
-                    bytes += len;
-                    ok += 1;
+            }
+            let len = pkts.len();
+            let mut units: [Option<Unit<'_>>; CHUNK] = [const { None }; CHUNK];
+            for (i, ((p, st), u)) in pkts
+                .iter_mut()
+                .zip(status.iter())
+                .zip(&mut units)
+                .enumerate()
+            {
+                if st.is_ok() {
+                    let esp = p.data_mut().get_mut(self.template.len..);
+                    *u = esp.map(|esp| Unit {
+                        esp,
+                        seq: first + i as u64,
+                    });
                 }
-                r
-            };
+            }
+            self.transform.seal(&mut units[..len], status);
+            for (i, (p, st)) in pkts.iter_mut().zip(status.iter_mut()).enumerate() {
+                if st.is_ok() {
+                    *st = self.put_outer(p, first + i as u64);
+                }
+                if st.is_ok() {
+                    ok += 1;
+                    bytes += inner[i] as u64;
+                }
+            }
         }
         if let Some(e) = self.lifetime.account(ok, bytes) {
             event = Some(e);
@@ -227,13 +228,11 @@ impl OutboundSa {
         self.esp_front() + inner_len + pad + TRAILER_LEN + self.alg.icv_len()
     }
 
-    /// Seals the ESP packet `esp` (exactly [`OutboundSa::esp_len`] of
+    /// Frames the ESP packet `esp` (exactly [`OutboundSa::esp_len`] of
     /// `inner_len` bytes) whose inner packet already lies behind the room
     /// for header and IV: writes the trailer (§2.4), header and IV,
-    /// encrypts where the bytes lie and appends the ICV. No outer header:
-    /// the caller lays the packet out (in a packet's buffer, or as one
-    /// slice of a UDP GSO datagram).
-    fn seal_esp(
+    /// leaving the cipher and the ICV to [`crate::transform::Transform::seal`].
+    fn frame(
         &self,
         esp: &mut [u8],
         inner_len: usize,
@@ -242,13 +241,13 @@ impl OutboundSa {
         iv: Option<&[u8]>,
     ) -> Result<(), EspError> {
         let alg = self.alg;
-        let (iv_len, icv_len) = (alg.iv_len(), alg.icv_len());
+        let iv_len = alg.iv_len();
         let front = self.esp_front();
         if esp.len() != self.esp_len(inner_len) {
             return Err(EspError::NoRoom);
         }
         let pad = padding_len(inner_len, alg.block_size());
-        let ct_end = esp.len() - icv_len;
+        let ct_end = esp.len() - alg.icv_len();
 
         // Trailer: padding 1, 2, 3, ..., pad length, next header (§2.4).
         EspTrailer {
@@ -271,38 +270,37 @@ impl OutboundSa {
             // RFC 3602 §2.1: CBC IVs must be unpredictable.
             None => rand::fill(ivb).map_err(|_| EspError::Crypto)?,
         }
-
-        // Encrypt and compute the ICV.
-        let (head, rest) = esp.split_at_mut(front);
-        let (ct, icv) = rest.split_at_mut(ct_end - front);
-        match &self.transform {
-            Transform::Aead { key, salt } => {
-                let nonce = aead_nonce(salt, &head[HEADER_LEN..])?;
-                let (aad, alen) = aead_aad(self.spi, seq, self.esn);
-                let tag = key
-                    .seal_in_place_separate_tag(nonce, aead::Aad::from(&aad[..alen]), ct)
-                    .map_err(|_| EspError::Crypto)?;
-                icv.copy_from_slice(tag.as_ref());
-            }
-            Transform::CbcEnc { key, mac } => {
-                let iv16: [u8; 16] = head[HEADER_LEN..]
-                    .try_into()
-                    .map_err(|_| EspError::Crypto)?;
-                key.less_safe_encrypt(ct, EncryptionContext::Iv128(FixedLength::from(iv16)))
-                    .map_err(|_| EspError::Crypto)?;
-                let tag = cbc_mac(mac, head, ct, seq, self.esn);
-                icv.copy_from_slice(&tag.as_ref()[..icv_len]);
-            }
-            Transform::CbcDec { .. } => return Err(EspError::Crypto),
-        }
         Ok(())
     }
 
-    /// The encapsulation proper. `next_header` is 4 or 41 in tunnel mode
-    /// (other values only in known-answer tests); `iv` overrides the IV for
-    /// those tests (production IVs are the sequence number for the AEADs,
-    /// random for CBC).
-    pub(crate) fn seal(
+    /// Frames and seals one ESP packet in place ([`OutboundSa::frame`],
+    /// then the cipher): the slice of a UDP GSO datagram.
+    fn seal_esp(
+        &self,
+        esp: &mut [u8],
+        inner_len: usize,
+        next_header: u8,
+        seq: u64,
+    ) -> Result<(), EspError> {
+        if seq == 0 || seq > self.last_seq() {
+            return Err(EspError::SeqExhausted);
+        }
+        self.frame(esp, inner_len, next_header, seq, None)?;
+        self.seal_units(esp, seq)
+    }
+
+    /// The cipher and ICV over one framed ESP packet.
+    fn seal_units(&self, esp: &mut [u8], seq: u64) -> Result<(), EspError> {
+        let mut res = [Ok(())];
+        self.transform
+            .seal(&mut [Some(Unit { esp, seq })], &mut res);
+        res[0]
+    }
+
+    /// Checks the room, grows the packet around its inner packet and
+    /// frames it ([`OutboundSa::frame`]): the packet's data is then the
+    /// outer headers' room (uninitialised) followed by the ESP packet.
+    fn lay_out(
         &self,
         pkt: &mut Packet,
         next_header: u8,
@@ -326,11 +324,38 @@ impl OutboundSa {
         }
         pkt.push_back(back).ok_or(EspError::NoRoom)?;
         pkt.push_front(front).ok_or(EspError::NoRoom)?;
-        self.seal_esp(pkt.data_mut(), inner_len, next_header, seq, iv)?;
+        self.frame(pkt.data_mut(), inner_len, next_header, seq, iv)?;
+        pkt.push_front(tl.len).ok_or(EspError::NoRoom)?;
+        Ok(())
+    }
 
-        // Outer header(s) from the template.
-        let total = pkt.len() + tl.len;
-        let o = pkt.push_front(tl.len).ok_or(EspError::NoRoom)?;
+    /// The encapsulation proper. `next_header` is 4 or 41 in tunnel mode
+    /// (other values only in known-answer tests); `iv` overrides the IV for
+    /// those tests (production IVs are the sequence number for the AEADs,
+    /// random for CBC).
+    pub(crate) fn seal(
+        &self,
+        pkt: &mut Packet,
+        next_header: u8,
+        seq: u64,
+        iv: Option<&[u8]>,
+    ) -> Result<(), EspError> {
+        self.lay_out(pkt, next_header, seq, iv)?;
+        let esp = pkt
+            .data_mut()
+            .get_mut(self.template.len..)
+            .ok_or(EspError::NoRoom)?;
+        self.seal_units(esp, seq)?;
+        self.put_outer(pkt, seq)
+    }
+
+    /// Fills in the outer header(s) in front of a sealed ESP packet from
+    /// the template: lengths, the IPv4 ID and checksum, the UDP length (and
+    /// the IPv6 UDP checksum, over the encrypted payload).
+    fn put_outer(&self, pkt: &mut Packet, seq: u64) -> Result<(), EspError> {
+        let tl = &self.template;
+        let total = pkt.len();
+        let o = pkt.data_mut().get_mut(..tl.len).ok_or(EspError::NoRoom)?;
         o.copy_from_slice(&tl.bytes[..tl.len]);
         if tl.v6 {
             let plen = (total - 40) as u16;
@@ -442,8 +467,7 @@ impl SliceSealer {
         if seq >= self.seqs.end {
             return Err(EspError::SeqExhausted);
         }
-        self.sa
-            .seal_esp(esp, inner_len, self.next_header, seq, None)?;
+        self.sa.seal_esp(esp, inner_len, self.next_header, seq)?;
         self.packets += 1;
         self.bytes += inner_len as u64;
         Ok(())
@@ -455,269 +479,6 @@ impl Drop for SliceSealer {
         // Crossing a limit raises the SA's event for the control thread
         // (LifetimeState::take_event), as for encrypt_batch.
         let _ = self.sa.lifetime.account(self.packets, self.bytes);
-    }
-}
-
-impl InboundSa {
-    fn window(&self) -> MutexGuard<'_, ReplayWindow> {
-        // A poisoned lock only means another worker panicked mid-update of
-        // plain integers; the window is still consistent enough to use.
-        self.replay.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Length and SPI checks; returns the low 32 sequence bits.
-    #[inline]
-    fn precheck(&self, d: &[u8]) -> Result<u32, EspError> {
-        let alg = self.alg;
-        let min_ct = if alg.is_aead() {
-            TRAILER_LEN
-        } else {
-            alg.block_size()
-        };
-        let fixed = HEADER_LEN + alg.iv_len() + alg.icv_len();
-        if d.len() < fixed + min_ct {
-            return Err(EspError::Truncated);
-        }
-        if !alg.is_aead() && (d.len() - fixed) % alg.block_size() != 0 {
-            return Err(EspError::BadLength);
-        }
-        if u32::from_be_bytes([d[0], d[1], d[2], d[3]]) != self.spi {
-            return Err(EspError::BadSpi);
-        }
-        Ok(u32::from_be_bytes([d[4], d[5], d[6], d[7]]))
-    }
-
-    /// ESP header and IV: where the inner packet starts in an ESP packet.
-    pub fn esp_front(&self) -> usize {
-        HEADER_LEN + self.alg.iv_len()
-    }
-
-    /// Phase 2: ICV verification (and, for AEADs, decryption in place) of
-    /// the ESP packet `esp`.
-    #[inline]
-    fn verify(&self, esp: &mut [u8], seq: u64) -> Result<(), EspError> {
-        let (iv_len, icv_len) = (self.alg.iv_len(), self.alg.icv_len());
-        let (head, rest) = esp.split_at_mut(HEADER_LEN + iv_len);
-        let ct_len = rest.len() - icv_len;
-        let (ct, icv) = rest.split_at_mut(ct_len);
-        match &self.transform {
-            Transform::Aead { key, salt } => {
-                let nonce = aead_nonce(salt, &head[HEADER_LEN..])?;
-                let (aad, alen) = aead_aad(self.spi, seq, self.esn);
-                key.open_in_place_separate_tag(nonce, aead::Aad::from(&aad[..alen]), icv, ct)
-                    .map_err(|_| EspError::IcvFail)?;
-            }
-            Transform::CbcDec { mac, .. } => {
-                let tag = cbc_mac(mac, head, ct, seq, self.esn);
-                constant_time::verify_slices_are_equal(&tag.as_ref()[..icv_len], icv)
-                    .map_err(|_| EspError::IcvFail)?;
-            }
-            Transform::CbcEnc { .. } => return Err(EspError::Crypto),
-        }
-        Ok(())
-    }
-
-    /// Phase 4: CBC decryption and trailer validation of the ESP packet
-    /// `esp`; the inner packet is then `inner_len` bytes at
-    /// [`InboundSa::esp_front`].
-    #[inline]
-    fn finish(&self, esp: &mut [u8], seq: u64) -> Result<Decrypted, EspError> {
-        let (iv_len, icv_len) = (self.alg.iv_len(), self.alg.icv_len());
-        let front = HEADER_LEN + iv_len;
-        let ct_end = esp.len() - icv_len;
-        let (head, rest) = esp.split_at_mut(front);
-        let ct = &mut rest[..ct_end - front];
-        if let Transform::CbcDec { key, .. } = &self.transform {
-            let iv16: [u8; 16] = head[HEADER_LEN..]
-                .try_into()
-                .map_err(|_| EspError::Crypto)?;
-            key.decrypt(ct, DecryptionContext::Iv128(FixedLength::from(iv16)))
-                .map_err(|_| EspError::Crypto)?;
-        }
-        let (t, n) = EspTrailer::parse(ct).map_err(|_| EspError::BadPadding)?;
-        let nh = t.next_header;
-        let inner = &ct[..n];
-        let version = inner.first().map(|b| b >> 4);
-        match nh {
-            NH_IPV4 if version == Some(4) && n >= 20 => {}
-            NH_IPV6 if version == Some(6) && n >= 40 => {}
-            NH_IPV4 | NH_IPV6 => return Err(EspError::BadInner),
-            NEXT_HEADER_NONE => return Err(EspError::Dummy),
-            _ => return Err(EspError::BadNextHeader),
-        }
-        Ok(Decrypted {
-            inner_v6: nh == NH_IPV6,
-            seq,
-            inner_len: n,
-        })
-    }
-
-    /// Leaves the inner packet of a decrypted ESP packet in `pkt`.
-    fn strip(&self, pkt: &mut Packet, d: &Decrypted) -> Result<(), EspError> {
-        if !pkt.pull_front(self.esp_front()) {
-            return Err(EspError::Truncated);
-        }
-        pkt.truncate(d.inner_len);
-        Ok(())
-    }
-
-    /// Decapsulates one ESP packet (data starting at the ESP header) in
-    /// place, leaving the inner IP packet. On error the packet must be
-    /// dropped with [`EspError::as_str`] as the reason.
-    pub fn decrypt(&self, pkt: &mut Packet) -> Result<Decrypted, EspError> {
-        self.lifetime.check_now()?;
-        let lo = self.precheck(pkt.data())?;
-        let seq = {
-            let w = self.window();
-            let seq = w.infer(lo).ok_or(EspError::TooOld)?;
-            w.check(seq)?;
-            seq
-        };
-        self.verify(pkt.data_mut(), seq)?;
-        self.window().update(seq)?;
-        let d = self.finish(pkt.data_mut(), seq)?;
-        self.strip(pkt, &d)?;
-        self.lifetime.account(1, pkt.len() as u64);
-        Ok(d)
-    }
-
-    /// Decapsulates a vector with one lock of the replay window for all the
-    /// pre-checks and one for all the updates. `out[i]` receives the result
-    /// of `pkts[i]` (packets beyond `out.len()` are not touched). Returns a
-    /// lifetime event crossed by this batch, or `lifetime-hard` when the SA
-    /// refused the whole batch.
-    pub fn decrypt_batch(
-        &self,
-        pkts: &mut [Packet],
-        out: &mut [Result<Decrypted, EspError>],
-    ) -> Result<Option<LifetimeEvent>, EspError> {
-        let event = self.open_units(pkts, out)?;
-        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-            if let Ok(d) = *o {
-                if let Err(e) = self.strip(p, &d) {
-                    *o = Err(e);
-                }
-            }
-        }
-        Ok(event)
-    }
-
-    /// Opens the ESP packets that lie in `buf` at `esp[i]` (the slices of a
-    /// UDP GSO datagram, RFC 3948), each where it lies: `out[i]` receives
-    /// the result of slice `i`, whose inner packet is then at
-    /// `esp[i].start + esp_front()`, `inner_len` long. Same checks, order
-    /// and locking as [`InboundSa::decrypt_batch`]; a range outside `buf`
-    /// is `truncated`.
-    pub fn open_slices(
-        &self,
-        buf: &mut [u8],
-        esp: &[Range<usize>],
-        out: &mut [Result<Decrypted, EspError>],
-    ) -> Result<Option<LifetimeEvent>, EspError> {
-        self.open_units(&mut Slices { buf, esp }, out)
-    }
-
-    /// The four phases of RFC 4303 §3.4 over a batch of ESP packets.
-    fn open_units(
-        &self,
-        units: &mut (impl EspUnits + ?Sized),
-        out: &mut [Result<Decrypted, EspError>],
-    ) -> Result<Option<LifetimeEvent>, EspError> {
-        let mut event = self.lifetime.check_now()?;
-        let n = units.count().min(out.len());
-        let out = &mut out[..n];
-        // Phase 1: lengths, SPI, ESN inference and replay pre-check.
-        {
-            let w = self.window();
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = units
-                    .esp(i)
-                    .ok_or(EspError::Truncated)
-                    .and_then(|d| self.precheck(d))
-                    .and_then(|lo| {
-                        let seq = w.infer(lo).ok_or(EspError::TooOld)?;
-                        w.check(seq)?;
-                        Ok(Decrypted {
-                            inner_v6: false,
-                            seq,
-                            inner_len: 0,
-                        })
-                    });
-            }
-        }
-        // Phase 2: ICV verification, no lock held.
-        for (i, o) in out.iter_mut().enumerate() {
-            if let Ok(d) = *o {
-                let r = units
-                    .esp(i)
-                    .ok_or(EspError::Truncated)
-                    .and_then(|e| self.verify(e, d.seq));
-                if let Err(e) = r {
-                    *o = Err(e);
-                }
-            }
-        }
-        // Phase 3: window updates for the authentic packets.
-        {
-            let mut w = self.window();
-            for o in out.iter_mut() {
-                if let Ok(d) = *o {
-                    if let Err(e) = w.update(d.seq) {
-                        *o = Err(e);
-                    }
-                }
-            }
-        }
-        // Phase 4: decrypt (CBC), check the trailer.
-        let (mut ok, mut bytes) = (0u64, 0u64);
-        for (i, o) in out.iter_mut().enumerate() {
-            if let Ok(d) = *o {
-                *o = units
-                    .esp(i)
-                    .ok_or(EspError::Truncated)
-                    .and_then(|e| self.finish(e, d.seq));
-                if let Ok(d) = o {
-                    ok += 1;
-                    bytes += d.inner_len as u64;
-                }
-            }
-        }
-        if let Some(e) = self.lifetime.account(ok, bytes) {
-            event = Some(e);
-        }
-        Ok(event)
-    }
-}
-
-/// ESP packets to open as one batch: a vector of packets, or the slices of
-/// one buffer.
-trait EspUnits {
-    fn count(&self) -> usize;
-    /// The bytes of ESP packet `i` (from its ESP header to its ICV).
-    fn esp(&mut self, i: usize) -> Option<&mut [u8]>;
-}
-
-impl EspUnits for [Packet] {
-    fn count(&self) -> usize {
-        self.len()
-    }
-    fn esp(&mut self, i: usize) -> Option<&mut [u8]> {
-        self.get_mut(i).map(|p| p.data_mut())
-    }
-}
-
-struct Slices<'a> {
-    buf: &'a mut [u8],
-    esp: &'a [Range<usize>],
-}
-
-impl EspUnits for Slices<'_> {
-    fn count(&self) -> usize {
-        self.esp.len()
-    }
-    fn esp(&mut self, i: usize) -> Option<&mut [u8]> {
-        let r = self.esp.get(i)?.clone();
-        self.buf.get_mut(r)
     }
 }
 

@@ -32,6 +32,9 @@ pub enum PerfCmd {
     /// Connect to a receiver and send for the given duration (NTttcp -s).
     #[command(short_flag = 's')]
     Send(SendArgs),
+    /// ESP seal/open per cipher as the graph runs them, next to
+    /// `openssl speed -evp` in the same run (GB/s, cycles/byte).
+    Crypto(crate::crypto::CryptoArgs),
 }
 
 /// Options both sides understand.
@@ -143,6 +146,7 @@ pub fn main(args: PerfArgs) -> ExitCode {
     let r = match args.cmd {
         PerfCmd::Receive(a) => receive(a),
         PerfCmd::Send(a) => send(a),
+        PerfCmd::Crypto(a) => crypto(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -151,6 +155,20 @@ pub fn main(args: PerfArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `vecgate perf crypto`: the table (or JSON) on stdout.
+fn crypto(a: &crate::crypto::CryptoArgs) -> Result<(), String> {
+    let r = crate::crypto::run(a)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", crate::crypto::render(&r));
+    }
+    Ok(())
 }
 
 /// One side's run state after the workers were spawned.

@@ -46,6 +46,7 @@
 pub mod cli;
 pub mod control;
 pub mod cpu;
+pub mod crypto;
 pub mod cycles;
 pub mod os;
 pub mod report;

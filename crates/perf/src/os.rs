@@ -134,6 +134,23 @@ pub fn process_cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// CPU time of the calling thread so far: what a single-threaded
+/// measurement cost, however long other processes kept it off the CPU.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; CLOCK_THREAD_CPUTIME_ID
+    // exists on every Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs(u64::try_from(ts.tv_sec).unwrap_or(0))
+        + Duration::from_nanos(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
 /// USER_HZ, the unit of `/proc/stat` (100 on every Linux architecture today).
 pub fn user_hz() -> u64 {
     // SAFETY: sysconf has no memory effects.
