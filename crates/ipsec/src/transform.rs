@@ -511,3 +511,6 @@ mod mb_batch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use packet::Pool;
-use vecgate_ipsec::{Algorithm, InboundSa, OutboundSa, SaConfig};
+use vecgate_ipsec::{Algorithm, Engine, InboundSa, OutboundSa, SaConfig};
 use wire::pcap::{LinkType, Writer};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -262,22 +262,148 @@ fn tshark_decrypts_vecgate_packets() {
     }
 }
 
+/// The CBC transforms' batches as tshark sees them, on aws-lc and on the
+/// multi-buffer engine: one vector of 70 packets (two chunks of the
+/// engine) whose inner packets take every padding length (0-15), a
+/// 1400-byte one, IPv6 ones, and the largest an IPv4 outer header holds.
+/// Every packet must decrypt with its ICV good, its padding length the
+/// one RFC 4303 §2.4 gives, and its payload byte for byte.
+#[test]
+fn tshark_judges_cbc_batches_of_every_length_on_every_engine() {
+    let dir = TempDir::new("tshark-batch");
+    let mut pool = Pool::new(80);
+    let mut spi = 0x0002_0000;
+    for alg in [
+        Algorithm::AesCbc128HmacSha1_96,
+        Algorithm::AesCbc256HmacSha256_128,
+    ] {
+        let best = Engine::best(alg);
+        let engines = if best == Engine::AwsLc {
+            vec![best]
+        } else {
+            vec![best, Engine::AwsLc]
+        };
+        for engine in engines {
+            spi += 1;
+            let cfg = config(alg, spi, false, false, false);
+            let key = cfg.key.clone();
+            let out = OutboundSa::with_engine(cfg, engine).unwrap();
+            assert_eq!(out.engine(), engine);
+            // The largest inner packet whose ESP packet fits IPv4's 64 KB.
+            let largest = (28..65_535)
+                .rev()
+                .find(|&n| 20 + out.esp_len(n) <= 65_535)
+                .unwrap();
+            let mut inn: Inners = (0..34)
+                .map(|n| (inner_v4(n, 0x100 + n as u16), false))
+                .collect();
+            inn.push((inner_v4(1400 - 28, 0x7777), false));
+            inn.push((inner_v4(largest - 28, 0x8888), false));
+            inn.extend((0..32).map(|n| (inner_v6(n * 7), true)));
+            inn.push((inner_v4(largest - 28 - 1, 0x9999), false));
+            inn.push((inner_v4(1401 - 28, 0x7778), false));
+            let mut pkts: Vec<_> = inn
+                .iter()
+                .map(|(inner, _)| {
+                    let mut p = pool.alloc().unwrap();
+                    assert!(p.set_data(inner));
+                    p
+                })
+                .collect();
+            let mut st = vec![Ok(()); pkts.len()];
+            out.encrypt_batch(&mut pkts, &mut st).unwrap();
+            let path = dir.0.join(format!("{spi:x}.pcap"));
+            let mut w = Writer::new(
+                BufWriter::new(File::create(&path).unwrap()),
+                LinkType::Ethernet,
+                262_144,
+            )
+            .unwrap();
+            for (i, (p, r)) in pkts.iter().zip(&st).enumerate() {
+                assert_eq!(*r, Ok(()), "{alg} {engine} packet {i}");
+                check_outer(p.data(), false, false);
+                let mut frame = ether(false);
+                frame.extend_from_slice(p.data());
+                w.write_packet(Duration::from_millis(i as u64), &frame)
+                    .unwrap();
+            }
+            w.flush().unwrap();
+            drop(w);
+            for p in pkts {
+                pool.free(p);
+            }
+            let ek = alg.enc_key_len();
+            let (enc, auth) = tshark_algo(alg);
+            let out = Command::new("tshark")
+                .args(["-n", "-o", "esp.enable_encryption_decode:TRUE"])
+                .args(["-o", "esp.enable_authentication_check:TRUE", "-o"])
+                .arg(format!(
+                    "uat:esp_sa:\"IPv4\",\"*\",\"*\",\"0x{spi:08x}\",\"{enc}\",\"0x{}\",\"{auth}\",\"0x{}\"",
+                    hexs(&key[..ek]),
+                    hexs(&key[ek..])
+                ))
+                .arg("-r")
+                .arg(&path)
+                .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=l"])
+                .args(["-e", "esp.sequence", "-e", "esp.icv_good", "-e", "esp.pad_len"])
+                .args(["-e", "ip.src", "-e", "ipv6.src", "-e", "data.data", "-e", "_ws.malformed"])
+                .output()
+                .expect("tshark must be installed (apt-get install tshark)");
+            assert!(
+                out.status.success(),
+                "tshark: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8(out.stdout).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let what = format!("{alg} on {engine}");
+            assert_eq!(lines.len(), inn.len(), "{what}: {text}");
+            for (i, (line, (inner, v6))) in lines.iter().zip(&inn).enumerate() {
+                let f: Vec<&str> = line.split('|').collect();
+                assert_eq!(f[0], (i + 1).to_string(), "{what}: sequence");
+                assert_eq!(f[1], "1", "{what} #{i}: ICV not good");
+                let pad = wire::esp::padding_len(inner.len(), 16);
+                assert_eq!(f[2], pad.to_string(), "{what} #{i}: padding");
+                let payload = if *v6 {
+                    assert_eq!(f[4], "fd00:1::1", "{what} #{i}: not decrypted");
+                    &inner[48..]
+                } else {
+                    assert_eq!(f[3], "10.1.0.1", "{what} #{i}: not decrypted");
+                    &inner[28..]
+                };
+                assert_eq!(f[5], hexs(payload), "{what} #{i}: payload");
+                assert_eq!(f[6], "", "{what} #{i}: malformed");
+            }
+        }
+    }
+}
+
 /// Inner packets (bytes, is IPv6) of one case.
 type Inners = Vec<(Vec<u8>, bool)>;
 
 fn judge_input(cs: &[Case]) -> (serde_json::Value, Vec<Inners>) {
-    let mut pool = Pool::new(2);
+    let mut pool = Pool::new(4);
     let mut jcases = Vec::new();
     let mut scapy_inners = Vec::new();
     for c in cs {
         let out = c.outbound();
+        // One vector, as esp-encrypt hands it over (the CBC transforms run
+        // it side by side on the multi-buffer engine where the CPU has it).
+        let inn = inners();
+        let mut pkts: Vec<_> = inn
+            .iter()
+            .map(|(inner, _)| {
+                let mut p = pool.alloc().unwrap();
+                assert!(p.set_data(inner));
+                p
+            })
+            .collect();
+        let mut st = vec![Ok(()); pkts.len()];
+        out.encrypt_batch(&mut pkts, &mut st).unwrap();
         let mut packets = Vec::new();
-        for (inner, v6) in inners() {
-            let mut p = pool.alloc().unwrap();
-            assert!(p.set_data(&inner));
-            let seq = out.reserve(1).unwrap().start;
-            out.encrypt(&mut p, v6, seq).unwrap();
-            packets.push(serde_json::json!({"outer": hexs(p.data()), "inner": hexs(&inner)}));
+        for ((p, r), (inner, _)) in pkts.into_iter().zip(st).zip(&inn) {
+            r.unwrap();
+            packets.push(serde_json::json!({"outer": hexs(p.data()), "inner": hexs(inner)}));
             pool.free(p);
         }
         let to_encrypt = vec![
