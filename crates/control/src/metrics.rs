@@ -122,6 +122,14 @@ pub fn render(ctl: &Control) -> String {
         "vecgate_sa_drops",
         "Packets an IPsec SA refused, by reason",
     );
+    // Which code runs each SA's cipher: 1 with the engine as a label (the
+    // usual Prometheus info encoding).
+    let sa_e = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_sa_engine",
+        "The engine that runs an IPsec SA's cipher (label engine), always 1",
+        sa_e.clone(),
+    );
     for sa in ctl.sas() {
         let spi = crate::model::parse_spi(&sa.spi).map_or(sa.spi.clone(), |v| format!("{v:#x}"));
         let dir = if sa.direction == "outbound" {
@@ -134,6 +142,9 @@ pub fn render(ctl: &Control) -> String {
             ("direction".to_owned(), dir.to_owned()),
             ("tunnel".to_owned(), sa.tunnel.clone()),
         ];
+        let mut le = l.clone();
+        le.push(("engine".to_owned(), sa.engine.clone()));
+        sa_e.get_or_create(&le).set(1);
         sa_p.get_or_create(&l).inc_by(sa.packets);
         sa_b.get_or_create(&l).inc_by(sa.bytes);
         for d in &sa.drop_reasons {

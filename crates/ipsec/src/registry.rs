@@ -361,6 +361,8 @@ pub struct SaInfo {
     pub outbound: bool,
     pub spi: u32,
     pub algorithm: Algorithm,
+    /// The code that runs its cipher ([`crate::Engine`]).
+    pub engine: crate::Engine,
     pub esn: bool,
     pub nat_t: bool,
     pub packets: u64,
@@ -580,6 +582,7 @@ impl EspRegistry {
                 outbound: true,
                 spi: sa.spi(),
                 algorithm: sa.algorithm(),
+                engine: sa.engine(),
                 esn: sa.esn(),
                 nat_t: sa.encap().is_some(),
                 packets: sa.lifetime().packets(),
@@ -594,6 +597,7 @@ impl EspRegistry {
                 outbound: false,
                 spi: *spi,
                 algorithm: e.sa.algorithm(),
+                engine: e.sa.engine(),
                 esn: e.sa.esn(),
                 nat_t: e.sa.encap().is_some(),
                 packets: e.sa.lifetime().packets(),
@@ -610,11 +614,12 @@ impl EspRegistry {
         let mut s = String::new();
         for i in self.list() {
             s.push_str(&format!(
-                "{:<12} {:<3} spi {:#010x} {:<16} esn {} nat-t {} packets {} bytes {}\n",
+                "{:<12} {:<3} spi {:#010x} {:<16} engine {} esn {} nat-t {} packets {} bytes {}\n",
                 i.tunnel_name,
                 if i.outbound { "out" } else { "in" },
                 i.spi,
                 i.algorithm,
+                i.engine,
                 i.esn,
                 i.nat_t,
                 i.packets,

@@ -30,6 +30,7 @@ pub fn sa_infos(reg: &EspRegistry) -> Vec<vecgate_control::model::SaInfo> {
                 Algorithm::ChaCha20Poly1305 => "chacha20-poly1305",
             }
             .into(),
+            engine: i.engine.name().into(),
             esn: i.esn,
             packets: i.packets,
             bytes: i.bytes,

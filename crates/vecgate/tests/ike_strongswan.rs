@@ -283,6 +283,11 @@ fn interop(run: &Run<'_>) {
             .any(|s| s["direction"] == "inbound" && s["spi"] == child["spi_in"]),
         "{sa:#} vs {st:#}"
     );
+    // Each SA names the engine that runs its cipher: the fastest this
+    // CPU has for the negotiated algorithm.
+    let alg: vecgate_ipsec::Algorithm = run.esp.parse().unwrap();
+    let engine = vecgate_ipsec::Engine::best(alg).name();
+    assert!(list.iter().all(|s| s["engine"] == engine), "{sa:#}");
     // charon agrees on the SPIs.
     let bare = |v: &Value| v.as_str().unwrap().trim_start_matches("0x").to_string();
     assert!(sas.contains(&bare(&child["spi_in"])), "{sas}\n{st:#}");

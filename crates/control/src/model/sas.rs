@@ -98,6 +98,11 @@ pub struct SaInfo {
     pub direction: String,
     /// e.g. "aes-gcm-128".
     pub cipher: String,
+    /// The code that runs the cipher: "aws-lc", or intel-ipsec-mb's
+    /// multi-buffer engine with its instruction set for AES-CBC + HMAC
+    /// (e.g. "ipsec-mb avx2+sha-ni").
+    #[serde(default)]
+    pub engine: String,
     /// 64-bit extended sequence numbers (RFC 4303 §2.2.1).
     #[serde(default)]
     pub esn: bool,

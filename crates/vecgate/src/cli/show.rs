@@ -144,6 +144,7 @@ const SA_COLUMNS: Columns<SaInfo> = &[
     ("Tunnel", |a| a.tunnel.cell()),
     ("Direction", |a| a.direction.cell()),
     ("Cipher", |a| a.cipher.cell()),
+    ("Engine", |a| a.engine.cell()),
     ("Packets", |a| a.packets.cell()),
     ("Bytes", |a| a.bytes.cell()),
     ("Drops", |a| a.drops.cell()),
