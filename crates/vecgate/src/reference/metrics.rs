@@ -50,6 +50,7 @@ const METRICS: &[Metric] = &[
     m("vecgate_sa_packets", Counter, &["spi", "direction", "tunnel"], "Packets protected (out) or accepted (in) by an IPsec SA"),
     m("vecgate_sa_bytes", Counter, &["spi", "direction", "tunnel"], "Bytes through an IPsec SA"),
     m("vecgate_sa_drops", Counter, &["spi", "direction", "tunnel", "reason"], "Packets an IPsec SA refused, by reason"),
+    m("vecgate_sa_engine", Gauge, &["spi", "direction", "tunnel", "engine"], "The engine that runs an IPsec SA's cipher (label engine), always 1"),
     m("vecgate_node_vectors", Counter, &["node"], "Vectors a graph node processed"),
     m("vecgate_node_packets", Counter, &["node"], "Packets a graph node processed"),
     m("vecgate_node_drops", Counter, &["node", "reason"], "Packets a graph node dropped, by reason"),
