@@ -22,6 +22,10 @@ use zeroize::Zeroize;
 /// Most jobs the shim takes in one call (its stack array).
 const MAX_BURST: usize = 64;
 
+/// Below this many CBC buffers a burst runs on the SSE manager (4 lanes)
+/// rather than the AVX2/AVX-512 one (8/16 lanes), where the CPU has both.
+const SMALL_BURST: usize = 8;
+
 #[repr(C)]
 struct RawMb {
     cipher: *mut c_void,
@@ -60,6 +64,7 @@ extern "C" {
     ) -> c_int;
     fn vg_mb_cbc(
         mb: *mut RawMb,
+        on_hash_mgr: c_int,
         enc: *const u8,
         dec: *const u8,
         key_len: c_uint,
@@ -443,6 +448,11 @@ impl Mgr {
         for (r, iv) in raw.iter_mut().zip(ivs).take(n) {
             r.iv = iv.as_ptr();
         }
+        // Fewer buffers than the wide manager's lanes: the SSE manager's
+        // four lanes (it is the hash manager when the CPU has SHA-NI) waste
+        // less on a chain that runs alone.
+        let small =
+            n < SMALL_BURST && self.choice.hash() == Arch::Sse && self.choice.cipher != Arch::Sse;
         // SAFETY: the first `n` entries point into buffers the caller lent
         // us exclusively (`&'a mut [u8]` jobs, disjoint as any live
         // mutable borrows are) for at least this call, each `len` bytes;
@@ -452,6 +462,7 @@ impl Mgr {
         let r = unsafe {
             vg_mb_cbc(
                 &mut self.raw,
+                c_int::from(small),
                 key.enc.0.as_ptr(),
                 key.dec.0.as_ptr(),
                 key.len,
