@@ -9,7 +9,8 @@ both builds alike; the traffic tool (`vecgate perf`) is the same for both:
 target/release/vecgate, or $VECGATE. Rows: one-hop routing and the GRE,
 VXLAN and ESP (AES-GCM-128, plain and NAT-T) tunnels over a 1500-byte
 underlay, GRE and ESP over a 64K-MTU underlay and over a 1500-byte AF_XDP
-underlay, 1 and 8 TCP streams (--only picks rows). Prints medians of each build and after/before
+underlay, ESP AES-CBC-128 + HMAC-SHA1 over both underlays, 1 and 8 TCP
+streams (--only picks rows). Prints medians of each build and after/before
 ratios measured in this run; compare nothing across runs. A build older than
 state_dir needs VECGATE_NO_STATE_DIR=1 (see vecgate_topo.py).
 
@@ -53,6 +54,8 @@ def topologies():
         ("esp-gcm128-natt", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", nat_t=True)),
         ("gre-64k", lambda: vt.VecgateTunnel("gre", underlay_mtu=65535)),
         ("esp-gcm128-64k", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_mtu=65535)),
+        ("esp-sha1", lambda: vt.VecgateTunnel("esp", algorithm="aes128-sha1")),
+        ("esp-sha1-64k", lambda: vt.VecgateTunnel("esp", algorithm="aes128-sha1", underlay_mtu=65535)),
         ("gre-xdp", lambda: vt.VecgateTunnel("gre", underlay_driver="af_xdp")),
         ("esp-gcm128-xdp", lambda: vt.VecgateTunnel("esp", algorithm="aes128gcm16", underlay_driver="af_xdp")),
     ]
@@ -66,6 +69,8 @@ ROW_REFS = {
     "esp-gcm128": ["floor-gre"],
     "gre-64k": ["kernel-plain", "floor-gre-64k"],
     "esp-gcm128-64k": ["kernel-plain", "strongswan"],
+    "esp-sha1": ["floor-gre"],
+    "esp-sha1-64k": ["floor-gre-64k"],
     "gre-xdp": ["floor-gre-xdp"],
     "esp-gcm128-xdp": ["floor-gre-xdp"],
 }
