@@ -225,9 +225,27 @@ impl Etcd {
             .map(drop)
     }
 
-    /// Whether etcd no longer knows `lease`.
+    /// Whether etcd no longer knows `lease`. A TTL of 0 or less is not
+    /// enough on its own: a leader that has lost its quorum (it steps down
+    /// only an election timeout later) answers from its own lessor, where
+    /// a lease past its expiry stays until a revoke that cannot commit,
+    /// and etcd rounds what is left down to whole seconds. So the answer
+    /// counts only if a linearizable read (which needs a quorum) succeeds
+    /// after it and the leader then asked says the same.
     pub async fn lease_gone(&self, lease: i64) -> Result<bool, Error> {
         let mut c = self.client.clone();
+        let r = bounded("lease ttl", c.lease_time_to_live(lease, None)).await?;
+        if r.ttl() > 0 {
+            return Ok(false);
+        }
+        bounded(
+            "quorum read",
+            c.get(
+                self.keys.keycheck(),
+                Some(GetOptions::new().with_count_only()),
+            ),
+        )
+        .await?;
         let r = bounded("lease ttl", c.lease_time_to_live(lease, None)).await?;
         Ok(r.ttl() <= 0)
     }

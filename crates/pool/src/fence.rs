@@ -22,12 +22,25 @@
 //! majority (the rest refused the connection: not running). If proofs
 //! start before the deadline and follow each other within TTL/2, no
 //! leader can have reigned a whole TTL since the last renewal, and the
-//! member keeps serving past the deadline ([`Fence::probe`]). One probe
-//! that proves nothing ends it.
+//! member keeps serving past the deadline ([`Fence::probe`]), until the
+//! last proof + TTL/2. A probe that proves nothing (an etcd member slow
+//! to answer, or a leader back) extends nothing and breaks nothing: the
+//! hold lapses by itself TTL/2 after the last proof unless a keepalive
+//! is answered first. That is still safe when a leader is back: it was
+//! elected after the last proof, and a leader expires a lease only after
+//! reigning a whole TTL (promotion extends every lease by its TTL).
 //!
-//! A lease that etcd says is gone (an answer with TTL 0) or a deadline
-//! passed without proof is final ([`Fence::lost`]): the member re-joins
-//! with a new lease and its connections have moved or will.
+//! **Fenced is not lost.** Past the deadline without proof the member
+//! stops serving, but keeps what it holds: a keepalive answered later
+//! with a TTL above 0 shows the lease alive, and then nobody can have
+//! taken its connections (a new owner waits for the lease to be gone),
+//! so it serves again from the answered send + TTL. This is what a
+//! member sees when etcd's members come back after a quorum loss: they
+//! answer nothing until they have elected a leader, so the probes prove
+//! nothing for a while and the hold lapses. A lease that etcd says is
+//! gone (a keepalive answered with TTL 0, or [`Fence::give_up`]) is
+//! final ([`Fence::lost`]): the member re-joins with a new lease and its
+//! connections have moved or will.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -101,13 +114,10 @@ impl Fence {
         self.proven = None;
     }
 
-    /// A round of probes finished at `now`.
+    /// A round of probes finished at `now`. Only a proof counts; any
+    /// other round changes nothing (module docs).
     pub fn probe(&mut self, p: Probe, now: Instant) {
-        if self.lost {
-            return;
-        }
-        if !p.proves_no_leader() {
-            self.proven = None;
+        if self.lost || !p.proves_no_leader() {
             return;
         }
         let chained = match (self.proven, self.deadline) {
@@ -120,8 +130,9 @@ impl Fence {
         self.proven = if chained { Some(now) } else { None };
     }
 
-    /// Whether the member may serve at `now`. Passing the deadline
-    /// without proof makes the loss final.
+    /// Whether the member may serve at `now`: before the deadline, or
+    /// within TTL/2 of the last proof of a chain. Past both it is fenced
+    /// until a keepalive is answered (module docs).
     pub fn serving(&mut self, now: Instant) -> bool {
         if self.lost {
             return false;
@@ -134,11 +145,12 @@ impl Fence {
         }
         if self
             .proven
-            .is_some_and(|p| now.saturating_duration_since(p) <= self.ttl / 2)
+            .is_some_and(|p| now.saturating_duration_since(p) < self.ttl / 2)
         {
             return true;
         }
-        self.lost = true;
+        // The chain has lapsed: a later proof cannot restart it.
+        self.proven = None;
         false
     }
 
@@ -233,12 +245,19 @@ mod tests {
         f.answered(t0 + ms(600), 1);
         assert_eq!(f.deadline(), Some(t0 + ms(3500)));
         assert!(!f.serving(t0 + ms(3500)));
-        assert!(f.lost(), "past the deadline: final");
+        assert!(!f.lost(), "fenced, not lost");
+        assert_eq!(f.deadline(), Some(t0 + ms(3500)));
+        // An answer to a send from before it stopped does not reopen it.
+        f.answered(t0 + ms(400), 3);
+        assert!(!f.serving(t0 + ms(3600)));
+        // A keepalive answered with a TTL: the lease lives, serve again.
         f.answered(t0 + ms(4000), 3);
-        assert!(
-            !f.serving(t0 + ms(4001)),
-            "a late answer does not revive it"
-        );
+        assert!(f.serving(t0 + ms(4001)));
+        assert!(!f.serving(t0 + ms(7000)));
+        // etcd says the lease is gone: final.
+        f.answered(t0 + ms(7100), 0);
+        f.answered(t0 + ms(7200), 3);
+        assert!(!f.serving(t0 + ms(7201)) && f.lost());
     }
 
     #[test]
@@ -317,16 +336,48 @@ mod tests {
         f.answered(t, 3);
         assert!(!f.holding(t + ms(10)));
         assert!(f.serving(t + ms(2900)));
-        // One probe that proves nothing ends the hold.
+        // A probe that proves nothing (a slow member, a leader back)
+        // neither extends the hold nor cuts it short: it ends TTL/2 after
+        // the last proof, and is final then.
         f.probe(NO_LEADER, t + ms(2000));
-        f.probe(
-            Probe {
-                with_leader: 1,
-                ..NO_LEADER
-            },
-            t + ms(2500),
-        );
-        assert!(!f.serving(t + ms(3001)));
+        let leader_back = Probe {
+            with_leader: 1,
+            ..NO_LEADER
+        };
+        let silent = Probe {
+            answered: 0,
+            timed_out: 1,
+            ..NO_LEADER
+        };
+        f.probe(leader_back, t + ms(2500));
+        f.probe(silent, t + ms(3000));
+        assert!(f.serving(t + ms(3400)), "held until the last proof + TTL/2");
+        assert_eq!(f.deadline(), Some(t + ms(3500)));
+        f.probe(leader_back, t + ms(3450));
+        assert!(!f.serving(t + ms(3500)));
+        // A proof now does not restart a lapsed chain.
+        f.probe(NO_LEADER, t + ms(3600));
+        assert!(!f.serving(t + ms(3700)));
+    }
+
+    /// A chain with rounds in it that proved nothing goes on as long as
+    /// the proofs themselves follow each other within TTL/2.
+    #[test]
+    fn inconclusive_rounds_do_not_break_a_chain() {
+        let t0 = Instant::now();
+        let mut f = Fence::new(TTL);
+        f.answered(t0, 3);
+        let silent = Probe {
+            answered: 0,
+            timed_out: 1,
+            ..NO_LEADER
+        };
+        f.probe(NO_LEADER, t0 + ms(2500));
+        f.probe(silent, t0 + ms(3000));
+        f.probe(NO_LEADER, t0 + ms(3900));
+        assert!(f.serving(t0 + ms(5300)));
+        f.probe(silent, t0 + ms(5000));
+        assert!(!f.serving(t0 + ms(5401)), "1.5 s after the last proof");
     }
 
     #[test]
@@ -336,6 +387,7 @@ mod tests {
         f.answered(t0, 3);
         f.probe(NO_LEADER, t0 + ms(3100));
         assert!(!f.serving(t0 + ms(3200)), "chain started too late");
+        assert!(!f.lost());
 
         let mut f = Fence::new(TTL);
         f.answered(t0, 3);

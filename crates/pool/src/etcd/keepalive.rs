@@ -93,16 +93,19 @@ pub async fn run(
             _ => {
                 stream = None;
                 state.failing = state.failing.saturating_add(1);
-                // Is the lease itself gone (etcd answers, without it)?
-                if let Ok(gone) = bounded_gone(&etcd, lease, period).await {
-                    if gone {
-                        fence.answered(sent, 0);
-                        continue;
-                    }
-                }
-                let p = etcd.probe(period).await;
+                // Is the lease itself gone (etcd answers, without it)? And
+                // does etcd have a leader at all? Asked side by side, so
+                // that a failing round takes one keepalive period and the
+                // probes follow each other well within TTL/2.
+                let (gone, p) =
+                    tokio::join!(bounded_gone(&etcd, lease, period), etcd.probe(period));
+                let now = Instant::now();
                 state.last_probe = Some(p);
-                fence.probe(p, Instant::now());
+                if let Ok(true) = gone {
+                    fence.answered(sent, 0);
+                    continue;
+                }
+                fence.probe(p, now);
             }
         }
         let next = sent + period;

@@ -6,7 +6,9 @@
 //!
 //! Nothing here waits on etcd in the loop itself: writes go through a
 //! writer task, keepalives and the fence through [`keepalive`], the
-//! campaign through its own task. A lost lease (fenced) drops every
+//! campaign through its own task. While the fence is closed but the
+//! lease not known lost, the member holds what it has and acts on
+//! nothing (the [`Gate`] stops its senders). A lost lease drops every
 //! connection and registers again with a new lease; the connections
 //! have moved, and placement is sticky.
 
@@ -529,7 +531,12 @@ impl Member {
                         lease: term.lease,
                     });
                 }
-                let (acts, writes) = owner.step(&self.view, fence.serving, now);
+                if !fence.serving {
+                    // Fenced, lease not known lost: hold, act on nothing.
+                    self.publish(Some(&term), &leader, &err, pending.len());
+                    continue;
+                }
+                let (acts, writes) = owner.step(&self.view, true, now);
                 for a in acts {
                     let _ = self.actions.send(a);
                 }
