@@ -8,6 +8,7 @@
 //! thread's SAs and VRRP's role, carries out its actions, and asks it to
 //! take over the synced state when VRRP makes this gateway master.
 
+pub mod speaker;
 pub mod sync;
 pub mod syncer;
 pub mod vrrp;

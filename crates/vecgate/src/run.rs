@@ -758,7 +758,12 @@ impl Running {
             if t.join().is_err() {
                 error!("the VRRP thread panicked");
             }
-            for line in crate::ha::describe(&self.ha_status) {
+            let groups = self
+                .ha_status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            for line in crate::ha::describe(&groups) {
                 info!("VRRP {line}");
             }
         }
