@@ -1,7 +1,9 @@
 //! High availability: virtual addresses held by one gateway of a pair.
 //!
-//! [`vrrp`] is the sans-I/O VRRPv3 machine (RFC 5798 §6.4); the gateway
-//! feeds it adverts, timers and link events and carries out its actions.
+//! [`vrrp`] is the sans-I/O VRRPv3 machine (RFC 5798 §6.4) of one
+//! virtual router; [`speaker`] runs one per configured group for the
+//! gateway, whose VRRP thread feeds it adverts, timers and link events and
+//! carries out its outputs (frames, announcements, addresses, takeovers).
 //! [`sync`] is the state sync's sealed, versioned message format;
 //! [`syncer`] the sans-I/O state sync that speaks it: the gateway's sync
 //! thread feeds it datagrams, the SA state's reservations, the IKE
