@@ -296,25 +296,7 @@ fn interop(run: &Run<'_>) {
     ping(&t.h2, "10.1.0.2");
     // vecgate to charon judged on the wire: counters, every ESP packet at
     // charon's veth, retransmits against a control in the same run.
-    let judge = WireJudge::start(
-        Wire {
-            tunnel: Tunnel::EspInUdp,
-            api: &api,
-            port: "wan",
-            gw: End {
-                ns: &t.ga,
-                dev: "a-wan",
-            },
-            peer: End {
-                ns: &t.gb,
-                dev: "b-wan",
-            },
-            sender: &t.h1,
-            peer_socket: Some(&t.gb),
-            esp_keys: Vec::new(),
-        },
-        2 << 20,
-    );
+    let judge = WireJudge::start(charon_wire(&t, &api), 2 << 20);
     tcp_transfer(&t.h1, &t.h2, "10.2.0.2", 2 << 20);
     judge.finish();
     tcp_transfer(&t.h2, &t.h1, "10.1.0.2", 1 << 20);
@@ -323,6 +305,28 @@ fn interop(run: &Run<'_>) {
         "{}",
         gw.log_text()
     );
+}
+
+/// What the wire judge watches between vecgate (gwA) and charon (gwB):
+/// h1's transfer sealed by vecgate into ESP in UDP, arriving at charon's
+/// veth; charon's socket drops told apart.
+fn charon_wire<'a>(t: &'a Topo, api: &'a str) -> Wire<'a> {
+    Wire {
+        tunnel: Tunnel::EspInUdp,
+        api,
+        port: "wan",
+        gw: End {
+            ns: &t.ga,
+            dev: "a-wan",
+        },
+        peer: End {
+            ns: &t.gb,
+            dev: "b-wan",
+        },
+        sender: &t.h1,
+        peer_socket: Some(&t.gb),
+        esp_keys: Vec::new(),
+    }
 }
 
 /// Each ESP proposal once, each DH group at least once, both initiators.
@@ -403,6 +407,10 @@ fn rekeys_by_both_sides_during_a_transfer() {
     let first = wait_established(&api, &gw, 30);
     ch.wait_sas("INSTALLED", 20);
     ping(&t.h1, "10.2.0.2");
+    // Judged on the wire across the rekeys: every ESP packet vecgate
+    // sealed, under whichever SA, reached charon's veth, each SA's
+    // sequence numbers without a gap.
+    let judge = WireJudge::start(charon_wire(&t, &api), 4 << 20);
     let xfer = slow_transfer(&t.h1, &t.h2, "10.2.0.2", 7100, 20);
     std::thread::sleep(Duration::from_secs(3));
     let out = ch.swanctl(&["--rekey", "--child", "net"]);
@@ -411,6 +419,7 @@ fn rekeys_by_both_sides_during_a_transfer() {
     let out = ch.swanctl(&["--rekey", "--ike", "vg"]);
     assert!(out.contains("rekey completed successfully"), "{out}");
     xfer.check();
+    judge.finish();
     let st = ike_state(&api);
     // charon's child rekey + vecgate's (at 7 s and 14 s at least one).
     assert!(

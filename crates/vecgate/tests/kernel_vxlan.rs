@@ -10,10 +10,12 @@
 //! as such (this used to stall TCP while pings passed). Both families ping
 //! both ways and carry byte-exact TCP both ways; tshark dissects the
 //! underlay with VNI 77 and nothing malformed; vecgate's own frames fit the
-//! 1500-byte underlay; the hosts report no checksum errors.
+//! 1500-byte underlay; the hosts report no checksum errors; each
+//! direction's transfers are judged on the wire (common/wire_judge.rs).
 
 mod common;
 
+use common::wire_judge::{End, Tunnel, Wire, WireJudge};
 use common::{
     no_csum_errors, ping_ok, tcp_transfer, tshark, veth, wait_until, Capture, Gateway, Netns,
 };
@@ -100,10 +102,34 @@ fn vecgate_vxlan_with_kernel_vxlan() {
     assert!(ping_ok(&h1, "-c20 -i0.05 -s 1000 -W2 10.9.0.2"));
 
     // TCP both ways, both families; the kernel's side sends super-packets.
+    // Each direction judged on the wire: every VXLAN packet vecgate
+    // counted reached the peer's veth, one per frame, and TCP barely
+    // retransmitted, against a control in the same run.
+    let wire = |sender| Wire {
+        tunnel: Tunnel::Vxlan,
+        api: &api,
+        port: "wan",
+        gw: End {
+            ns: &gw,
+            dev: "wan",
+        },
+        peer: End {
+            ns: &peer,
+            dev: "ul",
+        },
+        sender,
+        peer_socket: None,
+        esp_keys: Vec::new(),
+    };
+    let judge = WireJudge::start(wire(&h1), 8 << 20);
     tcp_transfer(&h1, &peer, "10.9.0.2", 8 << 20);
-    tcp_transfer(&peer, &h1, "10.1.0.2", 8 << 20);
     tcp_transfer(&h1, &peer, "fd09::2", 4 << 20);
+    let out = judge.finish();
+    assert!(out.captured > 0, "{out}");
+    let judge = WireJudge::start(wire(&peer), 8 << 20);
+    tcp_transfer(&peer, &h1, "10.1.0.2", 8 << 20);
     tcp_transfer(&peer, &h1, "fd01::2", 4 << 20);
+    judge.finish();
 
     let file = cap.stop().to_owned();
     let vnis = tshark(&file, "vxlan", "-E occurrence=f -e vxlan.vni -e ip.src");

@@ -10,6 +10,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+/// The receive buffer charon's IKE/NAT-T sockets get (8 MiB: a few
+/// thousand ESP packets of headroom).
+pub const CHARON_RCVBUF: usize = 8 << 20;
+
 /// What charon's swanctl.conf says.
 pub struct CharonCfg<'a> {
     pub local: &'a str,
@@ -210,6 +214,17 @@ secrets {{
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        // charon's default 208 KiB socket buffer overflows while its one
+        // thread decrypts a transfer of a few MB: a larger buffer keeps
+        // its own drops (counted in its namespace) out of the transfers'
+        // retransmits. Its sockets are open once vici listens.
+        let pid = ch.child.as_ref().map_or(0, |c| c.id());
+        let bufs =
+            super::common::wire_judge::enlarge_receive_buffers(pid, &[500, 4500], CHARON_RCVBUF);
+        assert!(
+            !bufs.is_empty() && bufs.iter().all(|b| *b >= CHARON_RCVBUF as u64),
+            "charon's UDP sockets (pid {pid}) kept their buffers: {bufs:?}"
+        );
         let conf = format!("{d}/swanctl.conf");
         let out = ch.swanctl(&["--load-all", "--file", &conf]);
         assert!(out.contains("successfully loaded 1 connections"), "{out}");
