@@ -665,7 +665,7 @@ fn retired_selectors_take_no_new_child_but_the_others_do() {
     assert!(n.b.ike.is_retired());
 }
 
-/// HA failover (issue 16): A's IKE SA moves to a fresh instance A2 as
+/// HA failover: A's IKE SA moves to a fresh instance A2 as
 /// bytes (export, encode, decode, import); A2 then answers B's liveness
 /// checks, rekeys and deletes over it: no IKE_SA_INIT after the move.
 fn hand_over(n: &mut Net, cfg_a: IkeConfig) {

@@ -226,7 +226,7 @@ fn rx_counts(ns: &Netns, ifname: &str) -> (u64, u64) {
     )
 }
 
-/// A 9000-byte MTU on every link (issue 17: AF_XDP frames over one page).
+/// A 9000-byte MTU on every link (AF_XDP frames over one page).
 /// Frames of up to 9014 bytes cross both AF_XDP interfaces as multi-buffer
 /// descriptor chains: unfragmented 9000-byte pings (DF) are answered over
 /// IPv4 and IPv6, TCP moves byte-exact both ways in segments far larger
@@ -281,7 +281,7 @@ fn af_xdp_jumbo_mtu_9000() {
 }
 
 /// GRE between two gateways over a 9000-byte AF_XDP underlay, the hosts'
-/// LANs (AF_PACKET) at 8900 bytes (issue 17: the AF_XDP underlay takes
+/// LANs (AF_PACKET) at 8900 bytes (the AF_XDP underlay takes
 /// frames over one page):
 ///
 ///   h1 ── a-lan [ga] a-u ══ GRE, MTU 9000, af_xdp ══ b-u [gb] b-lan ── h2

@@ -1,4 +1,4 @@
-//! BGP inside tenant VRFs (issue 18): each tenant's control plane runs
+//! BGP inside tenant VRFs: each tenant's control plane runs
 //! in a namespace of its own (`[[routing.punt]] netns`, its TUN and its
 //! zebra + bgpd there, zebra streaming to vecgate's FPM listener inside
 //! that namespace), its BGP session crosses the tenant's tunnel (GRE for

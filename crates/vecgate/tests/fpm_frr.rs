@@ -1,4 +1,4 @@
-//! Routes from real FRR into vecgate's FIB over FPM (issue 18), with a
+//! Routes from real FRR into vecgate's FIB over FPM, with a
 //! real FRR peer announcing and withdrawing them over eBGP.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The HA state sync with static-key ESP (issue 16, test (b)): a pair
+//! The HA state sync with static-key ESP: a pair
 //! a1/a2 sharing VRRP addresses, a static ESP tunnel from the underlay
 //! virtual address to gb, and a sync link between a1 and a2
 //! (`[ha] sync_*`, a kernel veth). During a paced TCP transfer and 10 ms

@@ -1,5 +1,5 @@
 //! Failover of an active/standby vecgate pair with a GRE tunnel to a third
-//! vecgate (issue 16, case (a)), on [`common::ha_pair`]:
+//! vecgate, on [`common::ha_pair`]:
 //! h1 — {a1, a2 sharing VRRP addresses on the LAN and the underlay} ══ gb — h2.
 //!
 //! What is judged, each by an observer of its own in the same run:

@@ -1,4 +1,4 @@
-//! The HA state sync with an IKE-keyed tunnel (issue 16, test (c)): the
+//! The HA state sync with an IKE-keyed tunnel: the
 //! pair a1/a2 shares VRRP addresses, its tunnel's local end is the
 //! underlay virtual address, and gb is strongSwan charon (IKEv2 PSK,
 //! kernel-libipsec: ESP in UDP 4500). a1 negotiates the IKE SA and its

@@ -1,4 +1,4 @@
-//! Interop (issue 4): vecgate VXLAN ↔ the Linux kernel's VXLAN device.
+//! Interop: vecgate VXLAN ↔ the Linux kernel's VXLAN device.
 //!
 //!   h1 (10.1.0.2, fd01::2) ── gw [vecgate, VXLAN VNI 77, 10.9.0.1 / fd09::1]
 //!       ══ 192.168.101.0/24 ══ peer: vxlan0 (kernel) 10.9.0.2/24, fd09::2/64

@@ -217,8 +217,8 @@ key_file = "{dir}/{in_key}.hex"
 /// VXLAN over a 9000-byte underlay: the peer packs wire packets of several
 /// of the sender's segments each, and gwB must hand them to h2 (MTU 1500)
 /// as super-packets of h2's MSS. Before, gwB answered "fragmentation
-/// needed (MTU 1500)" to every one and no TCP crossed (issue 17's jumbo
-/// rows found it).
+/// needed (MTU 1500)" to every one and no TCP crossed (the jumbo
+/// benchmark rows found it).
 #[test]
 fn vxlan_over_a_jumbo_underlay_carries_tcp_byte_exact() {
     let t = topo();

@@ -1,4 +1,4 @@
-//! Interop (issue 4): NVGRE (RFC 7637) judged by scapy, an implementation
+//! Interop: NVGRE (RFC 7637) judged by scapy, an implementation
 //! nobody on the team wrote.
 //!
 //!   hb (blue, 10.1.0.2) ─┐

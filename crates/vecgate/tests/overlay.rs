@@ -1,5 +1,5 @@
 //! Overlay tunnels between two vecgate gateways, with real kernel TCP
-//! stacks on the hosts (issue 4):
+//! stacks on the hosts:
 //!
 //!   h1 (10.1.0.2, fd01::2) ── gwA ══ tunnel over 192.168.100.0/24 ══ gwB ── h2 (10.2.0.2, fd02::2)
 //!
@@ -411,8 +411,8 @@ print(hashlib.sha256(d).hexdigest(), len(d))
 /// RSC switched off and on with `vecgate rsc off|on lan` on the receiving
 /// gateway while a TCP transfer runs through the tunnel: the transfer
 /// completes byte-exact, and gwB's coalescing counters move while RSC is
-/// on and stand still while it is off (issue 4: "without disrupting
-/// established connections").
+/// on and stand still while it is off (turning an offload on or off
+/// must not disrupt established connections).
 #[test]
 fn rsc_toggled_during_a_running_transfer() {
     let t = topo();

@@ -1,4 +1,4 @@
-//! Interop (issue 4): vecgate GRE with transparent Ethernet bridging
+//! Interop: vecgate GRE with transparent Ethernet bridging
 //! (`inner = "ethernet"`, protocol 0x6558, key 100, RFC 2784 / RFC 2890)
 //! ↔ Open vSwitch's userspace datapath GRE port.
 //!

@@ -1,4 +1,4 @@
-//! Restart- and crash-safety (issue 14): what a killed gateway leaves
+//! Restart- and crash-safety: what a killed gateway leaves
 //! behind, and what a second gateway on the same netdev is told.
 //!
 //!   h1 (10.1.0.2) ── eth0 ═ gw-h1 [vecgate 10.1.0.1; host 10.1.0.100] gw-h2 ── h2

@@ -1,4 +1,4 @@
-//! Static ESP across restarts (issue 14): sequence numbers are the AES-GCM
+//! Static ESP across restarts: sequence numbers are the AES-GCM
 //! nonce, so no (SPI, sequence number) pair may ever leave a gateway twice
 //! under one key; and a restarted receiver rejects what it accepted before.
 //! The judges are tshark (over the underlay capture) and scapy (replays),

@@ -1,5 +1,5 @@
 //! vecgate as a router between network namespaces, with real kernel TCP
-//! stacks on both sides (issue 3's acceptance tests).
+//! stacks on both sides.
 //!
 //!   h1 (10.1.0.2, fd01::2) ── gw-h1 [vecgate] gw-h2 ── h2 (10.2.0.2, fd02::2)
 

@@ -1,5 +1,5 @@
 //! An active/standby pair of vecgates sharing VRRP virtual addresses
-//! (issue 16), in front of a single gateway across an underlay:
+//! in front of a single gateway across an underlay:
 //!
 //! ```text
 //!            LAN 10.1.0.0/24, fd01::/64          underlay 192.0.2.0/24
@@ -363,7 +363,7 @@ addresses = ["{WAN_VIP}"]
         })
     }
 
-    /// Issue 16: a planned switchover from `from` to `to` loses at most one
+    /// A planned switchover from `from` to `to` loses at most one
     /// ping. Judged only when the members' own counters show the
     /// switchover was the window's only transition (`to` became master
     /// once per group since `to_before`, `from` never since `from_before`):

@@ -219,7 +219,7 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
 
 /// Path of the release or debug vecgate binary built by cargo for this test.
 /// `VECGATE_BIN` overrides it (to measure an older build with the same
-/// test, e.g. the restart reproduction of issue 14 before its fix).
+/// test, e.g. a reproduction run on the build before a fix).
 pub fn vecgate_bin() -> PathBuf {
     std::env::var_os("VECGATE_BIN")
         .map(PathBuf::from)
