@@ -21,6 +21,8 @@ use std::time::Duration;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+mod pool;
+
 /// Shared by every handler.
 #[derive(Clone)]
 pub struct AppState {
@@ -628,10 +630,11 @@ impl Modify for BearerAddon {
 /// The OpenAPI 3 document.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, VRRP (HA), counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
+    info(title = "vecgate management API", description = "Interfaces, VRFs, routes, neighbours, tunnels, SAs, VRRP (HA), the pool, counters, trace and capture of a vecgate gateway. On a TCP endpoint every request needs a bearer token; the read-only token may only GET."),
     paths(status, interfaces, add_interface, del_interface, interface, patch_interface, vrfs, routes, add_route,
           del_route, neighbors, tunnels, tunnel, add_tunnel, del_tunnel, switch_sa, sas, add_sa,
-          del_sa, ike, ha, ha_switchover, counters, metrics,
+          del_sa, ike, ha, ha_switchover, pool::pool, pool::add_connection, pool::del_connection,
+          pool::drain, pool::rebalance, counters, metrics,
           config, reload, trace_get, trace_arm, trace_clear, capture),
     // The element of `TunnelSpec.sa` (a generic argument: not collected).
     components(schemas(TunnelSaSpec)),
@@ -716,6 +719,17 @@ pub fn router(ctl: Arc<Control>, auth: Auth) -> Router {
         .route("/tunnels/{name}/switch", axum::routing::post(switch_sa))
         .route("/ha", get(ha))
         .route("/ha/switchover", axum::routing::post(ha_switchover))
+        .route("/pool", get(pool::pool))
+        .route(
+            "/pool/connections",
+            axum::routing::post(pool::add_connection),
+        )
+        .route(
+            "/pool/connections/{id}",
+            axum::routing::delete(pool::del_connection),
+        )
+        .route("/pool/drain", axum::routing::post(pool::drain))
+        .route("/pool/rebalance", axum::routing::post(pool::rebalance))
         .route("/ike", get(ike))
         .route("/counters", get(counters))
         .route("/metrics", get(metrics))

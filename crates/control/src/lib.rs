@@ -40,7 +40,8 @@ pub use auth::{Auth, Token};
 pub use build::NetdevFacts;
 pub use error::ApiError;
 pub use ops::{
-    read_key_file, HaOps, IkeSource, KeySource, PortOps, ReloadHook, SaOps, SaSource, TableBuilder,
+    read_key_file, HaOps, IkeSource, KeySource, PoolOps, PortOps, ReloadHook, SaOps, SaSource,
+    TableBuilder,
 };
 pub use server::{check_endpoint, serve, ServerHandle, Tls};
 pub use state::{Capabilities, Control, Dataplane};

@@ -130,5 +130,20 @@ pub trait HaOps: Send + Sync {
     ) -> Result<Vec<crate::model::HaGroupInfo>, ApiError>;
 }
 
+/// The pool member as the API sees it (`/pool`). Every call may wait on
+/// etcd (bounded): call from a blocking context.
+pub trait PoolOps: Send + Sync {
+    fn show(&self) -> crate::model::PoolInfo;
+    /// Checks and stores a connection: 400 naming the field, 409 when it
+    /// does not fit, 503 without etcd or its quorum.
+    fn add_connection(&self, spec: &crate::model::PoolConnectionSpec) -> Result<(), ApiError>;
+    fn del_connection(&self, id: &str) -> Result<(), ApiError>;
+    fn drain(&self, spec: &crate::model::PoolDrain) -> Result<(), ApiError>;
+    fn rebalance(
+        &self,
+        spec: &crate::model::PoolRebalance,
+    ) -> Result<Vec<crate::model::PoolMove>, ApiError>;
+}
+
 /// See [`Control::set_reload_hook`].
 pub type ReloadHook = Arc<dyn Fn(bool) + Send + Sync>;

@@ -22,6 +22,7 @@ mod apply;
 mod ha;
 mod inspect;
 mod interfaces;
+mod pool;
 mod routes;
 mod sas;
 mod tunnels;
@@ -64,6 +65,8 @@ pub struct Control {
     started: Instant,
     ike: Mutex<Option<IkeSource>>,
     ha: Mutex<Option<Arc<dyn HaOps>>>,
+    /// The pool member (`[pool]`), once its thread runs.
+    pool: Mutex<Option<Arc<dyn crate::ops::PoolOps>>>,
     /// Per tunnel: its port's counters when it was created live (virtual
     /// ports are reused after a full round of the allocator; reports are
     /// since creation).
@@ -108,6 +111,7 @@ impl Control {
             started: Instant::now(),
             ike: Mutex::new(None),
             ha: Mutex::new(None),
+            pool: Mutex::new(None),
             tunnel_base: Mutex::new(Default::default()),
             tunnel_ops: Mutex::new(()),
             inline_keyed: Mutex::new(Default::default()),

@@ -1,4 +1,4 @@
-//! The operator's verbs (`vecgate show …`, `route`, `tunnel`, `sa`, `ha`,
+//! The operator's verbs (`vecgate show …`, `route`, `tunnel`, `sa`, `ha`, `pool`,
 //! `set`, `rsc`, `trace`, `capture`, `reload`): each is one or two
 //! requests to the management API, printed as aligned tables like `ip` /
 //! `vppctl`, or as the API's JSON with `--json`. A file per concept; the
@@ -9,6 +9,7 @@ pub mod client;
 mod ha;
 mod inspect;
 mod interface;
+mod pool;
 mod reload;
 mod route;
 mod sa;
@@ -19,6 +20,7 @@ mod tunnel;
 pub use ha::{ha, HaCmd};
 pub use inspect::{capture, trace, TraceCmd};
 pub use interface::{set, set_switch, SetCmd};
+pub use pool::{pool, PoolCmd};
 pub use reload::reload;
 pub use route::{route, RouteCmd};
 pub use sa::{sa, SaCmd};

@@ -13,6 +13,7 @@ mod host_tap;
 mod ipsec_wiring;
 mod live_ports;
 mod notify;
+mod pool;
 mod reference;
 mod run;
 
@@ -99,6 +100,14 @@ enum Cmd {
         #[command(subcommand)]
         cmd: cli::HaCmd,
     },
+    /// The pool of gateways on etcd (`[pool]`): show, connections, drain,
+    /// rebalance.
+    Pool {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        cmd: cli::PoolCmd,
+    },
     /// Change a runtime switch.
     Set {
         #[command(flatten)]
@@ -163,6 +172,7 @@ fn main() -> ExitCode {
         Cmd::Sa { target, cmd } => cli::sa(&target, &cmd),
         Cmd::Reload { target, dry_run } => cli::reload(&target, dry_run),
         Cmd::Ha { target, cmd } => cli::ha(&target, &cmd),
+        Cmd::Pool { target, cmd } => cli::pool(&target, &cmd),
         Cmd::Set { target, cmd } => cli::set(&target, &cmd),
         Cmd::Rsc {
             target,

@@ -66,10 +66,6 @@ pub fn main(config: &Path, log_level: &str, log_json: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if cfg.pool.is_some() {
-        error!("[pool]: this build checks pool membership but does not run it yet (docs/guide/pool.md says what works); not starting");
-        return ExitCode::FAILURE;
-    }
     match run(cfg, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -278,6 +274,8 @@ struct Running {
     sync_thread: Option<std::thread::JoinHandle<()>>,
     ha_status: crate::ha::HaStatus,
     host_thread: Option<std::thread::JoinHandle<()>>,
+    /// The pool member and its applier (`[pool]`).
+    pool_threads: Vec<std::thread::JoinHandle<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     notifier: Option<Arc<crate::notify::Notifier>>,
     watchdog: Option<crate::notify::Watchdog>,
@@ -300,6 +298,7 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
     // The management API: live changes rebuild the tables with the same
     // builder as above and publish them; workers never wait for it.
     let mailbox0 = mailboxes.first().cloned();
+    let pool_mailbox = mailbox0.clone();
     let (api, ctl) = api::start_api(
         cfg,
         pre.auth,
@@ -329,6 +328,16 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
         None => (None, None),
     };
     let ha_status = crate::ha::HaStatus::default();
+    // `[pool]`: joins (etcd reachable, the pool key right) or refuses.
+    let pool_threads = crate::pool::start(
+        cfg,
+        crate::pool::Wiring {
+            ctl: ctl.clone(),
+            held: held.clone(),
+            mailbox: pool_mailbox,
+        },
+        fwd.stop.clone(),
+    )?;
     let ha_thread = match (&pre.punts.vrrp, mailbox0) {
         (Some(punt), Some(mailbox0)) => Some(ha::start_vrrp(
             cfg,
@@ -371,6 +380,7 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
         sync_thread,
         ha_status,
         host_thread,
+        pool_threads,
         threads,
         notifier,
         watchdog,
@@ -442,6 +452,12 @@ impl Running {
         if let Some(t) = self.host_thread {
             if t.join().is_err() {
                 error!("the host punt thread panicked");
+            }
+        }
+        // The pool gives its lease back (the others take over at once).
+        for t in self.pool_threads {
+            if t.join().is_err() {
+                error!("a pool thread panicked");
             }
         }
         self.api.shutdown();
