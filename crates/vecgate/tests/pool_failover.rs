@@ -29,16 +29,29 @@ use std::process::Command;
 const PEER: &str = "192.0.2.2";
 const ETCD: &str = "10.99.0.1";
 
+/// The etcd processes, killed and reaped when the test ends.
+struct Etcd(Vec<std::process::Child>);
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// The three etcd members in namespace `ns`, on one address, ports
-/// 2379/2380 + 10 000 × i.
-fn start_etcd(ns: &Netns, dir: &std::path::Path) -> String {
+/// 2379/2380 + 10 000 × i; and the `etcd = [...]` list for `[pool]`.
+fn start_etcd(ns: &Netns, dir: &std::path::Path) -> (Etcd, String) {
+    let mut procs = Etcd(Vec::new());
     let peers: Vec<String> = (0..3)
         .map(|i| format!("e{i}=http://{ETCD}:{}", 2380 + 10_000 * i))
         .collect();
     for i in 0..3 {
         let client = format!("http://{ETCD}:{}", 2379 + 10_000 * i);
         let peer = format!("http://{ETCD}:{}", 2380 + 10_000 * i);
-        let _ = ns.spawn(&format!(
+        procs.0.push(ns.spawn(&format!(
             "etcd --name e{i} --data-dir {}/e{i} --listen-client-urls {client} \
              --advertise-client-urls {client} --listen-peer-urls {peer} \
              --initial-advertise-peer-urls {peer} --initial-cluster-state new \
@@ -46,7 +59,7 @@ fn start_etcd(ns: &Netns, dir: &std::path::Path) -> String {
              --logger zap --log-level error",
             dir.display(),
             peers.join(",")
-        ));
+        )));
     }
     let endpoints: Vec<String> = (0..3)
         .map(|i| format!("http://{ETCD}:{}", 2379 + 10_000 * i))
@@ -61,11 +74,12 @@ fn start_etcd(ns: &Netns, dir: &std::path::Path) -> String {
             .success()),
         "etcd cluster not healthy"
     );
-    endpoints
+    let list = endpoints
         .iter()
         .map(|e| format!("\"{e}\""))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    (procs, list)
 }
 
 fn config(n: u8, api: &str, etcd: &str, key: &str) -> String {
@@ -182,7 +196,7 @@ fn kill9_moves_a_connection_with_its_address() {
     }
     let dir = std::env::temp_dir().join(unique("pf"));
     std::fs::create_dir_all(&dir).unwrap();
-    let etcd = start_etcd(&et, &dir);
+    let (_etcd, etcd) = start_etcd(&et, &dir);
     let key = dir.join("pool.key");
     common::write_secret(&key, "11".repeat(32));
     let apis: Vec<String> = (1..=3)
