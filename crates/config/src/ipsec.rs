@@ -53,6 +53,21 @@
 //! max_half_open = 64                    # half-open SAs held at most
 //! ```
 //!
+//! With certificates instead of a PSK (RFC 7296 §2.15 signatures, RFC 7427):
+//!
+//! ```toml
+//! [tunnel.ike]
+//! auth = "pubkey"                       # "psk" (default) | "pubkey"
+//! remote_auth = "pubkey"                # how the peer must prove it; default: as auth
+//! cert_file = "/etc/vecgate/gw-a.pem"   # ours, then its intermediates (PEM)
+//! key_file = "/etc/vecgate/gw-a.key"    # its private key (PKCS#8, RSA or EC PEM), chmod 600
+//! ca_files = ["/etc/vecgate/root.pem"]  # anchors the peer's chain must reach
+//! crl_files = ["/etc/vecgate/root.crl"] # revocation lists (PEM or DER)
+//! remote_cert_file = "/etc/vecgate/gw-b.pem"  # the peer's own certificate, if it sends none
+//! local_id = "gw-a.example.net"         # must be in our certificate; default: its subject
+//! remote_id = "C=CH, O=Example, CN=*"   # a DN (wildcards per attribute), FQDN, e-mail or IP
+//! ```
+//!
 //! `traffic` then becomes the remote traffic selectors proposed to the peer.
 //!
 //! The SPD: `traffic` lists the remote prefixes. Outbound, each is routed
@@ -93,7 +108,49 @@ pub struct Ipsec {
     pub ike: Option<IkeSettings>,
 }
 
-/// `[tunnel.ike]`: IKEv2 with a pre-shared key (RFC 7296 §2.15). The one
+/// How one side of an IKE SA proves its identity (RFC 7296 §2.15).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum IkeAuth {
+    /// The pre-shared key of `psk_file`.
+    #[default]
+    Psk,
+    /// A signature by the key of a certificate (RFC 7427; classic RSA and
+    /// ECDSA methods for peers without it).
+    Pubkey,
+}
+
+impl IkeAuth {
+    /// The keyword of the TOML and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IkeAuth::Psk => "psk",
+            IkeAuth::Pubkey => "pubkey",
+        }
+    }
+}
+
+impl FromStr for IkeAuth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "psk" => Ok(IkeAuth::Psk),
+            "pubkey" => Ok(IkeAuth::Pubkey),
+            _ => Err(format!(
+                "\"{s}\" is not an authentication method (expected \"psk\" or \"pubkey\")"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for IkeAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[tunnel.ike]`: IKEv2 with a pre-shared key or certificates (RFC 7296 §2.15). The one
 /// definition of a tunnel's IKE settings: the TOML reader fills it, and
 /// `POST /tunnels` takes it as its `ike` object (schema `IkeSpec`, with
 /// the `schema` feature), so a new setting is added here once. In JSON an
@@ -102,10 +159,42 @@ pub struct Ipsec {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = IkeSpec))]
 #[serde(deny_unknown_fields)]
 pub struct IkeSettings {
+    /// How we authenticate: `psk` (default) or `pubkey`.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(nullable))]
+    pub auth: IkeAuth,
+    /// How the peer must authenticate; default: as `auth`.
+    #[serde(default)]
+    pub remote_auth: Option<IkeAuth>,
     /// File on the gateway holding the PSK (read at start, zeroized; never
-    /// logged); never the PSK itself.
-    #[cfg_attr(feature = "schema", schema(value_type = String))]
+    /// logged); never the PSK itself. Required when either side uses
+    /// `psk`.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(value_type = String, nullable))]
     pub psk_file: PathBuf,
+    /// Our certificate (PEM; intermediates may follow it), sent in CERT
+    /// payloads. Required with `auth = "pubkey"`.
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<String>))]
+    pub cert_file: Option<PathBuf>,
+    /// The certificate's private key (a private file, like `psk_file`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<String>))]
+    pub key_file: Option<PathBuf>,
+    /// Trust anchors (PEM or DER CA certificates) the peer's chain must
+    /// reach with `remote_auth = "pubkey"`.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>, nullable))]
+    pub ca_files: Vec<PathBuf>,
+    /// Certificate revocation lists (PEM or DER), re-read on reload.
+    #[serde(default, deserialize_with = "null_is_default")]
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>, nullable))]
+    pub crl_files: Vec<PathBuf>,
+    /// The peer's own certificate, trusted as is (for a peer that sends
+    /// none, or without a CA).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<String>))]
+    pub remote_cert_file: Option<PathBuf>,
     /// Our identity: an address, an FQDN or `keyid:...`; default: `local`.
     #[serde(default)]
     pub local_id: Option<String>,
@@ -206,6 +295,16 @@ pub struct IkeAdmission {
 pub const MAX_HALF_OPEN_LIMIT: u32 = 4096;
 
 impl IkeSettings {
+    /// How the peer must authenticate (`remote_auth`, else `auth`).
+    pub fn peer_auth(&self) -> IkeAuth {
+        self.remote_auth.unwrap_or(self.auth)
+    }
+
+    /// Whether either side authenticates with the PSK of `psk_file`.
+    pub fn uses_psk(&self) -> bool {
+        self.auth == IkeAuth::Psk || self.peer_auth() == IkeAuth::Psk
+    }
+
     /// The admission keys ([`ADMISSION_DEFAULTS`]) as set, in that order.
     pub fn admission_keys(&self) -> [(&'static str, Option<u32>); 5] {
         let set = [
@@ -456,7 +555,31 @@ pub(crate) fn emit(x: &Ipsec, s: &mut String, quote: impl Fn(&str) -> String) {
     if let Some(k) = &x.ike {
         let list = |v: &[String]| v.iter().map(|p| quote(p)).collect::<Vec<_>>().join(", ");
         let _ = writeln!(s, "\n[tunnel.ike]");
-        let _ = writeln!(s, "psk_file = {}", quote(&k.psk_file.to_string_lossy()));
+        if k.auth != IkeAuth::Psk {
+            let _ = writeln!(s, "auth = {}", quote(k.auth.as_str()));
+        }
+        if let Some(a) = k.remote_auth {
+            let _ = writeln!(s, "remote_auth = {}", quote(a.as_str()));
+        }
+        let path = |p: &std::path::Path| quote(&p.to_string_lossy());
+        if !k.psk_file.as_os_str().is_empty() {
+            let _ = writeln!(s, "psk_file = {}", path(&k.psk_file));
+        }
+        for (key, v) in [
+            ("cert_file", &k.cert_file),
+            ("key_file", &k.key_file),
+            ("remote_cert_file", &k.remote_cert_file),
+        ] {
+            if let Some(v) = v {
+                let _ = writeln!(s, "{key} = {}", path(v));
+            }
+        }
+        for (key, v) in [("ca_files", &k.ca_files), ("crl_files", &k.crl_files)] {
+            if !v.is_empty() {
+                let l: Vec<String> = v.iter().map(|p| path(p)).collect();
+                let _ = writeln!(s, "{key} = [{}]", l.join(", "));
+            }
+        }
         for (key, v) in [("local_id", &k.local_id), ("remote_id", &k.remote_id)] {
             if let Some(v) = v {
                 let _ = writeln!(s, "{key} = {}", quote(v));

@@ -56,7 +56,7 @@ pub mod secret;
 mod validate;
 
 pub use ha::{Ha, HaGroup, HaSync};
-pub use ipsec::{EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa};
+pub use ipsec::{EspAlgorithm, IkeAuth, IkeSettings, Ipsec, SaDirection, StaticSa};
 pub use model::*;
 pub use parse::ipsec::{IKE_KEYS, SA_KEYS};
 pub use parse::objects::TUNNEL_KEYS;

@@ -1,5 +1,6 @@
-//! Reading secret files (ESP key files, IKE PSK files, API token files):
-//! the one place that decides what a secret file may be.
+//! Reading secret files (ESP key files, IKE PSK and private key files, API
+//! token files): the one place that decides what a secret file may be
+//! (and, in [`read_public_file`], what a certificate or CRL file may be).
 //!
 //! A secret file is a regular file (no FIFO that would block a reader
 //! forever, no `/dev/zero` that would fill memory, no directory, no
@@ -145,6 +146,43 @@ fn read_checked(
     Ok(buf)
 }
 
+/// Largest certificate, CA or CRL file accepted (a large CA's CRL lists
+/// tens of thousands of serials).
+pub const MAX_PUBLIC_LEN: usize = 4 << 20;
+
+/// Reads a public file the configuration names (certificates, CA
+/// certificates, CRLs): a regular file of at most [`MAX_PUBLIC_LEN`]
+/// bytes, opened non-blocking so that a FIFO is refused rather than
+/// waited on. Unlike a secret file it may be a symbolic link (such files
+/// are often linked from a shared store) and readable by anyone.
+pub fn read_public_file(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("cannot be opened: {}", e.kind()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {}", e.kind()))?;
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "is a {}, not a regular file",
+            kind_of(meta.file_type())
+        ));
+    }
+    if meta.len() > MAX_PUBLIC_LEN as u64 {
+        return Err(format!("is larger than {MAX_PUBLIC_LEN} bytes"));
+    }
+    let mut buf = Vec::new();
+    file.take(MAX_PUBLIC_LEN as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot be read: {}", e.kind()))?;
+    if buf.len() > MAX_PUBLIC_LEN {
+        return Err(format!("is larger than {MAX_PUBLIC_LEN} bytes"));
+    }
+    Ok(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +205,22 @@ mod tests {
     fn write(path: &Path, data: &[u8], mode: u32) {
         std::fs::write(path, data).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn public_files_are_regular_and_bounded() {
+        let d = dir("pub");
+        let p = d.0.join("ca.pem");
+        write(&p, b"cert", 0o644);
+        assert_eq!(read_public_file(&p).unwrap(), b"cert");
+        let l = d.0.join("link.pem");
+        std::os::unix::fs::symlink(&p, &l).unwrap();
+        assert_eq!(read_public_file(&l).unwrap(), b"cert");
+        assert!(read_public_file(&d.0).unwrap_err().contains("directory"));
+        assert!(read_public_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .contains("character device"));
+        assert!(read_public_file(&d.0.join("none")).is_err());
     }
 
     #[test]

@@ -233,7 +233,23 @@ pub fn render(ctl: &Control) -> String {
         "vecgate_ike_inits_dropped",
         "IKE_SA_INIT requests dropped unanswered, by reason",
     );
+    let expiry = Family::<Labels, Gauge>::default();
+    reg.register(
+        "vecgate_ike_cert_expiry_days",
+        "Whole days until an IKEv2 tunnel's certificate expires, ours (cert=local) or the authenticated peer's (cert=peer)",
+        expiry.clone(),
+    );
     for t in ctl.ike() {
+        let peer = t.auth.as_ref().and_then(|a| a.peer_cert.as_ref());
+        for (which, c) in [("local", t.local_cert.as_ref()), ("peer", peer)] {
+            if let Some(c) = c {
+                let l = vec![
+                    ("tunnel".to_owned(), t.tunnel.clone()),
+                    ("cert".to_owned(), which.to_owned()),
+                ];
+                expiry.get_or_create(&l).set(c.days_left);
+            }
+        }
         let l = vec![("tunnel".to_owned(), t.tunnel.clone())];
         half_open
             .get_or_create(&l)

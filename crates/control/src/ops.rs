@@ -104,6 +104,12 @@ pub trait SaOps: Send + Sync {
         keys: &[KeySource<'_>],
         psk: Option<&[u8]>,
     ) -> Result<(), ApiError>;
+    /// Reads the certificate, key, CA and CRL files of running IKEv2
+    /// tunnel `t` again (reload); with `apply`, its state machine takes
+    /// them. Errors name the request field (`ike.crl_files`).
+    fn reload_auth(&self, _t: &vecgate_config::Tunnel, _apply: bool) -> Result<(), ApiError> {
+        Ok(())
+    }
     /// The tunnel is in the published tables: an IKEv2 tunnel starts
     /// negotiating (or waits for the peer).
     fn start_tunnel(&self, name: &str);

@@ -56,11 +56,13 @@ const MAX_BATCH: usize = 64;
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
 mod actions;
+mod certs;
 mod config;
 mod ha;
 mod status;
 mod thread;
 
+pub use certs::{auth_of, files as auth_files};
 pub use config::{child_sa_configs, ike_config, ike_config_keyed, psk_from_text, read_psk};
 use config::{child_volume_lifetime, ike_tunnels, DEFAULT_CHILD_PACKETS};
 pub use ha::HaLink;
@@ -113,6 +115,8 @@ struct TunnelIke {
     delete_sent: bool,
     /// The INIT counters at the last summary line ([`ControlPlane::summarize`]).
     init_logged: vecgate_ike::InitStats,
+    /// When a certificate's coming expiry was last warned about.
+    expiry_warned: Option<Instant>,
 }
 
 impl Member for TunnelIke {
@@ -164,6 +168,12 @@ enum Cmd {
         spi: u32,
         outbound: bool,
     },
+    /// Certificates, keys and CRLs read again (reload).
+    SetAuth {
+        name: String,
+        local_id: vecgate_ike::Identity,
+        auth: certs::Auth,
+    },
 }
 
 /// Tunnels created and deleted while the IKE thread runs.
@@ -184,6 +194,29 @@ impl IkeControl {
         if self.tx.send(Cmd::Add(t.0)).is_err() {
             warn!("IKE: the IKE thread is gone; tunnel not started");
         }
+    }
+
+    /// Reads running tunnel `t`'s certificate, key, CA and CRL files
+    /// again; with `apply`, hands them to its state machine: the next
+    /// IKE_AUTH signs and checks with them, and the next rekey checks the
+    /// peer's certificate against them (a revoked peer is refused). The
+    /// error names the `[tunnel.ike]` key at fault.
+    pub fn reload_auth(
+        &self,
+        t: &Tunnel,
+        s: &IkeSettings,
+        apply: bool,
+    ) -> Result<(), (&'static str, String)> {
+        let auth = certs::auth_of(s, &t.name)?;
+        if apply {
+            let local_id = config::local_id_of(t, s, &auth);
+            let _ = self.tx.send(Cmd::SetAuth {
+                name: t.name.clone(),
+                local_id,
+                auth,
+            });
+        }
+        Ok(())
     }
 
     /// Child SA `spi` (inbound or outbound) of registry tunnel `tunnel`
@@ -216,8 +249,9 @@ impl IkeControl {
 }
 
 /// The state machine of IKE tunnel `t` of `cfg`, registered as `id`,
-/// keyed with the contents of its PSK file (read by the caller). The
-/// error names the `[tunnel.ike]` key at fault.
+/// keyed with the contents of its PSK file (read by the caller; ignored
+/// without `psk` authentication) and its certificate files. The error
+/// names the `[tunnel.ike]` key at fault.
 pub fn build_tunnel(
     cfg: &Config,
     t: &Tunnel,
@@ -234,9 +268,14 @@ pub fn build_tunnel(
         let v: Vec<&str> = s.esp_proposals.iter().map(String::as_str).collect();
         IkeConfig::parse_esp_proposals(&v).map_err(|e| ("esp_proposals", bad(e)))?;
     }
-    let psk = psk_from_text(Zeroizing::new(psk_text.to_vec()), &s.psk_file, &t.name)
-        .map_err(|e| ("psk_file", e))?;
-    let c = ike_config_keyed(cfg, t, s, &psk).map_err(|e| ("psk_file", e))?;
+    let psk = if s.uses_psk() {
+        psk_from_text(Zeroizing::new(psk_text.to_vec()), &s.psk_file, &t.name)
+            .map_err(|e| ("psk_file", e))?
+    } else {
+        Zeroizing::new(Vec::new())
+    };
+    let auth = certs::auth_of(s, &t.name)?;
+    let c = config::ike_config_with(cfg, t, s, &psk, auth).map_err(|e| ("psk_file", e))?;
     new_tunnel(t, s, id, c)
         .map(|x| NewTunnel(Box::new(x)))
         .map_err(|e| ("ike_proposals", e))
@@ -266,6 +305,7 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
         underlay_vrf: None,
         delete_sent: false,
         init_logged: Default::default(),
+        expiry_warned: None,
     })
 }
 

@@ -307,6 +307,15 @@ impl vecgate_control::SaOps for ApiSaOps {
         Ok(())
     }
 
+    fn reload_auth(&self, t: &Tunnel, apply: bool) -> Result<(), vecgate_control::state::ApiError> {
+        let (Some(ike), Some(s)) = (&self.ike, t.ipsec.as_ref().and_then(|x| x.ike.as_ref()))
+        else {
+            return Ok(());
+        };
+        ike.reload_auth(t, s, apply)
+            .map_err(|(f, m)| api_err(400, &format!("ike.{f}"), m))
+    }
+
     fn start_tunnel(&self, name: &str) {
         let t = self.starting().remove(name);
         if let (Some(t), Some(ike)) = (t, &self.ike) {

@@ -12,12 +12,16 @@ use vecgate_ipsec::seqstore::{resume, KeyId, SaIdentity, Store};
 pub fn main(config: &Path) -> ExitCode {
     match vecgate_config::load(config) {
         Ok(cfg) => {
-            let (mut errors, mut notes) = secrets(&cfg);
+            let text = std::fs::read_to_string(config).unwrap_or_default();
+            let (mut errors, mut notes) = secrets(&cfg, &text);
             let (state_notes, state_errors) = state_checks(&cfg);
-            errors.extend(state_errors);
+            errors.extend(state_errors.into_iter().map(|e| (None, e)));
             notes.extend(state_notes);
-            for e in &errors {
-                eprintln!("{}: {e}", config.display());
+            for (line, e) in &errors {
+                match line {
+                    Some(n) => eprintln!("{}:{n}: {e}", config.display()),
+                    None => eprintln!("{}: {e}", config.display()),
+                }
             }
             if !errors.is_empty() {
                 eprintln!(
@@ -58,10 +62,11 @@ pub fn main(config: &Path) -> ExitCode {
 /// A file that does not exist here is only noted (the configuration may be
 /// checked on another machine than the gateway's); anything else wrong is
 /// an error. Returns (errors, notes).
-fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
+fn secrets(cfg: &Config, text: &str) -> (Vec<(Option<usize>, String)>, Vec<String>) {
     let mut errors = Vec::new();
     let mut notes = Vec::new();
-    // `r`'s errors are whole sentences naming the file.
+    // `r`'s errors are whole sentences naming the file; they point at the
+    // line that names it.
     let mut judge = |key: &str, path: &Path, r: Result<(), String>| {
         let Err(e) = r else { return };
         if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
@@ -70,8 +75,8 @@ fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
                 "{key} {}: not found here, not checked (vecgate run reads it)",
                 path.display()
             ));
-        } else {
-            errors.push(e);
+        } else if !errors.iter().any(|(_, x)| *x == e) {
+            errors.push((line_naming(text, key, path), e));
         }
     };
     let g = &cfg.gateway;
@@ -115,11 +120,67 @@ fn secrets(cfg: &Config) -> (Vec<String>, Vec<String>) {
             judge("key_file", &sa.key_file, r);
         }
         if let Some(k) = &x.ike {
-            let r = vecgate_keying::ike::read_psk(&k.psk_file, &t.name).map(drop);
-            judge("psk_file", &k.psk_file, r);
+            if k.uses_psk() {
+                let r = vecgate_keying::ike::read_psk(&k.psk_file, &t.name).map(drop);
+                judge("psk_file", &k.psk_file, r);
+            }
+            // Certificates, keys, CAs and CRLs read as the gateway will,
+            // each file on its own (a missing one is only noted), then
+            // together (the key must be the certificate's, the local
+            // identity in it).
+            let files = vecgate_keying::ike::auth_files(k);
+            // The file of the key an error names (a certificate judged
+            // alone is read with its key, which may be the one at fault).
+            let file_of = |key: &str, or: &'_ Path| -> std::path::PathBuf {
+                let p = files.iter().find(|(k, p)| {
+                    *k == key && (key != "ca_files" && key != "crl_files" || *p == or)
+                });
+                p.map_or(or, |(_, p)| *p).to_path_buf()
+            };
+            for (key, path) in &files {
+                if let Err((k2, e)) = vecgate_keying::ike::auth_of(&only(k, key, path), &t.name) {
+                    judge(k2, &file_of(k2, path), Err(e));
+                }
+            }
+            if files.iter().all(|(_, p)| p.exists()) {
+                if let Err((key, e)) = vecgate_keying::ike::auth_of(k, &t.name) {
+                    let first = files.iter().find(|(k, _)| *k == key).map(|(_, p)| *p);
+                    judge(key, &file_of(key, first.unwrap_or(Path::new(""))), Err(e));
+                }
+            }
         }
     }
     (errors, notes)
+}
+
+/// `s` with only the file `path` of `key` to read (each file judged by
+/// itself, so every bad one is reported). A certificate file alone is
+/// judged with its key and the reverse.
+fn only(s: &vecgate_config::IkeSettings, key: &str, path: &Path) -> vecgate_config::IkeSettings {
+    use vecgate_config::IkeAuth;
+    let mut o = s.clone();
+    let ours = matches!(key, "cert_file" | "key_file");
+    if !ours {
+        o.auth = IkeAuth::Psk;
+        o.ca_files.retain(|p| p == path);
+        o.crl_files.retain(|p| p == path);
+        o.remote_cert_file = o.remote_cert_file.filter(|p| p == path);
+    }
+    o.remote_auth = Some(if ours { IkeAuth::Psk } else { IkeAuth::Pubkey });
+    o
+}
+
+/// The line of the configuration that names `path` as the value of `key`
+/// (the first line holding both), for a compiler-like `F:LINE:` message.
+fn line_naming(text: &str, key: &str, path: &Path) -> Option<usize> {
+    let quoted = format!("\"{}\"", path.display());
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |want_key: bool| {
+        lines
+            .iter()
+            .position(|l| l.contains(&quoted) && (!want_key || l.contains(key)))
+    };
+    at(true).or_else(|| at(false)).map(|i| i + 1)
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

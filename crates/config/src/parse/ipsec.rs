@@ -3,7 +3,7 @@
 
 use super::{name_label, tables, Reader};
 use crate::ipsec::{
-    EspAlgorithm, IkeSettings, Ipsec, SaDirection, StaticSa, DEFAULT_REPLAY_WINDOW,
+    EspAlgorithm, IkeAuth, IkeSettings, Ipsec, SaDirection, StaticSa, DEFAULT_REPLAY_WINDOW,
 };
 use crate::model::Prefix;
 use std::path::PathBuf;
@@ -24,7 +24,14 @@ pub const SA_KEYS: &[&str] = &[
 
 /// The keys of a `[tunnel.ike]` table.
 pub const IKE_KEYS: &[&str] = &[
+    "auth",
+    "remote_auth",
     "psk_file",
+    "cert_file",
+    "key_file",
+    "ca_files",
+    "crl_files",
+    "remote_cert_file",
     "local_id",
     "remote_id",
     "ike_proposals",
@@ -130,7 +137,20 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
     let at = r.src.span(v.span());
     let mut s = Reader::new(r.src, t, label, path, at, &mut *r.diags);
     s.unknown_keys(IKE_KEYS);
-    let psk_file = s.string("psk_file", true).map(PathBuf::from);
+    let auth = s.parsed::<IkeAuth>("auth", false).unwrap_or_default();
+    let remote_auth = s.parsed::<IkeAuth>("remote_auth", false);
+    // Required when either side uses the PSK (checked in validation, which
+    // knows both).
+    let psk_file = s
+        .string("psk_file", false)
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let path = |s: &mut Reader<'_, '_, '_>, k: &'static str| s.string(k, false).map(PathBuf::from);
+    let cert_file = path(&mut s, "cert_file");
+    let key_file = path(&mut s, "key_file");
+    let remote_cert_file = path(&mut s, "remote_cert_file");
+    let ca_files = s.list("ca_files", false, |x| Ok(PathBuf::from(x)));
+    let crl_files = s.list("crl_files", false, |x| Ok(PathBuf::from(x)));
     let local_id = s.string("local_id", false);
     let remote_id = s.string("remote_id", false);
     let ike_proposals = read_strings(&mut s, "ike_proposals");
@@ -165,11 +185,18 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
     let (cookie_threshold, cookie_threshold_per_source, cookie_rate) = (next(), next(), next());
     let (half_open_per_source, max_half_open) = (next(), next());
     let (pos, broken) = (s.pos, s.broken);
-    match (psk_file, broken) {
-        (Some(psk_file), false) => {
+    match broken {
+        false => {
             r.pos.subs.push(pos);
             Some(IkeSettings {
+                auth,
+                remote_auth,
                 psk_file,
+                cert_file,
+                key_file,
+                ca_files,
+                crl_files,
+                remote_cert_file,
                 local_id,
                 remote_id,
                 ike_proposals,
@@ -188,7 +215,7 @@ fn read_ike(r: &mut Reader<'_, '_, '_>) -> Option<IkeSettings> {
                 max_half_open,
             })
         }
-        _ => {
+        true => {
             r.broken = true;
             None
         }

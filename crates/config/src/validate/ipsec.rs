@@ -1,7 +1,7 @@
 //! Semantic checks of `kind = "ipsec"` tunnels (a child of `validate`).
 
 use super::{at_line, nth, ObjPos, Pos, V};
-use crate::ipsec::{IkeSettings, SaDirection, MAX_REPLAY_WINDOW, PROPOSAL_TOKENS};
+use crate::ipsec::{IkeAuth, IkeSettings, SaDirection, MAX_REPLAY_WINDOW, PROPOSAL_TOKENS};
 use crate::model::TunnelKind;
 use std::collections::HashMap;
 
@@ -130,9 +130,7 @@ pub(super) fn check(v: &mut V<'_>) {
 /// `[tunnel.ike]`: what can be checked without the IKE library (the
 /// proposals' full grammar is checked when the gateway starts).
 fn check_ike(v: &mut V<'_>, p: &ObjPos, label: &str, ike: &IkeSettings) {
-    if ike.psk_file.as_os_str().is_empty() {
-        v.err(p.key("psk_file"), label, "psk_file is empty".to_owned());
-    }
+    check_ike_auth(v, p, label, ike);
     for (k, id) in [("local_id", &ike.local_id), ("remote_id", &ike.remote_id)] {
         if id.as_deref().is_some_and(|s| s.trim().is_empty()) {
             v.err(p.key(k), label, format!("{k} is empty"));
@@ -218,5 +216,83 @@ impl ObjPos {
                 "ike" => x.ike.is_some(),
                 _ => !x.sas.is_empty(),
             }
+    }
+}
+
+/// The authentication keys of `[tunnel.ike]`: each file the methods in
+/// use need, and none they do not (a key that would be ignored is a
+/// mistake worth saying).
+fn check_ike_auth(v: &mut V<'_>, p: &ObjPos, label: &str, ike: &IkeSettings) {
+    let has = |k: &str| p.keys.iter().any(|(key, _)| *key == k);
+    let (ours, peer) = (ike.auth, ike.peer_auth());
+    let methods = match ike.remote_auth {
+        Some(r) if r != ike.auth => format!("auth = \"{ours}\", remote_auth = \"{r}\""),
+        _ => format!("auth = \"{ours}\""),
+    };
+    if ike.uses_psk() {
+        if ike.psk_file.as_os_str().is_empty() {
+            let m = if has("psk_file") {
+                "psk_file is empty".to_owned()
+            } else {
+                format!("missing required key \"psk_file\" (with {methods})")
+            };
+            v.err(p.key("psk_file"), label, m);
+        }
+    } else if has("psk_file") {
+        v.err(
+            p.key("psk_file"),
+            label,
+            format!("psk_file is not used with {methods}: leave it out"),
+        );
+    }
+    let files = [
+        ("cert_file", ike.cert_file.as_deref(), ours),
+        ("key_file", ike.key_file.as_deref(), ours),
+        ("remote_cert_file", ike.remote_cert_file.as_deref(), peer),
+    ];
+    for (k, f, side) in files {
+        let needed = side == IkeAuth::Pubkey && k != "remote_cert_file";
+        match f {
+            None if needed => v.err(
+                p.key(k),
+                label,
+                format!("missing required key \"{k}\" (with {methods})"),
+            ),
+            Some(f) if f.as_os_str().is_empty() => v.err(p.key(k), label, format!("{k} is empty")),
+            Some(_) if side != IkeAuth::Pubkey => v.err(
+                p.key(k),
+                label,
+                format!("{k} is not used with {methods}: leave it out"),
+            ),
+            _ => {}
+        }
+    }
+    for (k, list) in [("ca_files", &ike.ca_files), ("crl_files", &ike.crl_files)] {
+        if !list.is_empty() && peer != IkeAuth::Pubkey {
+            v.err(
+                p.key(k),
+                label,
+                format!("{k} is not used with {methods}: leave it out"),
+            );
+        } else if list.iter().any(|f| f.as_os_str().is_empty()) {
+            v.err(p.key(k), label, format!("{k} holds an empty path"));
+        }
+    }
+    if peer == IkeAuth::Pubkey {
+        if ike.ca_files.is_empty() && ike.remote_cert_file.is_none() {
+            v.err(
+                p.key("ca_files"),
+                label,
+                "the peer's certificate needs ca_files (or remote_cert_file) to be trusted"
+                    .to_owned(),
+            );
+        }
+        if !ike.crl_files.is_empty() && ike.ca_files.is_empty() {
+            v.err(
+                p.key("crl_files"),
+                label,
+                "crl_files needs ca_files (a CRL is checked along a chain to a CA)".to_owned(),
+            );
+        }
     }
 }

@@ -76,6 +76,43 @@ pub struct IkeTunnelInfo {
     /// The admission limits in force (`[tunnel.ike]` keys or defaults).
     #[serde(default)]
     pub admission: IkeAdmission,
+    /// How the current IKE SA's two sides authenticated each other.
+    #[serde(default)]
+    pub auth: Option<IkeAuthInfo>,
+    /// Our certificate (`cert_file`), with `auth = "pubkey"`.
+    #[serde(default)]
+    pub local_cert: Option<IkeCertInfo>,
+}
+
+/// How the two sides of an IKE SA proved their identities (RFC 7296
+/// §2.15, RFC 7427).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeAuthInfo {
+    /// Our AUTH method: "psk", or the signature scheme (e.g.
+    /// "ecdsa-sha256", "rsa-pss-sha256", "ecdsa-256 (classic)").
+    pub local_method: String,
+    /// The peer's.
+    pub remote_method: String,
+    /// The identity the peer proved.
+    pub peer_id: String,
+    /// The peer's certificate, when it signed.
+    #[serde(default)]
+    pub peer_cert: Option<IkeCertInfo>,
+}
+
+/// A certificate as `show ike` names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IkeCertInfo {
+    /// Subject DN (`C=CH, O=Example, CN=gw-b`).
+    pub subject: String,
+    /// Issuer DN.
+    pub issuer: String,
+    /// Serial number, hex.
+    pub serial: String,
+    /// End of validity (RFC 3339, UTC).
+    pub not_after: String,
+    /// Whole days until then (negative once expired).
+    pub days_left: i64,
 }
 
 /// IKE_SA_INIT requests dropped for one reason.

@@ -94,6 +94,7 @@ impl Secrets {
                 .map(|sa| sa_file(&u.name, sa))
                 .collect::<Result<_, _>>()?;
             let psk = match &x.ike {
+                Some(k) if !k.uses_psk() => Some(zeroize::Zeroizing::new(Vec::new())),
                 Some(k) => Some(
                     read_key_file(&k.psk_file, "psk_file")
                         .map_err(|e| refused(&format!("tunnel {}", u.name), e))?,
@@ -337,6 +338,33 @@ impl Control {
                 format!("needs a restart: {}; nothing applied", blocked.join("; ")),
                 Some("config"),
             ));
+        }
+        // IKEv2 tunnels that stay and use certificates: their files are
+        // read again (a renewed certificate, a new CRL) whether or not the
+        // configuration changed; all are checked before any is taken.
+        let certified: Vec<&Tunnel> = new
+            .tunnels
+            .iter()
+            .filter(|u| {
+                let uses = |k: &vecgate_config::IkeSettings| {
+                    k.auth == vecgate_config::IkeAuth::Pubkey
+                        || k.peer_auth() == vecgate_config::IkeAuth::Pubkey
+                };
+                u.ipsec
+                    .as_ref()
+                    .and_then(|x| x.ike.as_ref())
+                    .is_some_and(uses)
+                    && cur.tunnel(&u.name).is_some_and(|t| !rekeys(t, u))
+            })
+            .collect();
+        if !certified.is_empty() {
+            let ops = self.sa_ops()?;
+            for apply in [false, true] {
+                for u in &certified {
+                    ops.reload_auth(u, apply)
+                        .map_err(|e| refused(&format!("tunnel {}", u.name), e))?;
+                }
+            }
         }
         if plan.is_empty() {
             report.applied = true;

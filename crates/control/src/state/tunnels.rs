@@ -32,7 +32,8 @@ impl Secrets {
             });
         }
         let psk = match t.ipsec.as_ref().and_then(|x| x.ike.as_ref()) {
-            Some(k) => Some(read_key_file(&k.psk_file, "ike.psk_file")?),
+            Some(k) if k.uses_psk() => Some(read_key_file(&k.psk_file, "ike.psk_file")?),
+            Some(_) => Some(zeroize::Zeroizing::new(Vec::new())),
             None => None,
         };
         Ok(Secrets { keys, psk })

@@ -73,25 +73,41 @@ fn any_of(addr: IpAddr) -> Prefix {
 /// else the networks of the interfaces in the tunnel's VRF, else any.
 /// Remote selectors: the tunnel's `traffic`, else any.
 pub fn ike_config(cfg: &Config, t: &Tunnel, s: &IkeSettings) -> Result<IkeConfig, String> {
-    let psk = read_psk(&s.psk_file, &t.name)?;
+    let psk = if s.uses_psk() {
+        read_psk(&s.psk_file, &t.name)?
+    } else {
+        Zeroizing::new(Vec::new())
+    };
     ike_config_keyed(cfg, t, s, &psk)
 }
 
-/// [`ike_config`] with the PSK given.
+/// [`ike_config`] with the PSK given (certificate files still read).
 pub fn ike_config_keyed(
     cfg: &Config,
     t: &Tunnel,
     s: &IkeSettings,
     psk: &[u8],
 ) -> Result<IkeConfig, String> {
+    let auth = super::certs::auth_of(s, &t.name).map_err(|(_, e)| e)?;
+    ike_config_with(cfg, t, s, psk, auth)
+}
+
+/// [`ike_config`] with the PSK and the certificate authentication given.
+pub fn ike_config_with(
+    cfg: &Config,
+    t: &Tunnel,
+    s: &IkeSettings,
+    psk: &[u8],
+    auth: super::certs::Auth,
+) -> Result<IkeConfig, String> {
     let mut c = IkeConfig::new(
         SocketAddr::new(t.local, dataplane::punt::ike::IKE_PORT),
         SocketAddr::new(t.remote, dataplane::punt::ike::IKE_PORT),
         psk,
     );
-    if let Some(id) = &s.local_id {
-        c.local_id = vecgate_ike::Identity::from_text(id);
-    }
+    c.local_id = local_id_of(t, s, &auth);
+    c.local_auth = auth.local;
+    c.remote_auth = auth.remote;
     if let Some(id) = &s.remote_id {
         c.remote_id = vecgate_ike::Identity::from_text(id);
     }
@@ -159,6 +175,20 @@ pub fn ike_config_keyed(
     c.half_open_per_source = per_source as usize;
     c.max_half_open = max as usize;
     Ok(c)
+}
+
+/// Our identity: `local_id`, else our certificate's subject, else our
+/// address.
+pub fn local_id_of(
+    t: &Tunnel,
+    s: &IkeSettings,
+    auth: &super::certs::Auth,
+) -> vecgate_ike::Identity {
+    match (&s.local_id, &auth.default_local_id) {
+        (Some(id), _) => vecgate_ike::Identity::from_text(id),
+        (None, Some(id)) => id.clone(),
+        (None, None) => vecgate_ike::Identity::from_text(&t.local.to_string()),
+    }
 }
 
 /// IKE SA rekey time when `ike_lifetime` is not set (strongSwan's

@@ -240,6 +240,8 @@ impl ControlPlane {
                         half_open_per_source: c.half_open_per_source as u64,
                         max_half_open: c.max_half_open as u64,
                     },
+                    auth: super::certs::auth_info(&t.ike),
+                    local_cert: super::certs::local_cert_info(c),
                 }
             })
             .collect();
@@ -332,6 +334,7 @@ pub fn show_table(v: &[IkeTunnelInfo]) -> String {
                 t.half_open
             ));
         }
+        s.push_str(&super::certs::show_lines(t));
         for i in &t.ike_sas {
             s.push_str(&format!(
                 "  ike   {}/{} {} nat {} age {}s{}\n",

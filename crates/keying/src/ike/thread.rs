@@ -71,6 +71,7 @@ impl ControlPlane {
             self.expire_removals(now);
             self.finish_deletes(now);
             self.summarize(now);
+            self.warn_expiry(now);
             self.publish(now);
             self.publish_spis();
             if self.sending {
@@ -99,6 +100,21 @@ impl ControlPlane {
                     spi,
                     outbound,
                 } => self.soft_lifetime(tunnel, spi, outbound, now),
+                Cmd::SetAuth {
+                    name,
+                    local_id,
+                    auth,
+                } => {
+                    let Some(t) = self.tunnels.iter_mut().find(|t| t.name == name) else {
+                        continue;
+                    };
+                    match t.ike.set_auth(local_id, auth.local, auth.remote) {
+                        Ok(()) => {
+                            info!(tunnel = %name, "IKE: certificates, keys and CRLs reloaded")
+                        }
+                        Err(e) => warn!(tunnel = %name, "IKE: reloaded certificates refused: {e}"),
+                    }
+                }
                 Cmd::Remove { name, done } => {
                     let Some(x) = self
                         .tunnels

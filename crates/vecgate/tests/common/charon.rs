@@ -29,6 +29,19 @@ pub struct CharonCfg<'a> {
     pub initiate: bool,
 }
 
+/// How charon authenticates (default: both ways with the PSK).
+#[derive(Default)]
+pub struct Auth<'a> {
+    /// The `local { }` block's auth lines (e.g. `auth = pubkey` and
+    /// `certs = b.pem`).
+    pub local: Option<&'a str>,
+    /// The `remote { }` block's.
+    pub remote: Option<&'a str>,
+    /// Files written into its SWANCTL_DIR before it starts (`x509/`,
+    /// `x509ca/`, `x509crl/`, `pkcs8/`).
+    pub files: &'a [(&'a str, &'a [u8])],
+}
+
 /// A running charon; killed (by its pid) and its directory removed on drop.
 pub struct Charon {
     pub dir: PathBuf,
@@ -45,14 +58,20 @@ impl Charon {
     /// As [`Charon::start`], with extra settings in the connection block
     /// (`conn_extra`, e.g. `dpd_delay = 2s`) and in the child block.
     pub fn start_ext(ns: &Netns, c: &CharonCfg<'_>, conn_extra: &str, child_extra: &str) -> Charon {
-        Charon::start_with(ns, c, conn_extra, child_extra, 2)
+        Charon::start_with(ns, c, conn_extra, child_extra, 2, &Auth::default())
+    }
+
+    /// As [`Charon::start_ext`], authenticating with `auth` (certificates:
+    /// its files go into charon's SWANCTL_DIR).
+    pub fn start_auth(ns: &Netns, c: &CharonCfg<'_>, conn_extra: &str, auth: &Auth<'_>) -> Charon {
+        Charon::start_with(ns, c, conn_extra, "", 2, auth)
     }
 
     /// As [`Charon::start`], with the child SAs' keys in charon's log
     /// (`chd = 4`; [`Charon::child_key`]): a test may craft ESP as the
     /// peer would. Test keys only.
     pub fn start_keys_logged(ns: &Netns, c: &CharonCfg<'_>) -> Charon {
-        Charon::start_with(ns, c, "", "", 4)
+        Charon::start_with(ns, c, "", "", 4, &Auth::default())
     }
 
     /// The last child SA key charon logged as `what` ("encryption
@@ -98,6 +117,7 @@ impl Charon {
         conn_extra: &str,
         child_extra: &str,
         chd_level: u8,
+        auth: &Auth<'_>,
     ) -> Charon {
         assert!(
             std::path::Path::new("/usr/lib/ipsec/charon").exists(),
@@ -106,12 +126,17 @@ impl Charon {
         let dir = std::env::temp_dir().join(super::unique("charon"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("run")).unwrap();
+        for (name, data) in auth.files {
+            let p = dir.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, data).unwrap();
+        }
         let d = dir.display().to_string();
         std::fs::write(
             dir.join("strongswan.conf"),
             format!(
                 "charon {{
-  load = random nonce openssl kdf pem pkcs1 x509 kernel-libipsec kernel-netlink socket-default vici updown
+  load = random nonce openssl kdf pem pkcs1 pkcs8 x509 revocation constraints pubkey kernel-libipsec kernel-netlink socket-default vici updown
   install_routes = yes
   retransmit_timeout = 1.0
   retransmit_tries = 4
@@ -148,11 +173,11 @@ impl Charon {
     dpd_delay = 0
     {conn_extra}
     local {{
-      auth = psk
+      {local_auth}
       id = {local_id}
     }}
     remote {{
-      auth = psk
+      {remote_auth}
       id = {remote_id}
     }}
     children {{
@@ -187,6 +212,8 @@ secrets {{
                 start = if c.initiate { "start" } else { "none" },
                 conn_extra = conn_extra,
                 child_extra = child_extra,
+                local_auth = auth.local.unwrap_or("auth = psk"),
+                remote_auth = auth.remote.unwrap_or("auth = psk"),
             ),
         )
         .unwrap();
@@ -238,6 +265,7 @@ secrets {{
             .args(args)
             .args(["--uri", &vici])
             .env("STRONGSWAN_CONF", self.dir.join("strongswan.conf"))
+            .env("SWANCTL_DIR", &self.dir)
             .output()
             .unwrap();
         let mut s = String::from_utf8_lossy(&o.stdout).into_owned();

@@ -1,0 +1,433 @@
+//! IKEv2 with certificates (`auth = "pubkey"`) in `vecgate run`, against
+//! strongSwan charon (kernel-libipsec), and `vecgate check` on the
+//! certificate keys:
+//!
+//!   h1 10.1.0.2 ── a-lan [gwA: vecgate] a-wan 192.0.2.1 ══ 192.0.2.2 b-wan [gwB: charon] b-lan ── h2 10.2.0.2
+//!
+//! The PKI (root CA, intermediate CA, one end entity per gateway) is made
+//! by `openssl` in the test. Needs root, openssl and strongSwan; fails
+//! (never skips) when they are missing.
+
+#[path = "common/charon.rs"]
+mod charon;
+mod common;
+
+use charon::{wait_established, Auth, Charon, CharonCfg};
+use common::sites::Sites;
+use common::{tcp_transfer, unique, vecgate_bin, wait_until, Gateway, Netns, TempFiles};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Two cores for everyone: one topology at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A PKI made by openssl in a directory of its own (removed on drop):
+/// `root.pem`, `inter.pem`, and per end entity `NAME.pem` (its chain:
+/// itself, then the intermediate) and `NAME.key` (PKCS#8, mode 0600).
+struct Pki {
+    dir: PathBuf,
+    newkey: &'static str,
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n";
+
+impl Pki {
+    /// `newkey`: openssl's `-newkey` argument (`ec -pkeyopt
+    /// ec_paramgen_curve:P-256`, `rsa:2048`).
+    fn new(newkey: &'static str) -> Pki {
+        let dir = std::env::temp_dir().join(unique("pki"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = Pki { dir, newkey };
+        std::fs::write(p.dir.join("ca.ext"), CA_EXT).unwrap();
+        p.openssl(&format!(
+            "req -x509 -newkey {newkey} -nodes -keyout root.key -out root.pem -days 30 \
+             -subj '/C=CH/O=vecgate test/CN=Test Root' -addext basicConstraints=critical,CA:TRUE \
+             -addext keyUsage=critical,keyCertSign,cRLSign"
+        ));
+        p.sign(
+            "inter",
+            "/C=CH/O=vecgate test/CN=Test Intermediate",
+            "root",
+            "ca.ext",
+        );
+        p
+    }
+
+    fn openssl(&self, args: &str) {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("openssl {args}"))
+            .current_dir(&self.dir)
+            .output()
+            .expect("openssl is installed");
+        assert!(
+            out.status.success(),
+            "openssl {args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A key and a certificate `name.crt` for `subject`, signed by CA
+    /// `ca` with the extensions of file `ext`.
+    fn sign(&self, name: &str, subject: &str, ca: &str, ext: &str) {
+        self.openssl(&format!(
+            "req -newkey {} -nodes -keyout {name}.key -out {name}.csr -subj '{subject}'",
+            self.newkey
+        ));
+        self.openssl(&format!(
+            "x509 -req -in {name}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial \
+             -out {name}.crt -days 30 -extfile {ext}"
+        ));
+        std::fs::copy(
+            self.dir.join(format!("{name}.crt")),
+            self.dir.join(format!("{name}.pem")),
+        )
+        .unwrap();
+    }
+
+    /// End entity `name` with `dns` as its subjectAltName.
+    fn leaf(&self, name: &str, dns: &str) {
+        let ext = format!("{name}.ext");
+        std::fs::write(
+            self.dir.join(&ext),
+            format!("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectAltName=DNS:{dns}\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"),
+        )
+        .unwrap();
+        self.sign(
+            name,
+            &format!("/C=CH/O=vecgate test/CN={name}"),
+            "inter",
+            &ext,
+        );
+        // The chain vecgate sends: the end entity, then the intermediate.
+        let chain = [self.read(&format!("{name}.crt")), self.read("inter.pem")].concat();
+        std::fs::write(self.path(&format!("{name}.pem")), chain).unwrap();
+        common::write_secret(
+            &self.path(&format!("{name}.key")),
+            self.read(&format!("{name}.key")),
+        );
+    }
+
+    /// `inter.crl`: the intermediate CA's CRL, listing the certificates
+    /// of `revoked` (end entity names).
+    fn crl(&self, revoked: &[&str]) {
+        std::fs::write(
+            self.path("ca.cnf"),
+            "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\ncrlnumber = crlnumber\nnew_certs_dir = .\nserial = serial\ndefault_md = sha256\ndefault_crl_days = 30\npolicy = p\n[p]\ncommonName = supplied\n",
+        )
+        .unwrap();
+        std::fs::write(self.path("index.txt"), "").unwrap();
+        std::fs::write(self.path("crlnumber"), "01\n").unwrap();
+        for r in revoked {
+            self.openssl(&format!(
+                "ca -config ca.cnf -keyfile inter.key -cert inter.crt -revoke {r}.crt"
+            ));
+        }
+        self.openssl("ca -config ca.cnf -keyfile inter.key -cert inter.crt -gencrl -out inter.crl");
+    }
+
+    fn path(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+
+    fn read(&self, f: &str) -> Vec<u8> {
+        std::fs::read(self.path(f)).unwrap()
+    }
+}
+
+/// gwA's configuration: one IKE tunnel to charon, `ike` its
+/// `[tunnel.ike]` body.
+fn vecgate_cfg(ike: &str) -> (String, String) {
+    let sock = std::env::temp_dir().join(format!("{}.sock", unique("ic")));
+    let text = format!(
+        r#"[gateway]
+name = "gw-a"
+api = "unix:{sock}"
+
+[[interface]]
+name = "lan"
+host = "a-lan"
+driver = "af_packet"
+addresses = ["10.1.0.1/24"]
+vrf = "blue"
+
+[[interface]]
+name = "wan"
+host = "a-wan"
+driver = "af_packet"
+addresses = ["192.0.2.1/24"]
+
+[[tunnel]]
+name = "ike0"
+kind = "ipsec"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+vrf = "blue"
+traffic = ["10.2.0.0/24"]
+
+[tunnel.ike]
+{ike}
+"#,
+        sock = sock.display(),
+    );
+    (text, format!("unix:{}", sock.display()))
+}
+
+/// `[tunnel.ike]` with vecgate's certificate `a` from `pki`.
+fn pubkey_ike(pki: &Pki, initiate: bool) -> String {
+    format!(
+        "auth = \"pubkey\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nca_files = [\"{}\"]\nlocal_id = \"a.vecgate.test\"\nremote_id = \"b.vecgate.test\"\nike_proposals = [\"aes256gcm16-prfsha256-x25519\"]\nesp_proposals = [\"aes256gcm16\"]\ninitiate = {initiate}\n",
+        pki.path("a.pem").display(),
+        pki.path("a.key").display(),
+        pki.path("root.pem").display(),
+    )
+}
+
+/// charon as gwB with certificate `b` of `pki`.
+fn charon_with_certs(ns: &Netns, pki: &Pki, initiate: bool) -> Charon {
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("x509ca/root.pem", pki.read("root.pem")),
+        ("x509ca/inter.pem", pki.read("inter.pem")),
+        ("x509/b.pem", pki.read("b.crt")),
+        ("pkcs8/b.key", pki.read("b.key")),
+    ];
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    Charon::start_auth(
+        ns,
+        &CharonCfg {
+            local: "192.0.2.2",
+            remote: "192.0.2.1",
+            local_id: "b.vecgate.test",
+            remote_id: "a.vecgate.test",
+            local_ts: "10.2.0.0/24",
+            remote_ts: "10.1.0.0/24",
+            ike: "aes256gcm16-prfsha256-x25519",
+            esp: "aes256gcm16",
+            psk: "unused",
+            initiate,
+        },
+        "",
+        &Auth {
+            local: Some("auth = pubkey\n      certs = b.pem"),
+            remote: Some("auth = pubkey"),
+            files: &refs,
+        },
+    )
+}
+
+/// vecgate and charon authenticate each other with certificates through
+/// an intermediate CA (ECDSA P-256 with vecgate initiating, RSA-2048
+/// with charon initiating and signing with RSASSA-PSS), then traffic
+/// crosses the tunnel byte-exact both ways.
+#[test]
+fn vecgate_and_charon_authenticate_with_certificates() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // (key, who initiates, how charon saw vecgate sign)
+    for (newkey, vecgate_initiates, scheme) in [
+        (
+            "ec -pkeyopt ec_paramgen_curve:P-256",
+            true,
+            "ECDSA_WITH_SHA256_DER",
+        ),
+        ("rsa:2048", false, "RSA_EMSA_PSS_SHA2_256"),
+    ] {
+        let pki = Pki::new(newkey);
+        pki.leaf("a", "a.vecgate.test");
+        pki.leaf("b", "b.vecgate.test");
+        let Sites { h1, h2, ga, gb, .. } = Sites::new();
+        charon::router(&gb, &h2, "", &[]);
+        let ch = charon_with_certs(&gb, &pki, !vecgate_initiates);
+        let (cfg, api) = vecgate_cfg(&pubkey_ike(&pki, vecgate_initiates));
+        let gw = Gateway::start(&ga, &cfg);
+        if !vecgate_initiates {
+            let _ = ch.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
+        }
+        let st = wait_established(&api, &gw, 30);
+        let sas = ch.wait_sas("INSTALLED", 20);
+        assert!(sas.contains("ESTABLISHED"), "{sas}");
+        let log = ch.log();
+        assert!(
+            log.contains(&format!("authentication of 'a.vecgate.test' with {scheme}"))
+                && log.contains("authentication of 'b.vecgate.test' (myself) with"),
+            "charon did not authenticate vecgate's certificate:\n{log}"
+        );
+        assert_eq!(st["initiator"], vecgate_initiates, "{st:#}");
+        tcp_transfer(&h1, &h2, "10.2.0.2", 1 << 20);
+        tcp_transfer(&h2, &h1, "10.1.0.2", 1 << 20);
+        assert!(
+            gw.log_contains("IKE: child SA installed"),
+            "{}",
+            gw.log_text()
+        );
+    }
+}
+
+/// `vecgate check` reads every certificate file as the gateway will and
+/// names the file and its line: a key readable by others, a key that is
+/// not the certificate's, a CA file that holds no certificate; a
+/// complete configuration passes.
+#[test]
+fn check_reads_certificate_files_with_their_lines() {
+    let pki = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
+    pki.leaf("a", "a.vecgate.test");
+    pki.leaf("b", "b.vecgate.test");
+    let mut files = TempFiles::default();
+    let check = |text: &str, files: &mut TempFiles| {
+        let f = files.write("check.toml", text);
+        let out = Command::new(vecgate_bin())
+            .args(["check", "--config", &f])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            f,
+        )
+    };
+    let (good, _) = vecgate_cfg(&pubkey_ike(&pki, true));
+    let (code, out, _) = check(&good, &mut files);
+    assert_eq!(code, Some(0), "{out}");
+    // The key of the other certificate.
+    let (wrong, _) = vecgate_cfg(&pubkey_ike(&pki, true).replace(
+        &*pki.path("a.key").to_string_lossy(),
+        &pki.path("b.key").to_string_lossy(),
+    ));
+    let (code, out, f) = check(&wrong, &mut files);
+    assert_eq!(code, Some(1), "{out}");
+    let line = line_of(&wrong, "cert_file");
+    assert!(
+        out.contains(&format!("{f}:{line}: tunnel ike0: cert_file")),
+        "{out}"
+    );
+    // A private key others may read.
+    let exposed = pki.path("exposed.key");
+    std::fs::write(&exposed, pki.read("a.key")).unwrap();
+    let (bad, _) = vecgate_cfg(&pubkey_ike(&pki, true).replace(
+        &*pki.path("a.key").to_string_lossy(),
+        &exposed.to_string_lossy(),
+    ));
+    let (code, out, f) = check(&bad, &mut files);
+    assert_eq!(code, Some(1), "{out}");
+    let line = line_of(&bad, "key_file");
+    assert!(
+        out.contains(&format!("{f}:{line}: tunnel ike0: key_file")) && out.contains("chmod 600"),
+        "{out}"
+    );
+    // A CA file without a certificate.
+    let (bad, _) = vecgate_cfg(&pubkey_ike(&pki, true).replace(
+        &*pki.path("root.pem").to_string_lossy(),
+        &pki.path("a.key").to_string_lossy(),
+    ));
+    let (code, out, f) = check(&bad, &mut files);
+    assert_eq!(code, Some(1), "{out}");
+    let line = line_of(&bad, "ca_files");
+    assert!(
+        out.contains(&format!("{f}:{line}: tunnel ike0: ca_files")),
+        "{out}"
+    );
+    // Keys the methods do not use, and a missing one.
+    let (bad, _) = vecgate_cfg(&format!(
+        "auth = \"pubkey\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nremote_auth = \"psk\"\nca_files = [\"{}\"]\n",
+        pki.path("a.pem").display(),
+        pki.path("a.key").display(),
+        pki.path("root.pem").display(),
+    ));
+    let (code, out, _) = check(&bad, &mut files);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("missing required key \"psk_file\"")
+            && out.contains("ca_files is not used with auth = \"pubkey\", remote_auth = \"psk\""),
+        "{out}"
+    );
+}
+
+/// The 1-based line of `text` that holds `key = `.
+fn line_of(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| l.starts_with(&format!("{key} = ")))
+        .unwrap()
+        + 1
+}
+
+/// charon (initiating) and vecgate authenticate with certificates; then
+/// charon's certificate is revoked in the CRL vecgate reads, and `vecgate
+/// reload` makes the next rekey charon asks for fail: vecgate answers
+/// AUTHENTICATION_FAILED, deletes the IKE SA with its child SAs, and
+/// says why in its log and in `GET /ike`.
+#[test]
+fn a_revoked_peer_is_refused_at_the_next_rekey_after_a_reload() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pki = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
+    pki.leaf("a", "a.vecgate.test");
+    pki.leaf("b", "b.vecgate.test");
+    pki.crl(&[]);
+    let Sites { h1, h2, ga, gb, .. } = Sites::new();
+    charon::router(&gb, &h2, "", &[]);
+    let ch = charon_with_certs(&gb, &pki, true);
+    let ike = format!(
+        "{}crl_files = [\"{}\"]\n",
+        pubkey_ike(&pki, false),
+        pki.path("inter.crl").display()
+    );
+    let (cfg, api) = vecgate_cfg(&ike);
+    let gw = Gateway::start(&ga, &cfg);
+    let _ = ch.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
+    let st = wait_established(&api, &gw, 30);
+    assert_eq!(
+        st["auth"]["peer_cert"]["subject"], "C=CH, O=vecgate test, CN=b",
+        "{st:#}"
+    );
+    assert_eq!(st["auth"]["remote_method"], "ecdsa-sha256", "{st:#}");
+    assert_eq!(
+        st["local_cert"]["subject"], "C=CH, O=vecgate test, CN=a",
+        "{st:#}"
+    );
+    tcp_transfer(&h1, &h2, "10.2.0.2", 256 << 10);
+    // Revoked, and the gateway told.
+    pki.crl(&["b"]);
+    let (ok, out) = gw.reload(&cfg);
+    assert!(ok, "{out}");
+    assert!(
+        wait_until(10, || gw
+            .log_contains("certificates, keys and CRLs reloaded")),
+        "{}",
+        gw.log_text()
+    );
+    let out = ch.swanctl(&["--rekey", "--child", "net"]);
+    eprintln!("charon's rekey: {out}");
+    assert!(
+        wait_until(20, || {
+            let st = charon::ike_state(&api);
+            st["state"] != "established" && st["child_sas"].as_array().is_none_or(|c| c.is_empty())
+        }),
+        "{:#}\n{}",
+        charon::ike_state(&api),
+        gw.log_text()
+    );
+    assert!(gw.log_contains("certificate revoked"), "{}", gw.log_text());
+    assert!(
+        wait_until(10, || ch.log().contains("AUTH_FAILED")),
+        "charon was not told:\n{}",
+        ch.log()
+    );
+    // No ESP SA left in the dataplane (an inbound SA outlives its child SA
+    // for a grace period of stragglers).
+    assert!(
+        wait_until(10, || charon::cli_json(&api, "sa")
+            .as_array()
+            .is_some_and(Vec::is_empty)),
+        "{:#}",
+        charon::cli_json(&api, "sa")
+    );
+}
