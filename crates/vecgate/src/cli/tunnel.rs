@@ -13,6 +13,7 @@ pub enum TunnelCmd {
     ///
     /// ipsec, static keys: --sa-out SPI:ALG:KEYFILE --sa-in SPI:ALG:KEYFILE
     /// [--traffic PREFIX]... [--nat-t]; keyed by IKEv2: --ike-psk-file F
+    /// or --ike-cert-file F --ike-key-file F --ike-ca-file F
     /// [--ike-remote-id ID] [--ike-responder] ... (key files are read by
     /// the gateway; keys never go on the command line).
     Add {
@@ -52,7 +53,14 @@ pub enum TunnelCmd {
 }
 
 /// The `[[tunnel]]` IPsec keys of `vecgate tunnel add NAME ipsec ...`.
+/// IKEv2 keys it with a PSK file, a certificate, or both (one for each
+/// direction): the other IKE options need one of them.
 #[derive(clap::Args, Debug, Default)]
+#[command(group(
+    clap::ArgGroup::new("ike")
+        .multiple(true)
+        .args(["ike_psk_file", "ike_cert_file"])
+))]
 pub struct IpsecArgs {
     /// Remote prefix of the SPD (routed into the tunnel, accepted from
     /// it); repeatable.
@@ -71,34 +79,53 @@ pub struct IpsecArgs {
     /// IKEv2 with the pre-shared key in this file (on the gateway).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["sa_out", "sa_in"])]
     pub ike_psk_file: Option<String>,
-    #[arg(long, requires = "ike_psk_file")]
+    /// IKEv2 signing with this certificate (PEM, intermediates may
+    /// follow; on the gateway): `auth = "pubkey"`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sa_out", "sa_in"])]
+    pub ike_cert_file: Option<String>,
+    /// The certificate's private key (on the gateway, mode 0600).
+    #[arg(long, value_name = "FILE", requires = "ike_cert_file")]
+    pub ike_key_file: Option<String>,
+    /// A CA the peer's certificate must chain to; repeatable.
+    #[arg(long, value_name = "FILE", requires = "ike")]
+    pub ike_ca_file: Vec<String>,
+    /// A CRL of those CAs; repeatable.
+    #[arg(long, value_name = "FILE", requires = "ike_ca_file")]
+    pub ike_crl_file: Vec<String>,
+    /// The peer's own certificate, trusted as is.
+    #[arg(long, value_name = "FILE", requires = "ike")]
+    pub ike_remote_cert_file: Option<String>,
+    /// How the peer authenticates: psk or pubkey (default: as we do).
+    #[arg(long, value_name = "METHOD", requires = "ike")]
+    pub ike_remote_auth: Option<vecgate_config::IkeAuth>,
+    #[arg(long, requires = "ike")]
     pub ike_local_id: Option<String>,
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub ike_remote_id: Option<String>,
     /// IKE proposal, strongSwan syntax; repeatable.
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub ike_proposal: Vec<String>,
     /// ESP proposal, strongSwan syntax; repeatable.
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub esp_proposal: Vec<String>,
     /// Wait for the peer instead of initiating.
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub ike_responder: bool,
     /// Seconds between liveness checks.
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub dpd: Option<u64>,
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub ike_lifetime: Option<u64>,
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub child_lifetime: Option<u64>,
     /// Packets until each child SA stops (rekeyed at 85 %).
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub child_lifetime_packets: Option<u64>,
     /// Bytes until each child SA stops (rekeyed at 85 %).
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub child_lifetime_bytes: Option<u64>,
     /// Our traffic selector; repeatable (default: the VRF's networks).
-    #[arg(long, requires = "ike_psk_file")]
+    #[arg(long, requires = "ike")]
     pub local_traffic: Vec<String>,
 }
 
@@ -144,14 +171,27 @@ impl IpsecArgs {
         if !sas.is_empty() {
             spec.sa = Some(sas);
         }
-        if let Some(psk) = &self.ike_psk_file {
+        if self.ike_psk_file.is_some() || self.ike_cert_file.is_some() {
             let local_traffic = self
                 .local_traffic
                 .iter()
                 .map(|p| p.parse().map_err(|e| format!("--local-traffic {p}: {e}")))
                 .collect::<Result<_, String>>()?;
+            let auth = if self.ike_cert_file.is_some() {
+                vecgate_config::IkeAuth::Pubkey
+            } else {
+                vecgate_config::IkeAuth::Psk
+            };
+            let files = |v: &[String]| v.iter().map(Into::into).collect();
             spec.ike = Some(vecgate_config::IkeSettings {
-                psk_file: psk.into(),
+                auth,
+                remote_auth: self.ike_remote_auth,
+                psk_file: self.ike_psk_file.clone().unwrap_or_default().into(),
+                cert_file: self.ike_cert_file.as_ref().map(Into::into),
+                key_file: self.ike_key_file.as_ref().map(Into::into),
+                ca_files: files(&self.ike_ca_file),
+                crl_files: files(&self.ike_crl_file),
+                remote_cert_file: self.ike_remote_cert_file.as_ref().map(Into::into),
                 local_id: self.ike_local_id.clone(),
                 remote_id: self.ike_remote_id.clone(),
                 ike_proposals: self.ike_proposal.clone(),
