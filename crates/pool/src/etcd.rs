@@ -105,10 +105,17 @@ pub(crate) async fn bounded<T>(
     }
 }
 
+/// HTTP/2 pings on the client's connections: no more often than etcd's
+/// server allows (`--grpc-keepalive-min-time`, 5 s by default; a client
+/// that pings more often is sent GOAWAY and its requests in flight fail
+/// with a broken pipe). Requests and the fence have timeouts of their own.
+const PING_EVERY: Duration = Duration::from_secs(10);
+const PING_TIMEOUT: Duration = Duration::from_secs(3);
+
 fn options(tls: &Option<TlsFiles>, require_leader: bool) -> ConnectOptions {
     let mut o = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(1))
-        .with_keep_alive(Duration::from_secs(1), Duration::from_secs(1))
+        .with_keep_alive(PING_EVERY, PING_TIMEOUT)
         .with_require_leader(require_leader);
     if let Some(t) = tls {
         let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(&t.ca_pem));

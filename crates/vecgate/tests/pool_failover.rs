@@ -386,6 +386,44 @@ fn kill9_moves_a_connection_with_its_address() {
         wait_until(30, || common::ping_ok(&pe, "-c1 -W1 10.102.0.1")),
         "c2 answers on {new_owner} after the drain"
     );
+    // `pool show` as an operator reads it.
+    let out = cli(&apis[new], &["pool", "show"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("pool pf") && text.contains(&new_owner),
+        "{text}"
+    );
+
+    // A member with another pool key is refused at start-up, by name,
+    // before it registers (in the dead member's namespace, its netdevs
+    // free again).
+    let wrong = dir.join("wrong.key");
+    common::write_secret(&wrong, "22".repeat(32));
+    let cfg = dir.join("wrong.toml");
+    std::fs::write(
+        &cfg,
+        config(
+            old as u8 + 1,
+            &apis[old],
+            &etcd,
+            &wrong.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let out = Command::new("timeout")
+        .args(["60", "ip", "netns", "exec", &gs[old].name])
+        .arg(vecgate_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("vecgate run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("pool_key_file does not match"),
+        "{err}"
+    );
+    let p = pool_show(&apis[new]);
+    assert_eq!(p["members"].as_array().map(Vec::len), Some(2), "{p}");
     drop(gws);
     let _ = std::fs::remove_dir_all(&dir);
 }
