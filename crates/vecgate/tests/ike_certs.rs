@@ -14,7 +14,7 @@ mod common;
 
 use charon::{wait_established, Auth, Charon, CharonCfg};
 use common::sites::Sites;
-use common::{tcp_transfer, unique, vecgate_bin, wait_until, Gateway, Netns, TempFiles};
+use common::{tcp_transfer, unique, vecgate_bin, wait_until, Capture, Gateway, Netns, TempFiles};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
@@ -118,6 +118,17 @@ impl Pki {
     /// `inter.crl`: the intermediate CA's CRL, listing the certificates
     /// of `revoked` (end entity names).
     fn crl(&self, revoked: &[&str]) {
+        self.ca_db();
+        for r in revoked {
+            self.openssl(&format!(
+                "ca -config ca.cnf -keyfile inter.key -cert inter.crt -revoke {r}.crt"
+            ));
+        }
+        self.openssl("ca -config ca.cnf -keyfile inter.key -cert inter.crt -gencrl -out inter.crl");
+    }
+
+    /// A fresh `openssl ca` database for the intermediate CA.
+    fn ca_db(&self) {
         std::fs::write(
             self.path("ca.cnf"),
             "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\ncrlnumber = crlnumber\nnew_certs_dir = .\nserial = serial\ndefault_md = sha256\ndefault_crl_days = 30\npolicy = p\n[p]\ncommonName = supplied\n",
@@ -125,12 +136,18 @@ impl Pki {
         .unwrap();
         std::fs::write(self.path("index.txt"), "").unwrap();
         std::fs::write(self.path("crlnumber"), "01\n").unwrap();
-        for r in revoked {
-            self.openssl(&format!(
-                "ca -config ca.cnf -keyfile inter.key -cert inter.crt -revoke {r}.crt"
-            ));
-        }
-        self.openssl("ca -config ca.cnf -keyfile inter.key -cert inter.crt -gencrl -out inter.crl");
+        std::fs::write(self.path("serial"), "1000\n").unwrap();
+    }
+
+    /// End entity `name` (made by [`Pki::leaf`]) signed again by the
+    /// intermediate as `out.crt`, valid from `start` to `end` (openssl
+    /// `YYYYMMDDHHMMSSZ`).
+    fn redate(&self, name: &str, out: &str, start: &str, end: &str) {
+        self.ca_db();
+        self.openssl(&format!(
+            "ca -config ca.cnf -batch -notext -keyfile inter.key -cert inter.crt -in {name}.csr \
+             -out {out}.crt -startdate {start} -enddate {end} -extfile {name}.ext"
+        ));
     }
 
     fn path(&self, f: &str) -> PathBuf {
@@ -239,6 +256,7 @@ fn charon_with_certs(ns: &Netns, pki: &Pki, initiate: bool) -> Charon {
             local: Some("auth = pubkey\n      certs = b.pem"),
             remote: Some("auth = pubkey"),
             files: &refs,
+            ike_keys_logged: false,
         },
     )
 }
@@ -562,5 +580,161 @@ fn vecgate_to_vecgate_with_certificates() {
         eprintln!("{newkey}: ESP packets a out {a_out} in {a_in}, b out {b_out} in {b_in}");
         assert!(a_out > 700 && b_out > 700, "{a_out} {b_out}");
         assert_eq!((a_out, b_out), (b_in, a_in));
+    }
+}
+
+/// Each way a peer's certificate is refused, judged on the wire: charon
+/// initiates with a certificate that is expired, not yet valid, revoked
+/// (in the CRL vecgate reads), for another identity, or from an unknown
+/// CA. vecgate answers its IKE_AUTH with AUTHENTICATION_FAILED (tshark
+/// decrypts the exchange with the keys charon logged), logs the reason,
+/// and installs no child SA.
+#[test]
+fn each_refusal_is_authentication_failed_on_the_wire() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pki = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
+    pki.leaf("a", "a.vecgate.test");
+    for n in ["b", "brev", "bid"] {
+        pki.leaf(
+            n,
+            if n == "bid" {
+                "c.vecgate.test"
+            } else {
+                "b.vecgate.test"
+            },
+        );
+    }
+    pki.redate("b", "bexp", "20200101000000Z", "20200201000000Z");
+    pki.redate("b", "bnyv", "21000101000000Z", "21000201000000Z");
+    pki.crl(&["brev"]);
+    let other = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
+    other.leaf("b", "b.vecgate.test");
+    let Sites {
+        ga,
+        gb,
+        h1: _h1,
+        h2,
+        ..
+    } = Sites::new();
+    charon::router(&gb, &h2, "", &[]);
+    let ike = format!(
+        "{}crl_files = [\"{}\"]\n",
+        pubkey_ike(&pki, false),
+        pki.path("inter.crl").display()
+    );
+    let (cfg, api) = vecgate_cfg(&ike);
+    let gw = Gateway::start(&ga, &cfg);
+    // (charon's certificate: PKI, file, key; its identity; vecgate's reason)
+    let cases: [(&Pki, &str, &str, &str, &str); 5] = [
+        (
+            &pki,
+            "bexp.crt",
+            "b.key",
+            "b.vecgate.test",
+            "certificate expired",
+        ),
+        (&pki, "bnyv.crt", "b.key", "b.vecgate.test", "not yet valid"),
+        (
+            &pki,
+            "brev.crt",
+            "brev.key",
+            "b.vecgate.test",
+            "certificate revoked",
+        ),
+        (
+            &pki,
+            "bid.crt",
+            "bid.key",
+            "c.vecgate.test",
+            "identity mismatch",
+        ),
+        (&other, "b.crt", "b.key", "b.vecgate.test", "unknown CA"),
+    ];
+    for (p, crt, key, id, reason) in cases {
+        let files: Vec<(&str, Vec<u8>)> = vec![
+            ("x509ca/root.pem", pki.read("root.pem")),
+            ("x509ca/inter.pem", p.read("inter.pem")),
+            ("x509/b.pem", p.read(crt)),
+            ("pkcs8/b.key", p.read(key)),
+        ];
+        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+        let ch = Charon::start_auth(
+            &gb,
+            &CharonCfg {
+                local: "192.0.2.2",
+                remote: "192.0.2.1",
+                local_id: id,
+                remote_id: "a.vecgate.test",
+                local_ts: "10.2.0.0/24",
+                remote_ts: "10.1.0.0/24",
+                ike: "aes256gcm16-prfsha256-x25519",
+                esp: "aes256gcm16",
+                psk: "unused",
+                initiate: true,
+            },
+            "",
+            &Auth {
+                local: Some("auth = pubkey\n      certs = b.pem"),
+                remote: Some("auth = pubkey"),
+                files: &refs,
+                ike_keys_logged: true,
+            },
+        );
+        let mut cap = Capture::start_with(&gb, "b-wan", "", "udp port 500 or udp port 4500");
+        let _ = ch.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
+        assert!(
+            wait_until(20, || gw.log_contains(reason)),
+            "{reason}: {}\ncharon:\n{}",
+            gw.log_text(),
+            ch.log()
+        );
+        assert!(
+            wait_until(10, || ch
+                .log()
+                .contains("received AUTHENTICATION_FAILED notify error")),
+            "{reason}: charon was not told:\n{}",
+            ch.log()
+        );
+        let pcap = cap.stop().to_path_buf();
+        // The IKE SA's SPIs from the capture, its keys from charon's log.
+        let spis = common::tshark(
+            &pcap,
+            "isakmp.exchangetype == 35",
+            "-e isakmp.ispi -e isakmp.rspi",
+        );
+        let (ispi, rspi) = spis
+            .last()
+            .and_then(|l| l.split_once('\t'))
+            .map(|(i, r)| (i.replace(':', ""), r.replace(':', "")))
+            .unwrap_or_else(|| panic!("{reason}: no IKE_AUTH captured"));
+        let keys = ch.ike_keys();
+        let (sk_ei, sk_er) = keys.last().expect("charon logged the IKE SA's keys");
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let uat = format!(
+            "-o 'uat:ikev2_decryption_table:{ispi},{rspi},{},{},\"AES-GCM-256 with 16 octet ICV [RFC5282]\",,,\"NONE [RFC4306]\"'",
+            hex(sk_ei),
+            hex(sk_er)
+        );
+        let answers = common::tshark(
+            &pcap,
+            "ip.src == 192.0.2.1 && isakmp.exchangetype == 35",
+            &format!("{uat} -e isakmp.notify.msgtype"),
+        );
+        eprintln!("{reason}: vecgate's IKE_AUTH answers, notify types: {answers:?}");
+        assert!(
+            !answers.is_empty() && answers.iter().all(|l| l.split(',').any(|t| t == "24")),
+            "{reason}: no AUTHENTICATION_FAILED (24) in vecgate's IKE_AUTH answer: {answers:?}"
+        );
+        let st = charon::ike_state(&api);
+        assert!(
+            st["child_sas"].as_array().is_none_or(|c| c.is_empty()),
+            "{reason}: {st:#}"
+        );
+        assert_eq!(
+            charon::cli_json(&api, "sa"),
+            serde_json::Value::Array(vec![]),
+            "{reason}"
+        );
+        drop(ch);
     }
 }

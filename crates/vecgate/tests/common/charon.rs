@@ -40,6 +40,9 @@ pub struct Auth<'a> {
     /// Files written into its SWANCTL_DIR before it starts (`x509/`,
     /// `x509ca/`, `x509crl/`, `pkcs8/`).
     pub files: &'a [(&'a str, &'a [u8])],
+    /// The IKE SA's keys in charon's log (`ike = 4`; [`Charon::ike_keys`]),
+    /// so that tshark decrypts its exchanges. Test keys only.
+    pub ike_keys_logged: bool,
 }
 
 /// A running charon; killed (by its pid) and its directory removed on drop.
@@ -72,6 +75,55 @@ impl Charon {
     /// peer would. Test keys only.
     pub fn start_keys_logged(ns: &Netns, c: &CharonCfg<'_>) -> Charon {
         Charon::start_with(ns, c, "", "", 4, &Auth::default())
+    }
+
+    /// The keys charon logged for its IKE SAs (with
+    /// [`Auth::ike_keys_logged`]): `(SK_ei, SK_er)` in the order of
+    /// their negotiation.
+    pub fn ike_keys(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        // `Sk_ei secret => 36 bytes @ 0x...`, then rows of 16 bytes.
+        let secret = |at: usize| {
+            let n: usize = lines[at]
+                .split("=> ")
+                .nth(1)
+                .and_then(|x| x.split(' ').next())
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0);
+            let mut key = Vec::new();
+            for l in &lines[at + 1..] {
+                let Some((_, rest)) = l.split_once("[IKE]") else {
+                    break;
+                };
+                let Some((off, bytes)) = rest.trim_start().split_once(": ") else {
+                    break;
+                };
+                if off.parse::<usize>().is_err() {
+                    break;
+                }
+                key.extend(
+                    bytes
+                        .split_whitespace()
+                        .take(16)
+                        .map_while(|b| u8::from_str_radix(b, 16).ok()),
+                );
+            }
+            key.truncate(n);
+            key
+        };
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            if l.contains("Sk_ei secret =>") {
+                if let Some(j) = lines[i..]
+                    .iter()
+                    .position(|l| l.contains("Sk_er secret =>"))
+                {
+                    out.push((secret(i), secret(i + j)));
+                }
+            }
+        }
+        out
     }
 
     /// The last child SA key charon logged as `what` ("encryption
@@ -132,6 +184,7 @@ impl Charon {
             std::fs::write(p, data).unwrap();
         }
         let d = dir.display().to_string();
+        let ike_level = if auth.ike_keys_logged { 4 } else { 2 };
         std::fs::write(
             dir.join("strongswan.conf"),
             format!(
@@ -147,7 +200,7 @@ impl Charon {
     log {{
       path = {d}/charon.log
       default = 1
-      ike = 2
+      ike = {ike_level}
       chd = {chd_level}
       cfg = 2
       esp = 1
