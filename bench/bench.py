@@ -1200,6 +1200,98 @@ def scenario_ike(args):
     return rows
 
 
+CHARON_ALGS = ["aes128gcm16", "aes256gcm16", "aes128-sha1", "aes256-sha256"]
+
+
+def tcp_segments(ns):
+    """(Tcp OutSegs, RetransSegs) of a namespace (/proc/net/snmp)."""
+    lines = [l.split()[1:] for l in ns.sh("cat /proc/net/snmp").splitlines() if l.startswith("Tcp:")]
+    t = dict(zip(lines[0], (int(x) for x in lines[1])))
+    return t.get("OutSegs", 0), t.get("RetransSegs", 0)
+
+
+def scenario_charon(args):
+    """vecgate → strongSwan charon per ESP cipher (ESP in UDP: Debian's
+    libipsec always encapsulates), next to charon ↔ charon with the same
+    cipher, runs interleaved: throughput, the sender's TCP retransmits as
+    a share of its segments, and the ESP packets vecgate counted as sealed
+    against the UDP datagrams that reached charon's sockets (and how many
+    of those its sockets dropped, receive buffer full)."""
+    import peers
+    import vecgate_topo as vt
+    contenders = []
+    for alg in CHARON_ALGS:
+        contenders.append((f"vecgate-charon-{alg}", f"vecgate → charon {alg}",
+                           lambda alg=alg: vt.VecgateCharon(proposal=alg)))
+        contenders.append((f"charon-charon-{alg}", f"charon ↔ charon {alg}",
+                           lambda alg=alg: peers.StrongswanEsp(proposal=alg)))
+    contenders = [c for c in contenders if not args.only or c[0] in args.only.split(",")]
+    labels = {k: l for k, l, _ in contenders}
+    topos, skipped = build_all(contenders, "charon")
+    results = {}
+    try:
+        for i in range(args.runs):
+            for key, topo in topos.items():
+                log(f"[charon] {key:28s} run {i + 1}/{args.runs}")
+                quiesce(topos, topo)
+                c0 = topo.counters() if hasattr(topo, "counters") else None
+                s0 = tcp_segments(topo.h1)
+                try:
+                    res = perf_run(topo, 1, args.duration)
+                except Exception as e:
+                    log(f"           failed: {e}")
+                    continue
+                s1 = tcp_segments(topo.h1)
+                res["segments"], res["retrans_segs"] = s1[0] - s0[0], s1[1] - s0[1]
+                res["retrans_pct"] = 100.0 * res["retrans_segs"] / max(res["segments"], 1)
+                if c0:
+                    c1 = topo.counters()
+                    res["sealed"], res["at_charon"], res["charon_drops"] = (b - a for a, b in zip(c0, c1))
+                results.setdefault(key, []).append(res)
+                log(f"           {res['gbps']:.2f} Gbit/s, {res['retrans_pct']:.2f} % retransmitted"
+                    + (f", {res['sealed']} ESP sealed, {res['at_charon']} at charon ({res['charon_drops']} "
+                       "dropped by its socket)" if c0 else ""))
+    finally:
+        quiesce(topos)
+        for t in topos.values():
+            t.close()
+    rows = []
+    for key, runs in results.items():
+        row = {"scenario": "charon", "mode": key, "label": labels[key], "runs": len(runs),
+               "gbps": median_of(runs, "gbps"), "all_gbps": [r["gbps"] for r in runs],
+               "retrans_pct": median_of(runs, "retrans_pct")}
+        if "sealed" in runs[0]:
+            row["sealed"] = sum(r["sealed"] for r in runs)
+            row["at_charon"] = sum(r["at_charon"] for r in runs)
+            row["charon_drops"] = sum(r["charon_drops"] for r in runs)
+        rows.append(row)
+    for key, (label, why) in skipped.items():
+        rows.append({"scenario": "charon", "mode": key, "label": label, "skipped": why})
+    return rows
+
+
+def table_charon(rows):
+    lines = ["| cipher | vecgate → charon Gbit/s | charon ↔ charon Gbit/s | ratio | TCP retransmits, vecgate → charon "
+             "(charon ↔ charon) | ESP packets vecgate sealed / datagrams at charon's sockets | of which charon's "
+             "sockets dropped |", "|---|---|---|---|---|---|---|"]
+    by = {r["mode"]: r for r in rows}
+    for alg in CHARON_ALGS:
+        v, c = by.get(f"vecgate-charon-{alg}"), by.get(f"charon-charon-{alg}")
+        if not v and not c:
+            continue
+        if (v and v.get("skipped")) or (c and c.get("skipped")):
+            why = (v or {}).get("skipped") or (c or {}).get("skipped")
+            lines.append(f"| {alg} | skipped: {why} | | | | | |")
+            continue
+        vg, cg = (v or {}).get("gbps"), (c or {}).get("gbps")
+        ratio = f"{vg / cg:.2f}×" if vg and cg else "—"
+        counted = (f"{v['sealed']} / {v['at_charon']} ({v['at_charon'] / max(v['sealed'], 1):.3f}×)"
+                   if v and "sealed" in v else "—")
+        lines.append(f"| {alg} | {fmt(vg)} | {fmt(cg)} | {ratio} | {fmt((v or {}).get('retrans_pct'))} % "
+                     f"({fmt((c or {}).get('retrans_pct'))} %) | {counted} | {(v or {}).get('charon_drops', '—')} |")
+    return "\n".join(lines)
+
+
 def table_ike(rows):
     lines = ["| measurement | result |", "|---|---|"]
     for r in rows:
@@ -1253,7 +1345,7 @@ def table_fpm(rows):
 
 SCENARIOS = {"router": scenario_router, "smallpkt": scenario_smallpkt, "pps": scenario_pps, "iosize": scenario_iosize,
              "tunnels": scenario_tunnels, "rsc": scenario_rsc, "ntunnels": scenario_ntunnels,
-             "ike": scenario_ike, "tools": scenario_tools, "fpm": scenario_fpm}
+             "ike": scenario_ike, "tools": scenario_tools, "fpm": scenario_fpm, "charon": scenario_charon}
 
 LABELS = {"direct": "direct veth (no hop)", "kernel": "Linux kernel forwarding", "vecgate": "vecgate (AF_PACKET)",
           "vecgate-xdp": "vecgate (AF_XDP)", "floor": "I/O floor (vecgate-floor, AF_PACKET)",
@@ -1408,7 +1500,7 @@ def write_doc(mach, args, all_rows, doc):
         tables["placement"] = "\n".join(placement_lines())
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("pps", table_pps),
                         ("tunnels", table_tunnels), ("ntunnels", table_ntunnels), ("ike", table_ike),
-                        ("fpm", table_fpm), ("rsc", table_rsc), ("tools", table_tools), ("iosize", table_iosize)):
+                        ("charon", table_charon), ("fpm", table_fpm), ("rsc", table_rsc), ("tools", table_tools), ("iosize", table_iosize)):
         if all_rows.get(name):
             tables[name] = table(all_rows[name])
     if "crypto" in all_rows:
@@ -1455,7 +1547,7 @@ def main():
         json.dump({"machine": mach, "rows": all_rows, "placement": PLACEMENTS}, f, indent=1)
     for name, table in (("router", table_router), ("smallpkt", table_smallpkt), ("pps", table_pps), ("iosize", table_iosize),
                         ("tunnels", table_tunnels), ("rsc", table_rsc), ("ntunnels", table_ntunnels),
-                        ("ike", table_ike), ("tools", table_tools), ("fpm", table_fpm)):
+                        ("ike", table_ike), ("charon", table_charon), ("tools", table_tools), ("fpm", table_fpm)):
         if name in all_rows:
             print(table(all_rows[name]))
             print()

@@ -6,7 +6,7 @@ import os
 import time
 
 import peers
-from peers import UNDERLAY_A, UNDERLAY_B, _SiteToSite
+from peers import UNDERLAY_A, UNDERLAY_B, _SiteToSite, _wait
 
 
 def _bench():
@@ -285,3 +285,105 @@ via = "t{i}"
             with open(log) as f:
                 out.append(f"--- {log}\n" + "".join(f.readlines()[-30:]))
         return "\n".join(out)
+
+
+class VecgateCharon(peers.StrongswanEsp):
+    """vecgate on site A, strongSwan charon (kernel-libipsec) on site B:
+    vecgate initiates IKEv2 with a PSK and seals h1's traffic into ESP with
+    the negotiated `proposal`; charon opens it. Debian 12's libipsec always
+    encapsulates, so the ESP travels in UDP 4500 (RFC 3948) and vecgate
+    follows. Hosts get MTU 1400, charon's ipsec0 MTU. `counters()` reads
+    what vecgate counted as sealed next to what reached charon's UDP
+    stack, for the counted-vs-wire column."""
+
+    def __init__(self, proposal="aes128gcm16", ike="aes256-sha256-modp2048"):
+        super().__init__(proposal=proposal, ike=ike)
+
+    def _label(self):
+        return f"vecgate → strongSwan charon ESP in UDP ({self.proposal})"
+
+    def sock(self):
+        return os.path.join(_bench().OUT, f"{self.gwa.name}-a.sock")
+
+    def build(self):
+        self.label = self._label()
+        if not os.path.exists("/usr/lib/ipsec/charon"):
+            raise RuntimeError("strongSwan charon is not installed (scripts/install-deps.sh)")
+        self.routed_hosts(mtu=self.host_mtu)
+        self.gwb.sh(f"ip addr add {UNDERLAY_B}/24 dev b-u")
+        self._charon(self.gwb, "b", UNDERLAY_B, UNDERLAY_A, "10.2.0.0/24", "10.1.0.0/24")
+        # routed_hosts made gwA a kernel router: vecgate takes its netdevs.
+        self.gwa.sh("ip addr flush dev a-h1")
+        psk = os.path.join(self.dir, "psk")
+        with open(os.open(psk, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(self.PSK + "\n")
+        os.chmod(psk, 0o600)
+        cfg = f"""[gateway]
+name = "bench-charon"
+workers = 1
+api = "unix:{self.sock()}"
+state_dir = "{self.dir}/state-a"
+{_bench().GATEWAY_EXTRA}
+
+[[interface]]
+name = "lan"
+host = "a-h1"
+driver = "af_packet"
+addresses = ["10.1.0.1/24"]
+vrf = "blue"
+
+[[interface]]
+name = "wan"
+host = "a-u"
+driver = "af_packet"
+addresses = ["{UNDERLAY_A}/24"]
+
+[[tunnel]]
+name = "to-charon"
+kind = "ipsec"
+local = "{UNDERLAY_A}"
+remote = "{UNDERLAY_B}"
+vrf = "blue"
+traffic = ["10.2.0.0/24"]
+
+[tunnel.ike]
+psk_file = "{psk}"
+remote_id = "{UNDERLAY_B}"
+ike_proposals = ["{self.ike}"]
+esp_proposals = ["{self.proposal}"]
+initiate = true
+"""
+        path = os.path.join(self.dir, "gw-a.toml")
+        with open(path, "w") as f:
+            f.write(cfg)
+        self.gw_log = os.path.join(self.dir, "gw-a.log")
+        self.spawn(self.gwa, [_bench().GATEWAY, "run", "--config", path], "gw-a.log", gateway=True)
+        _wait(lambda: "INSTALLED, TUNNEL" in self.swanctl("b", "--list-sas", check=False), 40,
+              f"{self.label}: child SA installed at charon", [self.gw_log, self._log("b")])
+        sas = self.swanctl("b", "--list-sas", check=False)
+        self.negotiated = next((l.split("ESP:", 1)[1].strip() for l in sas.splitlines() if "ESP:" in l), None)
+        _wait(lambda: "ipsec0" in self.gwb.sh("ip route show table 220", check=False), 10,
+              f"charon route into ipsec0 (table 220) in {self.gwb.name}", [self._log("b")])
+
+    def counters(self):
+        """(ESP packets vecgate sealed, UDP datagrams that reached charon's
+        sockets, of which its sockets dropped): cumulative."""
+        import json
+        import subprocess
+        out = subprocess.run([_bench().VECGATE, "show", "errors", "--api", self.sock(), "--json"],
+                             capture_output=True, text=True).stdout
+        sealed = sum(e.get("count", 0) for e in json.loads(out or "[]")
+                     if e.get("node") == "esp-encrypt" and e.get("reason") == "encrypted")
+        snmp = self.gwb.sh("cat /proc/net/snmp", check=False).splitlines()
+        udp = [l.split()[1:] for l in snmp if l.startswith("Udp:")]
+        if len(udp) < 2:
+            return sealed, 0, 0
+        u = dict(zip(udp[0], (int(x) for x in udp[1])))
+        return sealed, u.get("InDatagrams", 0) + u.get("InErrors", 0), u.get("InErrors", 0)
+
+    def diagnostics(self):
+        s = super().diagnostics()
+        if getattr(self, "gw_log", None) and os.path.exists(self.gw_log):
+            with open(self.gw_log) as f:
+                s += f"--- {self.gw_log}\n" + "".join(f.readlines()[-30:])
+        return s
