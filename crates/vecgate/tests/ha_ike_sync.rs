@@ -21,8 +21,9 @@
 mod charon;
 mod common;
 
-use charon::{cli_json, Charon, CharonCfg};
+use charon::{cli_json, Auth, Charon, CharonCfg};
 use common::ha_pair::*;
+use common::pki::Pki;
 use common::*;
 use std::time::Duration;
 
@@ -34,8 +35,9 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The pair's IKE tunnel (gb runs charon, not vecgate).
-fn ike_tunnel(psk_file: &str) -> String {
+/// The pair's IKE tunnel (gb runs charon, not vecgate); `auth`: its
+/// `[tunnel.ike]` lines that say how the two sides authenticate.
+fn ike_tunnel(auth: &str) -> String {
     format!(
         r#"
 [[tunnel]]
@@ -46,8 +48,7 @@ remote = "{GB_WAN}"
 traffic = ["10.2.0.0/24"]
 
 [tunnel.ike]
-psk_file = "{psk_file}"
-remote_id = "gw-b.example.net"
+{auth}
 ike_proposals = ["aes256gcm16-prfsha256-x25519"]
 esp_proposals = ["aes128gcm16"]
 initiate = true
@@ -115,6 +116,19 @@ fn charon_failures(log: &str) -> Vec<String> {
 
 #[test]
 fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
+    kill9(false);
+}
+
+/// As above with certificates both ways (ECDSA P-256 through an
+/// intermediate CA): the standby adopts the cert-authenticated IKE SA with
+/// the peer's chain, shows it, and re-checks it when charon rekeys the
+/// child SA on the new active (no new IKE_SA_INIT).
+#[test]
+fn ike_kill9_with_certificates_keeps_the_ike_sa_and_rechecks_the_peer() {
+    kill9(true);
+}
+
+fn kill9(certs: bool) {
     let dir = std::env::temp_dir().join(unique("his"));
     std::fs::create_dir_all(&dir).unwrap();
     struct Rm(std::path::PathBuf);
@@ -128,13 +142,31 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
     write_secret(&psk, format!("{PSK}\n"));
     let sync_key = dir.join("sync.key");
     write_secret(&sync_key, hex(&[0x6b; 32]));
-    let psk_path = psk.display().to_string();
+    let pki = certs.then(|| {
+        let p = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
+        p.leaf("a", "a.vecgate.test");
+        p.leaf("b", "b.vecgate.test");
+        p
+    });
+    let auth = match &pki {
+        None => format!(
+            "psk_file = \"{}\"\nremote_id = \"gw-b.example.net\"",
+            psk.display()
+        ),
+        Some(k) => format!(
+            "auth = \"pubkey\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nca_files = [\"{}\"]\nlocal_id = \"a.vecgate.test\"\nremote_id = \"b.vecgate.test\"",
+            k.path("a.pem").display(),
+            k.path("a.key").display(),
+            k.path("root.pem").display()
+        ),
+    };
+    let tunnel = ike_tunnel(&auth);
     let mut p = HaPair::new(
         HaOpts {
             preempt: false,
             ..HaOpts::default()
         },
-        move |_| ike_tunnel(&psk_path),
+        move |_| tunnel.clone(),
     );
     // gb: a kernel router in front of charon (libipsec wants MTU-sized
     // segments: no offloads on its path).
@@ -161,23 +193,46 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
     });
     // charon answers; its liveness checks run every 2 s, so they cross
     // the failover.
-    let ch = Charon::start_ext(
-        &p.gb,
-        &CharonCfg {
-            local: GB_WAN,
-            remote: WAN_VIP,
-            local_id: "gw-b.example.net",
-            remote_id: WAN_VIP,
-            local_ts: "10.2.0.0/24",
-            remote_ts: "10.1.0.0/24",
-            ike: "aes256gcm16-prfsha256-x25519",
-            esp: "aes128gcm16",
-            psk: PSK,
-            initiate: false,
-        },
-        "dpd_delay = 2s",
-        "",
-    );
+    let cfg = |local_id, remote_id| CharonCfg {
+        local: GB_WAN,
+        remote: WAN_VIP,
+        local_id,
+        remote_id,
+        local_ts: "10.2.0.0/24",
+        remote_ts: "10.1.0.0/24",
+        ike: "aes256gcm16-prfsha256-x25519",
+        esp: "aes128gcm16",
+        psk: PSK,
+        initiate: false,
+    };
+    let ch = match &pki {
+        None => Charon::start_ext(
+            &p.gb,
+            &cfg("gw-b.example.net", WAN_VIP),
+            "dpd_delay = 2s",
+            "",
+        ),
+        Some(k) => {
+            let files: Vec<(&str, Vec<u8>)> = vec![
+                ("x509ca/root.pem", k.read("root.pem")),
+                ("x509ca/inter.pem", k.read("inter.pem")),
+                ("x509/b.pem", k.read("b.crt")),
+                ("pkcs8/b.key", k.read("b.key")),
+            ];
+            let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+            Charon::start_auth(
+                &p.gb,
+                &cfg("b.vecgate.test", "a.vecgate.test"),
+                "dpd_delay = 2s",
+                &Auth {
+                    local: Some("auth = pubkey\n      certs = b.pem"),
+                    remote: Some("auth = pubkey"),
+                    files: &refs,
+                    ike_keys_logged: false,
+                },
+            )
+        }
+    };
     p.start(Member::A1);
     p.wait_roles(Member::A1, None, 30);
     let api1 = p.api(Member::A1);
@@ -291,6 +346,34 @@ fn ike_kill9_new_active_keeps_charons_ike_and_child_sas() {
     );
     let st2 = cli_json(&p.api(Member::A2), "ike")[0].clone();
     assert_eq!(st2["state"], "established", "{st2:#}");
+    if certs {
+        // The adopted IKE SA keeps how both sides authenticated, and the
+        // peer's chain: a rekey charon asks of the new active re-checks
+        // it and succeeds, still without a new IKE_SA_INIT.
+        assert_eq!(st2["auth"]["remote_method"], "ecdsa-sha256", "{st2:#}");
+        assert_eq!(
+            st2["auth"]["peer_cert"]["subject"], "C=CH, O=vecgate test, CN=b",
+            "{st2:#}"
+        );
+        let rekeys = st2["child_rekeys"].as_u64().unwrap_or(0);
+        let out = ch.swanctl(&["--rekey", "--child", "net"]);
+        eprintln!("charon's rekey: {out}");
+        let api2 = p.api(Member::A2);
+        let mut st = serde_json::Value::Null;
+        assert!(
+            wait_until(30, || {
+                st = cli_json(&api2, "ike")[0].clone();
+                st["child_rekeys"].as_u64().unwrap_or(0) > rekeys && st["state"] == "established"
+            }),
+            "{st:#}\n{}",
+            p.gw(Member::A2).log_text()
+        );
+        warm_up(&p.h1, H2);
+        let log = ch.log();
+        assert_eq!(log.matches("IKE_SA_INIT").count(), inits_before, "{log}");
+        assert!(!log.contains("AUTH_FAILED"), "{log}");
+        return;
+    }
 
     // a1 comes back as backup (no preemption): it says nothing to charon
     // and holds a2's IKE SA as its shadow. A planned switchover hands the

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod ha_pair;
+pub mod pki;
 pub mod sites;
 pub mod wire_judge;
 
