@@ -8,6 +8,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+mod pool;
+
 type Labels = Vec<(String, String)>;
 
 fn counter_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
@@ -337,6 +339,7 @@ pub fn render(ctl: &Control) -> String {
     }
     fpm(ctl, &mut reg);
     vrrp(ctl, &mut reg);
+    pool::pool(ctl, &mut reg);
 
     let mut out = String::new();
     // Writing into a String cannot fail.

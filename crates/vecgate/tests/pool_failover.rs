@@ -394,6 +394,16 @@ fn kill9_moves_a_connection_with_its_address() {
         "{text}"
     );
 
+    // Its metrics say the same.
+    let sock = apis[new].trim_start_matches("unix:");
+    let metrics = sh(&format!("curl -s --unix-socket {sock} http://gw/metrics"));
+    for line in [
+        "vecgate_pool_serving{pool=\"pf\"} 1",
+        "vecgate_pool_members{pool=\"pf\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+
     // A member with another pool key is refused at start-up, by name,
     // before it registers (in the dead member's namespace, its netdevs
     // free again).
