@@ -93,11 +93,34 @@ fn site_ike(pki: &Pki, me: &str, peer: &str, initiate: bool) -> String {
 
 /// charon as gwB with certificate `b` of `pki`.
 fn charon_with_certs(ns: &Netns, pki: &Pki, initiate: bool) -> Charon {
+    charon_signing(
+        ns,
+        pki,
+        pki,
+        ("b.crt", "b.key"),
+        "b.vecgate.test",
+        initiate,
+        false,
+    )
+}
+
+/// charon as gwB trusting `trust`'s root, with identity `id` and the
+/// certificate and key `(crt, key)` of `p`; its IKE keys logged with
+/// `keys_logged`.
+fn charon_signing(
+    ns: &Netns,
+    trust: &Pki,
+    p: &Pki,
+    (crt, key): (&str, &str),
+    id: &str,
+    initiate: bool,
+    keys_logged: bool,
+) -> Charon {
     let files: Vec<(&str, Vec<u8>)> = vec![
-        ("x509ca/root.pem", pki.read("root.pem")),
-        ("x509ca/inter.pem", pki.read("inter.pem")),
-        ("x509/b.pem", pki.read("b.crt")),
-        ("pkcs8/b.key", pki.read("b.key")),
+        ("x509ca/root.pem", trust.read("root.pem")),
+        ("x509ca/inter.pem", p.read("inter.pem")),
+        ("x509/b.pem", p.read(crt)),
+        ("pkcs8/b.key", p.read(key)),
     ];
     let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     Charon::start_auth(
@@ -105,7 +128,7 @@ fn charon_with_certs(ns: &Netns, pki: &Pki, initiate: bool) -> Charon {
         &CharonCfg {
             local: "192.0.2.2",
             remote: "192.0.2.1",
-            local_id: "b.vecgate.test",
+            local_id: id,
             remote_id: "a.vecgate.test",
             local_ts: "10.2.0.0/24",
             remote_ts: "10.1.0.0/24",
@@ -119,7 +142,7 @@ fn charon_with_certs(ns: &Netns, pki: &Pki, initiate: bool) -> Charon {
             local: Some("auth = pubkey\n      certs = b.pem"),
             remote: Some("auth = pubkey"),
             files: &refs,
-            ike_keys_logged: false,
+            ike_keys_logged: keys_logged,
         },
     )
 }
@@ -514,35 +537,7 @@ fn each_refusal_is_authentication_failed_on_the_wire() {
         (&other, "b.crt", "b.key", "b.vecgate.test", "unknown CA"),
     ];
     for (p, crt, key, id, reason) in cases {
-        let files: Vec<(&str, Vec<u8>)> = vec![
-            ("x509ca/root.pem", pki.read("root.pem")),
-            ("x509ca/inter.pem", p.read("inter.pem")),
-            ("x509/b.pem", p.read(crt)),
-            ("pkcs8/b.key", p.read(key)),
-        ];
-        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
-        let ch = Charon::start_auth(
-            &gb,
-            &CharonCfg {
-                local: "192.0.2.2",
-                remote: "192.0.2.1",
-                local_id: id,
-                remote_id: "a.vecgate.test",
-                local_ts: "10.2.0.0/24",
-                remote_ts: "10.1.0.0/24",
-                ike: "aes256gcm16-prfsha256-x25519",
-                esp: "aes256gcm16",
-                psk: "unused",
-                initiate: true,
-            },
-            "",
-            &Auth {
-                local: Some("auth = pubkey\n      certs = b.pem"),
-                remote: Some("auth = pubkey"),
-                files: &refs,
-                ike_keys_logged: true,
-            },
-        );
+        let ch = charon_signing(&gb, &pki, p, (crt, key), id, true, true);
         let mut cap = Capture::start_with(&gb, "b-wan", "", "udp port 500 or udp port 4500");
         let _ = ch.swanctl(&["--initiate", "--child", "net", "--timeout", "20"]);
         assert!(
