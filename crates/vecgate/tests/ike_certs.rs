@@ -116,13 +116,25 @@ fn charon_signing(
     initiate: bool,
     keys_logged: bool,
 ) -> Charon {
-    let files: Vec<(&str, Vec<u8>)> = vec![
-        ("x509ca/root.pem", trust.read("root.pem")),
-        ("x509ca/inter.pem", p.read("inter.pem")),
-        ("x509/b.pem", p.read(crt)),
-        ("pkcs8/b.key", p.read(key)),
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        ("x509ca/root.pem".into(), trust.read("root.pem")),
+        ("x509ca/inter.pem".into(), p.read("inter.pem")),
+        ("x509/b.pem".into(), p.read(crt)),
+        ("pkcs8/b.key".into(), p.read(key)),
     ];
-    let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    // Deeper intermediates (`i2.pem`, `i3.pem`, ...) when `p` has them:
+    // charon sends those of its chain in CERT payloads.
+    for i in 2.. {
+        let f = format!("i{i}.pem");
+        if !p.path(&f).exists() {
+            break;
+        }
+        files.push((format!("x509ca/{f}"), p.read(&f)));
+    }
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .collect();
     Charon::start_auth(
         ns,
         &CharonCfg {
@@ -471,10 +483,11 @@ fn vecgate_to_vecgate_with_certificates() {
 
 /// Each way a peer's certificate is refused, judged on the wire: charon
 /// initiates with a certificate that is expired, not yet valid, revoked
-/// (in the CRL vecgate reads), for another identity, or from an unknown
-/// CA. vecgate answers its IKE_AUTH with AUTHENTICATION_FAILED (tshark
-/// decrypts the exchange with the keys charon logged), logs the reason,
-/// and installs no child SA.
+/// (in the CRL vecgate reads), for another identity, from an unknown CA,
+/// or at the end of a chain longer than vecgate accepts. vecgate answers
+/// its IKE_AUTH with AUTHENTICATION_FAILED (tshark decrypts the exchange
+/// with the keys charon logged), logs the reason, and installs no child
+/// SA.
 #[test]
 fn each_refusal_is_authentication_failed_on_the_wire() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -493,6 +506,22 @@ fn each_refusal_is_authentication_failed_on_the_wire() {
     pki.redate("b", "bexp", "20200101000000Z", "20200201000000Z");
     pki.redate("b", "bnyv", "21000101000000Z", "21000201000000Z");
     pki.crl(&["brev"]);
+    // inter → i2 → i3 → i4 → bdeep: five certificates sent, one more
+    // than vecgate's chain bound.
+    for (i, ca) in [(2, "inter"), (3, "i2"), (4, "i3")] {
+        pki.sign(
+            &format!("i{i}"),
+            &format!("/C=CH/O=vecgate test/CN=I{i}"),
+            ca,
+            "ca.ext",
+        );
+    }
+    std::fs::write(
+        pki.path("bdeep.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectAltName=DNS:b.vecgate.test\n",
+    )
+    .unwrap();
+    pki.sign("bdeep", "/C=CH/O=vecgate test/CN=bdeep", "i4", "bdeep.ext");
     let other = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
     other.leaf("b", "b.vecgate.test");
     let Sites {
@@ -511,7 +540,7 @@ fn each_refusal_is_authentication_failed_on_the_wire() {
     let (cfg, api) = vecgate_cfg(&ike);
     let gw = Gateway::start(&ga, &cfg);
     // (charon's certificate: PKI, file, key; its identity; vecgate's reason)
-    let cases: [(&Pki, &str, &str, &str, &str); 5] = [
+    let cases: [(&Pki, &str, &str, &str, &str); 6] = [
         (
             &pki,
             "bexp.crt",
@@ -535,6 +564,13 @@ fn each_refusal_is_authentication_failed_on_the_wire() {
             "identity mismatch",
         ),
         (&other, "b.crt", "b.key", "b.vecgate.test", "unknown CA"),
+        (
+            &pki,
+            "bdeep.crt",
+            "bdeep.key",
+            "b.vecgate.test",
+            "chain too long",
+        ),
     ];
     for (p, crt, key, id, reason) in cases {
         let ch = charon_signing(&gb, &pki, p, (crt, key), id, true, true);
