@@ -77,6 +77,7 @@ const MAX_INTERVAL_MS: u64 = 3_600_000;
 #[utoipa::path(post, path = "/pool/rebalance", tag = "pool", request_body = PoolRebalance,
     responses((status = 200, description = "The plan (with dry_run: not applied; otherwise the leader applies it at the bounded rate)", body = [PoolMove]),
               (status = 400, body = ErrorBody), (status = 503, body = ErrorBody),
+              (status = 404, description = "not a pool member", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub(super) async fn rebalance(
     State(s): State<AppState>,
