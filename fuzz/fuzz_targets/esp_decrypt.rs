@@ -9,28 +9,17 @@
 //! inner packet it reports must lie inside its slice.
 #![no_main]
 
-use packet::{Packet, Pool};
 use libfuzzer_sys::fuzz_target;
+use packet::Pool;
 use std::cell::RefCell;
-use std::net::{IpAddr, Ipv4Addr};
-use vecgate_ipsec::{Algorithm, InboundSa, Lifetime, OutboundSa, SaConfig, TunnelEndpoints};
-use zeroize::Zeroizing;
+use vecgate_ipsec::{Algorithm, InboundSa, OutboundSa, SaConfig};
+
+mod esp_sa;
+
+use esp_sa::{assert_inside, load, sa_config};
 
 fn cfg(alg: Algorithm) -> SaConfig {
-    SaConfig {
-        spi: 0x1001,
-        algorithm: alg,
-        key: Zeroizing::new((0..alg.key_len()).map(|i| i as u8).collect()),
-        esn: true,
-        replay_window: 64,
-        lifetime: Lifetime::default(),
-        tunnel: TunnelEndpoints {
-            local: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
-            remote: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
-        },
-        encap: None,
-        df: true,
-    }
+    sa_config(alg, 0x1001, true, 1)
 }
 
 struct State {
@@ -53,16 +42,6 @@ thread_local! {
     });
 }
 
-fn load(pool: &mut Pool, bytes: &[u8]) -> Option<Packet> {
-    let mut p = pool.alloc()?;
-    if p.set_data(bytes) {
-        Some(p)
-    } else {
-        pool.free(p);
-        None
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -79,12 +58,7 @@ fuzz_target!(|data: &[u8]| {
                     .collect();
                 let mut res = vec![Err(vecgate_ipsec::EspError::Crypto); ranges.len()];
                 let _ = inb.open_slices(&mut buf, &ranges, &mut res);
-                for (r, range) in res.iter().zip(&ranges) {
-                    if let Ok(d) = r {
-                        let at = range.start + inb.esp_front();
-                        assert!(at + d.inner_len <= range.end);
-                    }
-                }
+                assert_inside(inb, &res, &ranges);
                 continue;
             }
             if mode & 1 == 0 {

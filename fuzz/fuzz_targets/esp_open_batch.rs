@@ -11,30 +11,16 @@
 use libfuzzer_sys::fuzz_target;
 use packet::{Packet, Pool};
 use std::cell::RefCell;
-use std::net::{IpAddr, Ipv4Addr};
-use vecgate_ipsec::{
-    Algorithm, Decrypted, Engine, EspError, InboundSa, Lifetime, OutboundSa, SaConfig,
-    TunnelEndpoints,
-};
-use zeroize::Zeroizing;
+use vecgate_ipsec::{Algorithm, Decrypted, Engine, EspError, InboundSa, OutboundSa, SaConfig};
 
 const MAX: usize = 80;
 
+mod esp_sa;
+
+use esp_sa::{assert_inside, load, sa_config};
+
 fn cfg(alg: Algorithm, esn: bool) -> SaConfig {
-    SaConfig {
-        spi: 0x2002,
-        algorithm: alg,
-        key: Zeroizing::new((0..alg.key_len()).map(|i| (i * 3) as u8).collect()),
-        esn,
-        replay_window: 64,
-        lifetime: Lifetime::default(),
-        tunnel: TunnelEndpoints {
-            local: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
-            remote: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
-        },
-        encap: None,
-        df: true,
-    }
+    sa_config(alg, 0x2002, esn, 3)
 }
 
 thread_local! {
@@ -68,16 +54,6 @@ fn inner(v6: bool, len: usize, body: &[u8]) -> Vec<u8> {
     }
     p[0] = if v6 { 0x60 } else { 0x45 };
     p
-}
-
-fn load(pool: &mut Pool, bytes: &[u8]) -> Option<Packet> {
-    let mut p = pool.alloc()?;
-    if p.set_data(bytes) {
-        Some(p)
-    } else {
-        pool.free(p);
-        None
-    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -166,7 +142,13 @@ fuzz_target!(|data: &[u8]| {
             let inners = pkts
                 .iter()
                 .zip(&res)
-                .map(|(p, r)| if r.is_ok() { p.data().to_vec() } else { Vec::new() })
+                .map(|(p, r)| {
+                    if r.is_ok() {
+                        p.data().to_vec()
+                    } else {
+                        Vec::new()
+                    }
+                })
                 .collect();
             pool.free_all(&mut pkts);
             results.push((res, inners));
@@ -189,15 +171,16 @@ fuzz_target!(|data: &[u8]| {
             let mut b = buf.clone();
             let mut res = vec![Err(EspError::Crypto); ranges.len()];
             let _ = inb.open_slices(&mut b, &ranges, &mut res);
-            for (r, range) in res.iter().zip(&ranges) {
-                if let Ok(d) = r {
-                    let at = range.start + inb.esp_front();
-                    assert!(at + d.inner_len <= range.end);
-                }
-            }
+            assert_inside(&inb, &res, &ranges);
             verdicts.push(res);
         }
-        assert_eq!(verdicts[0], verdicts[1], "{alg} esn {esn}: engines disagree on slices");
-        assert_eq!(verdicts[0], results[0].0, "{alg} esn {esn}: slices and packets disagree");
+        assert_eq!(
+            verdicts[0], verdicts[1],
+            "{alg} esn {esn}: engines disagree on slices"
+        );
+        assert_eq!(
+            verdicts[0], results[0].0,
+            "{alg} esn {esn}: slices and packets disagree"
+        );
     });
 });

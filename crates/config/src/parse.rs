@@ -58,6 +58,36 @@ pub(crate) struct Shaped {
     pub complete: bool,
 }
 
+/// The reader of top-level table `[name]`, with unknown keys outside `keys`
+/// reported; `None` when the key is absent or is not a table (reported).
+fn top_table<'a, 't, 'i>(
+    src: &'a Source,
+    doc: &'t DeTable<'i>,
+    name: &str,
+    keys: &[&str],
+    diags: &'a mut Vec<Diagnostic>,
+) -> Option<Reader<'a, 't, 'i>> {
+    let (k, v) = find(doc, name)?;
+    let DeValue::Table(t) = v.get_ref() else {
+        let at = At {
+            pos: src.span(k.span()),
+            field: name.to_owned(),
+        };
+        diags.push(Diagnostic::at(
+            at,
+            format!(
+                "\"{name}\" must be a table ([{name}]), found {}",
+                type_name(v.get_ref())
+            ),
+        ));
+        return None;
+    };
+    let (label, path) = (format!("[{name}]"), name.to_owned());
+    let mut r = Reader::new(src, t, label, path, src.span(v.span()), diags);
+    r.unknown_keys(keys);
+    Some(r)
+}
+
 fn find<'t, 'i>(
     t: &'t DeTable<'i>,
     key: &str,
@@ -244,70 +274,49 @@ fn read_gateway(
     positions: &mut Positions,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Gateway> {
-    match find(doc, "gateway") {
-        None => {
-            diags.push(Diagnostic::at(
-                At {
-                    pos: Pos { line: 1, column: 1 },
-                    field: "gateway".to_owned(),
-                },
-                "missing [gateway] table (it needs at least name = \"...\")".to_owned(),
-            ));
-            None
-        }
-        Some((k, v)) => match v.get_ref() {
-            DeValue::Table(t) => {
-                let (label, path) = ("[gateway]".to_owned(), "gateway".to_owned());
-                let mut r = Reader::new(src, t, label, path, src.span(v.span()), diags);
-                r.unknown_keys(GATEWAY_KEYS);
-                let name = r.string("name", true);
-                let workers = r
-                    .int("workers", 0..(1 << 32), "1..=64")
-                    .and_then(|n| usize::try_from(n).ok())
-                    .unwrap_or(1);
-                let api = r.parsed::<ApiEndpoint>("api", false);
-                let api_token_file = r.string("api_token_file", false).map(PathBuf::from);
-                let api_readonly_token_file = r
-                    .string("api_readonly_token_file", false)
-                    .map(PathBuf::from);
-                let api_tls_cert_file = r.string("api_tls_cert_file", false).map(PathBuf::from);
-                let api_tls_key_file = r.string("api_tls_key_file", false).map(PathBuf::from);
-                let api_insecure_loopback = r.boolean("api_insecure_loopback", false);
-                let state_dir = r.string("state_dir", false).map(PathBuf::from);
-                let busy_poll = r.boolean("busy_poll", false);
-                let idle_spin_us = r
-                    .int("idle_spin_us", 0..10_001, "0..=10000 (microseconds)")
-                    .map(|n| n as u32);
-                positions.gateway = r.pos;
-                name.map(|name| Gateway {
-                    api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
-                    name,
-                    workers,
-                    api_token_file,
-                    api_readonly_token_file,
-                    api_tls_cert_file,
-                    api_tls_key_file,
-                    api_insecure_loopback,
-                    state_dir,
-                    busy_poll,
-                    idle_spin_us,
-                })
-            }
-            other => {
-                diags.push(Diagnostic::at(
-                    At {
-                        pos: src.span(k.span()),
-                        field: "gateway".to_owned(),
-                    },
-                    format!(
-                        "\"gateway\" must be a table ([gateway]), found {}",
-                        type_name(other)
-                    ),
-                ));
-                None
-            }
-        },
+    if find(doc, "gateway").is_none() {
+        diags.push(Diagnostic::at(
+            At {
+                pos: Pos { line: 1, column: 1 },
+                field: "gateway".to_owned(),
+            },
+            "missing [gateway] table (it needs at least name = \"...\")".to_owned(),
+        ));
+        return None;
     }
+    let mut r = top_table(src, doc, "gateway", GATEWAY_KEYS, diags)?;
+    let name = r.string("name", true);
+    let workers = r
+        .int("workers", 0..(1 << 32), "1..=64")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1);
+    let api = r.parsed::<ApiEndpoint>("api", false);
+    let api_token_file = r.string("api_token_file", false).map(PathBuf::from);
+    let api_readonly_token_file = r
+        .string("api_readonly_token_file", false)
+        .map(PathBuf::from);
+    let api_tls_cert_file = r.string("api_tls_cert_file", false).map(PathBuf::from);
+    let api_tls_key_file = r.string("api_tls_key_file", false).map(PathBuf::from);
+    let api_insecure_loopback = r.boolean("api_insecure_loopback", false);
+    let state_dir = r.string("state_dir", false).map(PathBuf::from);
+    let busy_poll = r.boolean("busy_poll", false);
+    let idle_spin_us = r
+        .int("idle_spin_us", 0..10_001, "0..=10000 (microseconds)")
+        .map(|n| n as u32);
+    positions.gateway = r.pos;
+    name.map(|name| Gateway {
+        api: api.unwrap_or_else(|| ApiEndpoint::default_for(&name)),
+        name,
+        workers,
+        api_token_file,
+        api_readonly_token_file,
+        api_tls_cert_file,
+        api_tls_key_file,
+        api_insecure_loopback,
+        state_dir,
+        busy_poll,
+        idle_spin_us,
+    })
 }
 
 /// A config with a stand-in gateway that passes validation, for when

@@ -211,9 +211,7 @@ pub struct Syncer {
     /// When the last message from the peer arrived.
     last_rx: Option<Instant>,
     route_chunks: follow::Gather<RouteRepr>,
-    routes_applied: Option<u64>,
     tunnel_chunks: follow::Gather<String>,
-    tunnels_applied: Option<u64>,
     /// The active's IKE SAs by tunnel name (kept while backup).
     ike_shadow: HashMap<String, IkeShadow>,
     takeover: Option<Takeover>,
@@ -251,9 +249,7 @@ impl Syncer {
             rejected: HashMap::new(),
             last_rx: None,
             route_chunks: Default::default(),
-            routes_applied: None,
             tunnel_chunks: Default::default(),
-            tunnels_applied: None,
             ike_shadow: HashMap::new(),
             takeover: None,
             last_send: None,
@@ -577,46 +573,29 @@ impl Syncer {
         self.status.synced_ike_sas = self.ike_shadow.values().map(HashMap::len).sum();
     }
 
-    /// Keeps a chunk; applies the set once every chunk of its generation
-    /// is here (a newer generation starts over). A set that did not apply
-    /// whole (a route via a tunnel not here yet) is applied again from
-    /// the active's next resend.
-    fn gather_routes(&mut self, r: &RoutesRepr, run: &mut dyn Running) {
-        if self.routes_applied == Some(r.generation) {
-            return;
-        }
-        let Some(all) = self
-            .route_chunks
-            .add(r.generation, r.chunk, r.chunks, r.routes.clone())
-        else {
-            return;
-        };
-        let a = follow::apply_routes(run, &all);
-        self.status.synced_routes = a.items;
-        self.status.route_changes += a.changes;
-        self.status.route_errors += a.errors;
-        if a.errors == 0 {
-            self.routes_applied = Some(r.generation);
+    /// Follows the active's tunnel set ([`follow::Gather::gather`]).
+    fn gather_tunnels(&mut self, r: &TunnelsRepr, run: &mut dyn Running) {
+        let chunk = (r.generation, r.chunk, r.chunks);
+        let a = self
+            .tunnel_chunks
+            .gather(chunk, &r.specs, |all| follow::apply_tunnels(run, all));
+        if let Some(a) = a {
+            self.status.synced_tunnels = a.items;
+            self.status.tunnel_changes += a.changes;
+            self.status.tunnel_errors += a.errors;
         }
     }
 
-    /// The same for the active's tunnel set.
-    fn gather_tunnels(&mut self, r: &TunnelsRepr, run: &mut dyn Running) {
-        if self.tunnels_applied == Some(r.generation) {
-            return;
-        }
-        let Some(all) = self
-            .tunnel_chunks
-            .add(r.generation, r.chunk, r.chunks, r.specs.clone())
-        else {
-            return;
-        };
-        let a = follow::apply_tunnels(run, &all);
-        self.status.synced_tunnels = a.items;
-        self.status.tunnel_changes += a.changes;
-        self.status.tunnel_errors += a.errors;
-        if a.errors == 0 {
-            self.tunnels_applied = Some(r.generation);
+    /// Follows the active's static routes ([`follow::Gather::gather`]).
+    fn gather_routes(&mut self, r: &RoutesRepr, run: &mut dyn Running) {
+        let chunk = (r.generation, r.chunk, r.chunks);
+        let a = self
+            .route_chunks
+            .gather(chunk, &r.routes, |all| follow::apply_routes(run, all));
+        if let Some(a) = a {
+            self.status.synced_routes = a.items;
+            self.status.route_changes += a.changes;
+            self.status.route_errors += a.errors;
         }
     }
 

@@ -11,12 +11,16 @@
 //! - [`floor`]: the I/O floor, the smallest forwarder on the AF_PACKET path
 //!   (`vecgate-floor`), what the benchmarks measure vecgate against.
 //! - [`netdev_lock`]: one gateway per netdev (a `flock`ed file).
+//! - [`attached`]: the netdevs a gateway holds (claimed, one queue per
+//!   worker opened, guarded), attached at startup or while running, and
+//!   released.
 //!
 //! `unsafe` lives only in the private `sys`, `bpf_sys`, `tcx_sys` and
 //! `xdp_sys` modules.
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod attached;
 mod bpf_sys;
 pub mod error;
 pub mod floor;
@@ -32,6 +36,7 @@ mod xdp_sys;
 
 pub use af_packet::{AfPacketOpts, AfPacketPort, PortStats};
 pub use af_xdp::{AfXdpOpts, AfXdpPort, XdpMode};
+pub use attached::Attached;
 pub use error::{is_device_gone, IoError};
 pub use netdev::{GuardMechanism, GuardMode, IngressGuard};
 pub use netdev_lock::NetdevLock;

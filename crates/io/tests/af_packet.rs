@@ -15,50 +15,15 @@ fn open_a(t: &VethPair, opts: AfPacketOpts) -> AfPacketPort {
     t.a.run_in(move || AfPacketPort::open(&va, opts).expect("open af_packet"))
 }
 
-/// An address in the subnet that nobody owns; B reaches it via A's MAC.
-fn ghost(t: &VethPair, mac_a: [u8; 6]) -> String {
-    let ghost = format!("10.99.{}.9", t.subnet);
-    t.b.exec(&[
-        "ip",
-        "neigh",
-        "replace",
-        &ghost,
-        "lladdr",
-        &mac_str(mac_a),
-        "dev",
-        &t.vb,
-    ]);
-    ghost
-}
-
 #[test]
 fn rx_receives_frames_from_peer() {
     let t = VethPair::new();
     let mut port = open_a(&t, AfPacketOpts::default());
     let mut pool = Pool::new(64);
-    let mac_a = port.mac();
-    let mac_b = t.mac_b();
     assert_eq!(port.mtu(), 1500);
     assert!(port.offloads());
     assert!(port.is_alive());
-    let g = ghost(&t, mac_a);
-    // No one answers: ping fails, the requests are what we look for.
-    t.b.try_exec(&[
-        "ping", "-c", "2", "-i", "0.2", "-W", "1", "-s", "100", "-p", "a5", &g,
-    ]);
-    let p = recv_until(&mut port, &mut pool, Duration::from_secs(3), |p| {
-        is_icmp(p.data(), 8, None)
-    })
-    .expect("echo request received");
-    let f = p.data();
-    assert_eq!(f.len(), 14 + 20 + 8 + 100);
-    assert_eq!(&f[0..6], &mac_a);
-    assert_eq!(&f[6..12], &mac_b);
-    assert_eq!(&f[26..30], &ip4(&t.ip_b));
-    assert_eq!(&f[30..34], &ip4(&g));
-    assert_eq!(checksum(&f[14..34]), 0, "IPv4 header checksum");
-    assert_eq!(checksum(&f[34..]), 0, "ICMP checksum");
-    assert!(f[34 + 8 + 16..].iter().all(|&b| b == 0xa5), "ping pattern");
+    let p = t.ghost_ping(&mut port, &mut pool);
     assert_eq!(p.meta.offload.gso, Gso::None);
     assert!(port.stats().rx_packets >= 1);
 }
@@ -76,7 +41,7 @@ fn rx_ring_wraps_across_blocks_in_order() {
     };
     let mut port = open_a(&t, opts);
     let mut pool = Pool::new(64);
-    let g = ghost(&t, port.mac());
+    let g = t.ghost(port.mac());
     let mut sender = Command::new("ip")
         .args([
             "netns", "exec", &t.b.name, "ping", "-c", "100", "-i", "0.005",
@@ -116,7 +81,7 @@ fn tx_reaches_peer_and_reply_comes_back() {
     let mut pool = Pool::new(64);
     let mac_a = port.mac();
     let mac_b = t.mac_b();
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let mut v = Vec::new();
     let mut p = pool.alloc().unwrap();
     let frame = icmp_echo(mac_b, mac_a, ip4(&g), ip4(&t.ip_b), 0x4242, 7, &[0x5a; 64]);
@@ -152,7 +117,7 @@ fn tx_with_and_without_headroom_for_the_vnet_header() {
     let mut port = open_a(&t, AfPacketOpts::default());
     let mut pool = Pool::new(64);
     let (mac_a, mac_b) = (port.mac(), t.mac_b());
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let mut sent_bytes = 0;
     for (round, squeeze) in [(1u16, false), (2, true)] {
         let mut v = Vec::new();
@@ -292,7 +257,7 @@ fn tx_udp_super_packet_is_segmented_for_peer() {
     let mut pool = Pool::new(8);
     let mac_a = port.mac();
     let mac_b = t.mac_b();
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let script = format!(
         "import socket\n\
          s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
@@ -413,7 +378,7 @@ fn tx_udp_gso_frame_at_the_kernel_limit_crosses_and_one_byte_more_is_not_sent() 
     assert!(port.udp_gso(), "veth takes UDP GSO frames");
     let mut pool = Pool::new(8);
     let mac_a = port.mac();
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let script = format!(
         "import socket\n\
          s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
@@ -581,7 +546,7 @@ fn fanout_spreads_flows() {
     let mut p1 = open_a(&t, opts.clone());
     let mut p2 = open_a(&t, opts);
     let mut pool = Pool::new(512);
-    let g = ghost(&t, p1.mac());
+    let g = t.ghost(p1.mac());
     // 64 flows (source ports), one datagram each.
     let script = format!(
         "import socket\n\

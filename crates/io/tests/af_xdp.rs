@@ -15,22 +15,6 @@ fn open_a(t: &VethPair, opts: AfXdpOpts) -> Result<AfXdpPort, IoError> {
     t.a.run_in(move || AfXdpPort::open(&va, opts))
 }
 
-/// An address in the subnet that nobody owns; B reaches it via A's MAC.
-fn ghost(t: &VethPair, mac_a: [u8; 6]) -> String {
-    let ghost = format!("10.99.{}.9", t.subnet);
-    t.b.exec(&[
-        "ip",
-        "neigh",
-        "replace",
-        &ghost,
-        "lladdr",
-        &mac_str(mac_a),
-        "dev",
-        &t.vb,
-    ]);
-    ghost
-}
-
 /// `ip -d link show` of `va` in `a`.
 fn link_show(t: &VethPair) -> String {
     String::from_utf8_lossy(&t.a.exec(&["ip", "-d", "link", "show", "dev", &t.va]).stdout)
@@ -56,31 +40,13 @@ fn rx_receives_frames_from_peer() {
     let t = VethPair::new();
     let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
     let mut pool = Pool::new(64);
-    let mac_a = port.mac();
-    let mac_b = t.mac_b();
     assert_eq!(port.mtu(), 1500);
     assert!(!port.offloads());
     assert!(port.is_alive());
     assert!(!port.zero_copy(), "veth has no zero-copy");
     assert!(port.native(), "veth has native XDP");
     assert!(link_show(&t).contains("xdp"), "{}", link_show(&t));
-    let g = ghost(&t, mac_a);
-    t.b.try_exec(&[
-        "ping", "-c", "2", "-i", "0.2", "-W", "1", "-s", "100", "-p", "a5", &g,
-    ]);
-    let p = recv_until(&mut port, &mut pool, Duration::from_secs(3), |p| {
-        is_icmp(p.data(), 8, None)
-    })
-    .expect("echo request received");
-    let f = p.data();
-    assert_eq!(f.len(), 14 + 20 + 8 + 100);
-    assert_eq!(&f[0..6], &mac_a);
-    assert_eq!(&f[6..12], &mac_b);
-    assert_eq!(&f[26..30], &ip4(&t.ip_b));
-    assert_eq!(&f[30..34], &ip4(&g));
-    assert_eq!(checksum(&f[14..34]), 0, "IPv4 header checksum");
-    assert_eq!(checksum(&f[34..]), 0, "ICMP checksum");
-    assert!(f[34 + 8 + 16..].iter().all(|&b| b == 0xa5), "ping pattern");
+    let _echo = t.ghost_ping(&mut port, &mut pool);
     assert!(port.stats().rx_packets >= 1);
     assert_eq!(port.stats().rx_bad, 0);
 }
@@ -115,7 +81,7 @@ fn tx_reaches_peer_and_reply_comes_back() {
     let mut pool = Pool::new(64);
     let mac_a = port.mac();
     let mac_b = t.mac_b();
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let mut v = Vec::new();
     for seq in 0..3 {
         let mut p = pool.alloc().unwrap();
@@ -160,7 +126,7 @@ fn tx_large_burst_is_drained() {
     let mut pool = Pool::new(512);
     let mac_a = port.mac();
     let mac_b = t.mac_b();
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let mut v = Vec::new();
     for seq in 0..200 {
         let mut p = pool.alloc().unwrap();
@@ -194,7 +160,7 @@ fn rx_tcp_from_peer_has_complete_checksum() {
     let t = VethPair::new();
     let mut port = open_a(&t, AfXdpOpts::default()).expect("open af_xdp");
     let mut pool = Pool::new(64);
-    let g = ghost(&t, port.mac());
+    let g = t.ghost(port.mac());
     let b = t.b.name.clone();
     let g2 = g.clone();
     let client = std::thread::spawn(move || {
@@ -589,7 +555,7 @@ fn jumbo_tx_reaches_peer_whole_and_big_pings_are_answered() {
 
     // Big pings: B's kernel checks the ICMP checksum over the whole frame
     // and answers with as many bytes.
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let payloads = [8900 - 28, 5000 - 28, 100];
     let mut v = Vec::new();
     for (seq, &n) in payloads.iter().enumerate() {
@@ -733,7 +699,7 @@ fn largest_frames_of_a_64k_mtu_cross_both_ways() {
         .collect();
     peer_send(&t, &sent);
     assert!(recv_exp(&mut port, &mut pool, sent.len()) == sent);
-    let g = ghost(&t, mac_a);
+    let g = t.ghost(mac_a);
     let payload: Vec<u8> = (0..65535 - 28).map(|j| (j % 253) as u8).collect();
     let f = icmp_echo(mac_b, mac_a, ip4(&g), ip4(&t.ip_b), 0x64, 1, &payload);
     let mut v = vec![pool.alloc().unwrap()];

@@ -17,17 +17,7 @@ fn open_a(t: &VethPair, opts: AfPacketOpts) -> AfPacketPort {
 /// B sends `n` echo requests (ping `extra` arguments) to an address behind
 /// A's `port` that nobody answers, while nothing reads the port.
 fn unanswered_pings(t: &VethPair, port: &AfPacketPort, n: u64, extra: &[&str]) {
-    let g = format!("10.99.{}.9", t.subnet);
-    t.b.exec(&[
-        "ip",
-        "neigh",
-        "replace",
-        &g,
-        "lladdr",
-        &mac_str(port.mac()),
-        "dev",
-        &t.vb,
-    ]);
+    let g = t.ghost(port.mac());
     let count = n.to_string();
     let mut args = vec!["ping", "-c", &count, "-i", "0.005", "-W", "0.1"];
     args.extend_from_slice(extra);

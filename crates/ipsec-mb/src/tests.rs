@@ -182,66 +182,57 @@ struct Mac {
     tag: &'static str,
 }
 
-/// RFC 2202 §3 test cases 1-5 (HMAC-SHA-1), full 20-byte digests.
-fn sha1_cases() -> Vec<Mac> {
-    vec![
-        Mac {
-            key: vec![0x0b; 20],
-            data: b"Hi There".to_vec(),
-            tag: "b617318655057264e28bc0b6fb378c8ef146be00",
-        },
-        Mac {
-            key: b"Jefe".to_vec(),
-            data: b"what do ya want for nothing?".to_vec(),
-            tag: "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
-        },
-        Mac {
-            key: vec![0xaa; 20],
-            data: vec![0xdd; 50],
-            tag: "125d7342b9ac11cd91a39af48aa17b4f63f175d3",
-        },
-        Mac {
-            key: hex("0102030405060708090a0b0c0d0e0f10111213141516171819"),
-            data: vec![0xcd; 50],
-            tag: "4c9007f4026250c6bc8414f9bf50c86c2d7235da",
-        },
-        Mac {
-            key: vec![0x0c; 20],
-            data: b"Test With Truncation".to_vec(),
-            tag: "4c1a03424b55e07fe7f27be1d58bb9324a9a5a04",
-        },
+/// The five inputs shared by RFC 2202 §3 test cases 1-5 (HMAC-SHA-1) and
+/// RFC 4231 §4.2-4.6 (HMAC-SHA-256), with both full-length digests.
+fn mac_vectors() -> [(Vec<u8>, Vec<u8>, &'static str, &'static str); 5] {
+    [
+        (
+            vec![0x0b; 20],
+            b"Hi There".to_vec(),
+            "b617318655057264e28bc0b6fb378c8ef146be00",
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+        ),
+        (
+            b"Jefe".to_vec(),
+            b"what do ya want for nothing?".to_vec(),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+        ),
+        (
+            vec![0xaa; 20],
+            vec![0xdd; 50],
+            "125d7342b9ac11cd91a39af48aa17b4f63f175d3",
+            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe",
+        ),
+        (
+            hex("0102030405060708090a0b0c0d0e0f10111213141516171819"),
+            vec![0xcd; 50],
+            "4c9007f4026250c6bc8414f9bf50c86c2d7235da",
+            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b",
+        ),
+        (
+            vec![0x0c; 20],
+            b"Test With Truncation".to_vec(),
+            "4c1a03424b55e07fe7f27be1d58bb9324a9a5a04",
+            "a3b6167473100ee06e0c796c2955552bfa6f7c0a6a8aef8b93f860aab0cd20c5",
+        ),
     ]
 }
 
-/// RFC 4231 §4.2-4.6 (HMAC-SHA-256), full 32-byte digests.
+/// RFC 2202 §3 test cases 1-5 (HMAC-SHA-1).
+fn sha1_cases() -> Vec<Mac> {
+    mac_vectors()
+        .into_iter()
+        .map(|(key, data, tag, _)| Mac { key, data, tag })
+        .collect()
+}
+
+/// RFC 4231 §4.2-4.6 (HMAC-SHA-256).
 fn sha256_cases() -> Vec<Mac> {
-    vec![
-        Mac {
-            key: vec![0x0b; 20],
-            data: b"Hi There".to_vec(),
-            tag: "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
-        },
-        Mac {
-            key: b"Jefe".to_vec(),
-            data: b"what do ya want for nothing?".to_vec(),
-            tag: "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
-        },
-        Mac {
-            key: vec![0xaa; 20],
-            data: vec![0xdd; 50],
-            tag: "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe",
-        },
-        Mac {
-            key: hex("0102030405060708090a0b0c0d0e0f10111213141516171819"),
-            data: vec![0xcd; 50],
-            tag: "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b",
-        },
-        Mac {
-            key: vec![0x0c; 20],
-            data: b"Test With Truncation".to_vec(),
-            tag: "a3b6167473100ee06e0c796c2955552bfa6f7c0a6a8aef8b93f860aab0cd20c5",
-        },
-    ]
+    mac_vectors()
+        .into_iter()
+        .map(|(key, data, _, tag)| Mac { key, data, tag })
+        .collect()
 }
 
 fn check_macs(m: &mut Mgr, hash: Hash, cases: &[Mac], tag_len: usize) {

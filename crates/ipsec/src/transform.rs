@@ -75,6 +75,13 @@ fn cbc_mac(key: &hmac::Key, covered: &[u8], seq: u64, esn: bool) -> hmac::Tag {
 /// An ESP packet cut into header ‖ IV, ciphertext and ICV.
 type Parts<'b> = (&'b mut [u8], &'b mut [u8], &'b mut [u8]);
 
+/// Which way [`Transform::aead`] takes a unit.
+#[derive(Clone, Copy)]
+enum Way {
+    Seal,
+    Open,
+}
+
 /// The keys of one direction.
 enum Keys {
     Aead {
@@ -212,7 +219,7 @@ impl Transform {
     pub(crate) fn seal(&self, units: &mut [Option<Unit<'_>>], res: &mut [Result<(), EspError>]) {
         self.only_well_formed(units, res);
         match &self.keys {
-            Keys::Aead { key, salt } => each(units, res, |u| self.seal_aead(key, salt, u)),
+            Keys::Aead { key, salt } => each(units, res, |u| self.aead(Way::Seal, key, salt, u)),
             Keys::CbcEnc { key, mac } => {
                 #[cfg(target_arch = "x86_64")]
                 if let Some(k) = &self.mb {
@@ -238,7 +245,7 @@ impl Transform {
     pub(crate) fn verify(&self, units: &mut [Option<Unit<'_>>], res: &mut [Result<(), EspError>]) {
         self.only_well_formed(units, res);
         match &self.keys {
-            Keys::Aead { key, salt } => each(units, res, |u| self.open_aead(key, salt, u)),
+            Keys::Aead { key, salt } => each(units, res, |u| self.aead(Way::Open, key, salt, u)),
             Keys::CbcDec { mac, .. } => {
                 #[cfg(target_arch = "x86_64")]
                 if let Some(k) = &self.mb {
@@ -288,8 +295,12 @@ impl Transform {
         Ok((head, ct, icv))
     }
 
-    fn seal_aead(
+    /// Seals or opens one unit in place with an AEAD: the nonce is salt ‖
+    /// IV (RFC 4106 §4), the AAD SPI ‖ sequence number (§5); a tag that
+    /// does not match is an ICV failure.
+    fn aead(
         &self,
+        way: Way,
         key: &aead::LessSafeKey,
         salt: &[u8; 4],
         u: &mut Unit<'_>,
@@ -297,24 +308,19 @@ impl Transform {
         let (head, ct, icv) = self.parts(u.esp)?;
         let nonce = aead_nonce(salt, &head[HEADER_LEN..])?;
         let (aad, alen) = aead_aad(self.spi, u.seq, self.esn);
-        let tag = key
-            .seal_in_place_separate_tag(nonce, aead::Aad::from(&aad[..alen]), ct)
-            .map_err(|_| EspError::Crypto)?;
-        icv.copy_from_slice(tag.as_ref());
-        Ok(())
-    }
-
-    fn open_aead(
-        &self,
-        key: &aead::LessSafeKey,
-        salt: &[u8; 4],
-        u: &mut Unit<'_>,
-    ) -> Result<(), EspError> {
-        let (head, ct, icv) = self.parts(u.esp)?;
-        let nonce = aead_nonce(salt, &head[HEADER_LEN..])?;
-        let (aad, alen) = aead_aad(self.spi, u.seq, self.esn);
-        key.open_in_place_separate_tag(nonce, aead::Aad::from(&aad[..alen]), icv, ct)
-            .map_err(|_| EspError::IcvFail)?;
+        let aad = aead::Aad::from(&aad[..alen]);
+        match way {
+            Way::Seal => {
+                let tag = key
+                    .seal_in_place_separate_tag(nonce, aad, ct)
+                    .map_err(|_| EspError::Crypto)?;
+                icv.copy_from_slice(tag.as_ref());
+            }
+            Way::Open => {
+                key.open_in_place_separate_tag(nonce, aad, icv, ct)
+                    .map_err(|_| EspError::IcvFail)?;
+            }
+        }
         Ok(())
     }
 

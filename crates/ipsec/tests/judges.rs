@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::*;
-use packet::Pool;
-use vecgate_ipsec::{Algorithm, Engine, InboundSa, OutboundSa, SaConfig};
+use packet::{Packet, Pool};
+use vecgate_ipsec::{Algorithm, Engine, EspError, InboundSa, OutboundSa, SaConfig};
 use wire::pcap::{LinkType, Writer};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -74,6 +74,27 @@ fn write_pcap(out: &OutboundSa, outer_v6: bool, inners: &[(Vec<u8>, bool)], path
         pool.free(p);
     }
     w.flush().unwrap();
+}
+
+/// `inners` sealed by `out` as one vector, as esp-encrypt hands it over
+/// (the CBC transforms run it side by side on the multi-buffer engine
+/// where the CPU has it): the packets, from `pool`, and each one's result.
+fn seal_vector(
+    pool: &mut Pool,
+    out: &OutboundSa,
+    inners: &[(Vec<u8>, bool)],
+) -> (Vec<Packet>, Vec<Result<(), EspError>>) {
+    let mut pkts: Vec<_> = inners
+        .iter()
+        .map(|(inner, _)| {
+            let mut p = pool.alloc().unwrap();
+            assert!(p.set_data(inner));
+            p
+        })
+        .collect();
+    let mut st = vec![Ok(()); pkts.len()];
+    out.encrypt_batch(&mut pkts, &mut st).unwrap();
+    (pkts, st)
 }
 
 /// One SA of the judge runs and the packets vecgate made with it.
@@ -302,16 +323,7 @@ fn tshark_judges_cbc_batches_of_every_length_on_every_engine() {
             inn.extend((0..32).map(|n| (inner_v6(n * 7), true)));
             inn.push((inner_v4(largest - 28 - 1, 0x9999), false));
             inn.push((inner_v4(1401 - 28, 0x7778), false));
-            let mut pkts: Vec<_> = inn
-                .iter()
-                .map(|(inner, _)| {
-                    let mut p = pool.alloc().unwrap();
-                    assert!(p.set_data(inner));
-                    p
-                })
-                .collect();
-            let mut st = vec![Ok(()); pkts.len()];
-            out.encrypt_batch(&mut pkts, &mut st).unwrap();
+            let (pkts, st) = seal_vector(&mut pool, &out, &inn);
             let path = dir.0.join(format!("{spi:x}.pcap"));
             let mut w = Writer::new(
                 BufWriter::new(File::create(&path).unwrap()),
@@ -387,19 +399,8 @@ fn judge_input(cs: &[Case]) -> (serde_json::Value, Vec<Inners>) {
     let mut scapy_inners = Vec::new();
     for c in cs {
         let out = c.outbound();
-        // One vector, as esp-encrypt hands it over (the CBC transforms run
-        // it side by side on the multi-buffer engine where the CPU has it).
         let inn = inners();
-        let mut pkts: Vec<_> = inn
-            .iter()
-            .map(|(inner, _)| {
-                let mut p = pool.alloc().unwrap();
-                assert!(p.set_data(inner));
-                p
-            })
-            .collect();
-        let mut st = vec![Ok(()); pkts.len()];
-        out.encrypt_batch(&mut pkts, &mut st).unwrap();
+        let (pkts, st) = seal_vector(&mut pool, &out, &inn);
         let mut packets = Vec::new();
         for ((p, r), (inner, _)) in pkts.into_iter().zip(st).zip(&inn) {
             r.unwrap();

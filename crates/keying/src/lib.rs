@@ -12,7 +12,10 @@
 //!   static SAs through the [`vecgate_ipsec::SaState`], IKE tunnels
 //!   through the running IKE control plane, `GET /sas`.
 //! - [`lifetime`]: SA lifetime events as the log says them.
+//! - [`esp_tables`]: the ESP tunnels' part of every table build (their
+//!   ports, SPD routes and the SAD, from the registry).
 
+pub mod esp_tables;
 pub mod ike;
 pub mod lifetime;
 pub mod sa_ops;

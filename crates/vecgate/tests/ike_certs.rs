@@ -16,6 +16,7 @@ use charon::{wait_established, Auth, Charon, CharonCfg};
 use common::pki::Pki;
 use common::sites::Sites;
 use common::{tcp_transfer, unique, vecgate_bin, wait_until, Capture, Gateway, Netns, TempFiles};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -235,44 +236,31 @@ fn check_reads_certificate_files_with_their_lines() {
     let (good, _) = vecgate_cfg(&pubkey_ike(&pki, true));
     let (code, out, _) = check(&good, &mut files);
     assert_eq!(code, Some(0), "{out}");
+    // The complete configuration with path `from` swapped for `to`:
+    // refused, the error at `key`'s line in the file; the output.
+    let mut refused = |from: &str, to: &Path, key: &str| {
+        let (bad, _) = vecgate_cfg(
+            &pubkey_ike(&pki, true)
+                .replace(&*pki.path(from).to_string_lossy(), &to.to_string_lossy()),
+        );
+        let (code, out, f) = check(&bad, &mut files);
+        assert_eq!(code, Some(1), "{out}");
+        let line = line_of(&bad, key);
+        assert!(
+            out.contains(&format!("{f}:{line}: tunnel ike0: {key}")),
+            "{out}"
+        );
+        out
+    };
     // The key of the other certificate.
-    let (wrong, _) = vecgate_cfg(&pubkey_ike(&pki, true).replace(
-        &*pki.path("a.key").to_string_lossy(),
-        &pki.path("b.key").to_string_lossy(),
-    ));
-    let (code, out, f) = check(&wrong, &mut files);
-    assert_eq!(code, Some(1), "{out}");
-    let line = line_of(&wrong, "cert_file");
-    assert!(
-        out.contains(&format!("{f}:{line}: tunnel ike0: cert_file")),
-        "{out}"
-    );
+    refused("a.key", &pki.path("b.key"), "cert_file");
     // A private key others may read.
     let exposed = pki.path("exposed.key");
     std::fs::write(&exposed, pki.read("a.key")).unwrap();
-    let (bad, _) = vecgate_cfg(&pubkey_ike(&pki, true).replace(
-        &*pki.path("a.key").to_string_lossy(),
-        &exposed.to_string_lossy(),
-    ));
-    let (code, out, f) = check(&bad, &mut files);
-    assert_eq!(code, Some(1), "{out}");
-    let line = line_of(&bad, "key_file");
-    assert!(
-        out.contains(&format!("{f}:{line}: tunnel ike0: key_file")) && out.contains("chmod 600"),
-        "{out}"
-    );
+    let out = refused("a.key", &exposed, "key_file");
+    assert!(out.contains("chmod 600"), "{out}");
     // A CA file without a certificate.
-    let (bad, _) = vecgate_cfg(&pubkey_ike(&pki, true).replace(
-        &*pki.path("root.pem").to_string_lossy(),
-        &pki.path("a.key").to_string_lossy(),
-    ));
-    let (code, out, f) = check(&bad, &mut files);
-    assert_eq!(code, Some(1), "{out}");
-    let line = line_of(&bad, "ca_files");
-    assert!(
-        out.contains(&format!("{f}:{line}: tunnel ike0: ca_files")),
-        "{out}"
-    );
+    refused("root.pem", &pki.path("a.key"), "ca_files");
     // Keys the methods do not use, and a missing one.
     let (bad, _) = vecgate_cfg(&format!(
         "auth = \"pubkey\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nremote_auth = \"psk\"\nca_files = [\"{}\"]\n",

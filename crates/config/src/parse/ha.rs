@@ -2,7 +2,7 @@
 //! `parse`, using its `Reader`).
 
 use super::ipsec::read_strings;
-use super::{find, tables, type_name, Reader, Source};
+use super::{find, tables, top_table, Reader, Source};
 use crate::ha::{
     Ha, HaGroup, HaSync, DEFAULT_INTERVAL_CS, DEFAULT_MAX_SA_PPS, DEFAULT_PRIORITY,
     DEFAULT_SYNC_INTERVAL_MS, DEFAULT_TRACK_PENALTY, MAX_MAX_SA_PPS, MIN_MAX_SA_PPS,
@@ -10,7 +10,7 @@ use crate::ha::{
 use crate::position::{At, ObjPos, Positions};
 use crate::Diagnostic;
 use std::net::{IpAddr, SocketAddr};
-use toml::de::{DeTable, DeValue};
+use toml::de::DeTable;
 
 const HA_KEYS: &[&str] = &[
     "priority",
@@ -40,26 +40,10 @@ pub(super) fn read(
     doc: &DeTable<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> (Option<Ha>, ObjPos) {
-    let Some((k, v)) = find(doc, "ha") else {
+    let Some(mut r) = top_table(src, doc, "ha", HA_KEYS, diags) else {
         return (None, Positions::default().ha);
     };
-    let DeValue::Table(t) = v.get_ref() else {
-        let at = At {
-            pos: src.span(k.span()),
-            field: "ha".to_owned(),
-        };
-        diags.push(Diagnostic::at(
-            at,
-            format!(
-                "\"ha\" must be a table ([ha]), found {}",
-                type_name(v.get_ref())
-            ),
-        ));
-        return (None, Positions::default().ha);
-    };
-    let (label, path) = ("[ha]".to_owned(), "ha".to_owned());
-    let mut r = Reader::new(src, t, label, path, src.span(v.span()), diags);
-    r.unknown_keys(HA_KEYS);
+    let t = r.table;
     let priority = r
         .int("priority", 1..256, "1..=255")
         .and_then(|n| u8::try_from(n).ok())

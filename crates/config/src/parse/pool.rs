@@ -2,12 +2,12 @@
 //! using its `Reader`).
 
 use super::ipsec::read_strings;
-use super::{find, type_name, Reader, Source};
+use super::{find, top_table, Reader, Source};
 use crate::ha::{DEFAULT_MAX_SA_PPS, MAX_MAX_SA_PPS, MIN_MAX_SA_PPS};
 use crate::pool::{
     Pool, PoolCapacity, DEFAULT_LEASE_TTL, DEFAULT_REDUNDANT, MAX_ENDPOINTS, MAX_LEASE_TTL,
 };
-use crate::position::{At, ObjPos, Positions};
+use crate::position::{ObjPos, Positions};
 use crate::Diagnostic;
 use toml::de::{DeTable, DeValue};
 
@@ -32,26 +32,9 @@ pub(super) fn read(
     doc: &DeTable<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> (Option<Pool>, ObjPos) {
-    let Some((k, v)) = find(doc, "pool") else {
+    let Some(mut r) = top_table(src, doc, "pool", POOL_KEYS, diags) else {
         return (None, Positions::default().pool);
     };
-    let DeValue::Table(t) = v.get_ref() else {
-        let at = At {
-            pos: src.span(k.span()),
-            field: "pool".to_owned(),
-        };
-        diags.push(Diagnostic::at(
-            at,
-            format!(
-                "\"pool\" must be a table ([pool]), found {}",
-                type_name(v.get_ref())
-            ),
-        ));
-        return (None, Positions::default().pool);
-    };
-    let (label, path) = ("[pool]".to_owned(), "pool".to_owned());
-    let mut r = Reader::new(src, t, label, path, src.span(v.span()), diags);
-    r.unknown_keys(POOL_KEYS);
     let name = r.string("name", true);
     let member = r.string("member", false);
     let etcd = read_strings(&mut r, "etcd");

@@ -1,8 +1,8 @@
 //! `[routing]`, its `[[routing.table]]`s and `[[routing.punt]]`s.
 
-use super::{find, tables, type_name, Reader, Source};
+use super::{find, tables, top_table, Reader, Source};
 use crate::model::*;
-use crate::position::{At, Positions};
+use crate::position::Positions;
 use crate::Diagnostic;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
@@ -20,26 +20,10 @@ pub(super) fn read(
     diags: &mut Vec<Diagnostic>,
 ) -> Routing {
     let mut out = Routing::default();
-    let Some((k, v)) = find(doc, "routing") else {
+    let Some(mut r) = top_table(src, doc, "routing", ROUTING_KEYS, diags) else {
         return out;
     };
-    let DeValue::Table(t) = v.get_ref() else {
-        let at = At {
-            pos: src.span(k.span()),
-            field: "routing".to_owned(),
-        };
-        diags.push(Diagnostic::at(
-            at,
-            format!(
-                "\"routing\" must be a table ([routing]), found {}",
-                type_name(v.get_ref())
-            ),
-        ));
-        return out;
-    };
-    let (label, path) = ("[routing]".to_owned(), "routing".to_owned());
-    let mut r = Reader::new(src, t, label, path, src.span(v.span()), diags);
-    r.unknown_keys(ROUTING_KEYS);
+    let t = r.table;
     out.fpm = r.socket_addr("fpm");
     if let Some(n) = r.int("max_routes", 1..(1 << 32), "1..=4294967295") {
         out.max_routes = u32::try_from(n).unwrap_or(DEFAULT_MAX_ROUTES);

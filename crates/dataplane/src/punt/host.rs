@@ -7,8 +7,8 @@
 //!   addresses that [`HostPunt::wants`] (TCP to or from port 179, BGP,
 //!   RFC 4271 §8.2.1; UDP to 3784/3785/4784, BFD, RFC 5881 §4, RFC 5883
 //!   §5) whole into a preallocated slot, checksum completed, with the VRF
-//!   it arrived in. The binary writes it to that VRF's TUN device on the
-//!   host.
+//!   it arrived in. The [`relay`] writes it to that VRF's TUN device on
+//!   the host.
 //! * **inject** — what the host sends on that TUN (its replies, its own
 //!   connects) comes back whole through [`HostPunt::inject`]; every worker
 //!   drains the queue once per loop and routes the packets in their VRF
@@ -17,6 +17,8 @@
 //! Fixed slots, bounded queues ([`crate::punt::slot_queue`]), each direction
 //! with its own slots: a full queue drops and counts (TCP and BFD
 //! recover); no allocation, no lock, no blocking in a worker.
+
+pub mod relay;
 
 use crate::graph::flags;
 use crate::punt::slot_queue::{PushError, Slot, SlotQueue};

@@ -45,6 +45,8 @@ pub struct Applied {
 pub struct Gather<T> {
     generation: u64,
     chunks: HashMap<u16, Vec<T>>,
+    /// The generation last applied whole.
+    applied: Option<u64>,
 }
 
 impl<T> Default for Gather<T> {
@@ -52,11 +54,12 @@ impl<T> Default for Gather<T> {
         Gather {
             generation: 0,
             chunks: HashMap::new(),
+            applied: None,
         }
     }
 }
 
-impl<T> Gather<T> {
+impl<T: Clone> Gather<T> {
     /// Keeps chunk `chunk` of `chunks` of `generation`; the whole set once
     /// it is complete.
     pub fn add(
@@ -78,6 +81,28 @@ impl<T> Gather<T> {
             }
             all
         })
+    }
+
+    /// Keeps chunk `(generation, chunk, chunks)` holding `items`; `apply`s
+    /// the set once every chunk of a generation not yet applied whole is
+    /// here, and says what it did. A set that did not apply whole (a
+    /// route via a tunnel not here yet) is applied again from the active's
+    /// next resend.
+    pub fn gather(
+        &mut self,
+        (generation, chunk, chunks): (u64, u16, u16),
+        items: &[T],
+        apply: impl FnOnce(&[T]) -> Applied,
+    ) -> Option<Applied> {
+        if self.applied == Some(generation) {
+            return None;
+        }
+        let all = self.add(generation, chunk, chunks, items.to_vec())?;
+        let a = apply(&all);
+        if a.errors == 0 {
+            self.applied = Some(generation);
+        }
+        Some(a)
     }
 }
 

@@ -138,6 +138,49 @@ impl VethPair {
         let vb = self.vb.clone();
         self.b.run_in(move || vecgate_io::netdev::mac(&vb).unwrap())
     }
+
+    /// An address in the subnet that nobody owns; B reaches it via
+    /// `mac_a` (the MAC of the port on A's end).
+    pub fn ghost(&self, mac_a: [u8; 6]) -> String {
+        let ghost = format!("10.99.{}.9", self.subnet);
+        self.b.exec(&[
+            "ip",
+            "neigh",
+            "replace",
+            &ghost,
+            "lladdr",
+            &mac_str(mac_a),
+            "dev",
+            &self.vb,
+        ]);
+        ghost
+    }
+
+    /// B pings the ghost address behind `port` (A's end) with 100 bytes of
+    /// 0xa5; the echo request `port` received, checked byte by byte: MACs,
+    /// addresses, both checksums, the pattern.
+    pub fn ghost_ping(&self, port: &mut dyn Port, pool: &mut Pool) -> Packet {
+        let (mac_a, mac_b) = (port.mac(), self.mac_b());
+        let g = self.ghost(mac_a);
+        // No one answers: ping fails, the requests are what we look for.
+        self.b.try_exec(&[
+            "ping", "-c", "2", "-i", "0.2", "-W", "1", "-s", "100", "-p", "a5", &g,
+        ]);
+        let p = recv_until(port, pool, Duration::from_secs(3), |p| {
+            is_icmp(p.data(), 8, None)
+        })
+        .expect("echo request received");
+        let f = p.data();
+        assert_eq!(f.len(), 14 + 20 + 8 + 100);
+        assert_eq!(&f[0..6], &mac_a);
+        assert_eq!(&f[6..12], &mac_b);
+        assert_eq!(&f[26..30], &ip4(&self.ip_b));
+        assert_eq!(&f[30..34], &ip4(&g));
+        assert_eq!(checksum(&f[14..34]), 0, "IPv4 header checksum");
+        assert_eq!(checksum(&f[34..]), 0, "ICMP checksum");
+        assert!(f[34 + 8 + 16..].iter().all(|&b| b == 0xa5), "ping pattern");
+        p
+    }
 }
 
 /// The ingress guards' tcx programs attached on `dev` in `ns`.

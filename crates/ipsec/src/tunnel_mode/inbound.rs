@@ -184,24 +184,16 @@ impl InboundSa {
         }
         // Phase 2: ICV verification (and the AEADs' decryption), no lock
         // held.
-        for start in (0..n).step_by(CHUNK) {
-            let end = (start + CHUNK).min(n);
-            let out = &mut out[start..end];
-            let mut chunk: [Option<Unit<'_>>; CHUNK] = [const { None }; CHUNK];
-            let mut res = [Ok(()); CHUNK];
-            for ((u, o), d) in chunk.iter_mut().zip(out.iter()).zip(units.iter(start..end)) {
-                if let (Ok(o), Some(esp)) = (o, d) {
-                    *u = Some(Unit { esp, seq: o.seq });
-                }
-            }
-            self.transform
-                .verify(&mut chunk[..out.len()], &mut res[..out.len()]);
-            for (o, r) in out.iter_mut().zip(res) {
+        by_chunk(
+            units,
+            out,
+            |c, r| self.transform.verify(c, r),
+            |o, r, _| {
                 if let (Ok(_), Err(e)) = (&o, r) {
                     *o = Err(e);
                 }
-            }
-        }
+            },
+        );
         // Phase 3: window updates for the authentic packets.
         {
             let mut w = self.window();
@@ -215,34 +207,53 @@ impl InboundSa {
         }
         // Phase 4: decrypt (CBC), check the trailer.
         let (mut ok, mut bytes) = (0u64, 0u64);
-        for start in (0..n).step_by(CHUNK) {
-            let end = (start + CHUNK).min(n);
-            let out = &mut out[start..end];
-            let mut chunk: [Option<Unit<'_>>; CHUNK] = [const { None }; CHUNK];
-            let mut res = [Ok(()); CHUNK];
-            for ((u, o), d) in chunk.iter_mut().zip(out.iter()).zip(units.iter(start..end)) {
-                if let (Ok(o), Some(esp)) = (o, d) {
-                    *u = Some(Unit { esp, seq: o.seq });
-                }
-            }
-            self.transform
-                .decrypt(&mut chunk[..out.len()], &mut res[..out.len()]);
-            for ((o, r), u) in out.iter_mut().zip(res).zip(&chunk) {
-                let Ok(d) = *o else { continue };
+        by_chunk(
+            units,
+            out,
+            |c, r| self.transform.decrypt(c, r),
+            |o, r, u| {
+                let Ok(d) = *o else { return };
                 *o = r.and_then(|()| {
-                    let u = u.as_ref().ok_or(EspError::Truncated)?;
+                    let u = u.ok_or(EspError::Truncated)?;
                     self.trailer(u.esp, d.seq)
                 });
                 if let Ok(d) = o {
                     ok += 1;
                     bytes += d.inner_len as u64;
                 }
-            }
-        }
+            },
+        );
         if let Some(e) = self.lifetime.account(ok, bytes) {
             event = Some(e);
         }
         Ok(event)
+    }
+}
+
+/// Runs a crypto `step` over the packets of `out` still good, [`CHUNK`]
+/// at a time (each as a [`Unit`] over its bytes in `units`), then `fold`s
+/// each packet's result (and its unit) into its entry of `out`.
+fn by_chunk<U: EspUnits + ?Sized>(
+    units: &mut U,
+    out: &mut [Result<Decrypted, EspError>],
+    step: impl Fn(&mut [Option<Unit<'_>>], &mut [Result<(), EspError>]),
+    mut fold: impl FnMut(&mut Result<Decrypted, EspError>, Result<(), EspError>, Option<&Unit<'_>>),
+) {
+    let n = out.len();
+    for start in (0..n).step_by(CHUNK) {
+        let end = (start + CHUNK).min(n);
+        let out = &mut out[start..end];
+        let mut chunk: [Option<Unit<'_>>; CHUNK] = [const { None }; CHUNK];
+        let mut res = [Ok(()); CHUNK];
+        for ((u, o), d) in chunk.iter_mut().zip(out.iter()).zip(units.iter(start..end)) {
+            if let (Ok(o), Some(esp)) = (o, d) {
+                *u = Some(Unit { esp, seq: o.seq });
+            }
+        }
+        step(&mut chunk[..out.len()], &mut res[..out.len()]);
+        for ((o, r), u) in out.iter_mut().zip(res).zip(&chunk) {
+            fold(o, r, u.as_ref());
+        }
     }
 }
 
