@@ -49,7 +49,7 @@ fn attach_refuse_reopen_release() {
     // One gateway per netdev: the holder is named.
     let va = t.va.clone();
     let err = within(&t.a, &gw2, move |a| a.attach("y", &va, "af_packet").err()).unwrap();
-    assert!(err.contains("already attached by gw1"), "{err}");
+    assert!(err.contains("already attached by gateway gw1"), "{err}");
 
     // A worker's queue opened again, as it was first opened.
     let va = t.va.clone();
