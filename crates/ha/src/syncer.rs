@@ -697,7 +697,8 @@ impl Syncer {
     }
 }
 
-fn record(s: &SaSnapshot) -> RecordRepr {
+/// One SA of the SA state as the sync's record (the pool seals the same).
+pub fn record(s: &SaSnapshot) -> RecordRepr {
     RecordRepr {
         dir: if s.outbound { Dir::Out } else { Dir::In },
         spi: s.spi,

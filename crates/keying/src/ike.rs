@@ -162,6 +162,12 @@ enum Cmd {
         name: String,
         done: crossbeam_channel::Sender<()>,
     },
+    /// Forget it without a word to the peer (a pool connection that moved
+    /// to another member, which carries its IKE SA on).
+    Forget {
+        name: String,
+        done: crossbeam_channel::Sender<()>,
+    },
     /// A child SA reached its soft lifetime (packets, bytes): rekey it.
     Rekey {
         tunnel: u32,
@@ -229,6 +235,22 @@ impl IkeControl {
             spi,
             outbound,
         });
+    }
+
+    /// Forgets tunnel `name` and its IKE and ESP SAs without a word to
+    /// the peer: a pool connection now carried by another member, which
+    /// adopted its IKE SA (a DELETE from here would end it there too).
+    /// Call before deleting the tunnel; returns once done (at most a turn
+    /// of the thread's loop or two).
+    pub fn forget(&self, name: &str) {
+        let (done, wait) = crossbeam_channel::bounded(1);
+        let cmd = Cmd::Forget {
+            name: name.to_owned(),
+            done,
+        };
+        if self.tx.send(cmd).is_ok() {
+            let _ = wait.recv_timeout(MAX_WAIT * 3);
+        }
     }
 
     /// Deletes tunnel `name`'s IKE SA with the peer (INFORMATIONAL DELETE,

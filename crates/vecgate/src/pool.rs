@@ -16,11 +16,13 @@
 //! connection down at once (routes, tunnel, address) and keeps them; a
 //! renewed lease puts them back; a lost lease removes them for good.
 //!
-//! What is carried between members is the connection and, on a planned
-//! move, the order of the steps (make-before-break). IPsec connections
-//! are keyed by IKEv2 and negotiate afresh on their new member: static
-//! SAs are refused, since their sequence ceilings would have to move
-//! with them.
+//! What is carried between members is the connection, on a planned
+//! move the order of the steps (make-before-break), and an IPsec
+//! connection's SA state ([`sas`]): its IKE SAs and its SAs' sequence
+//! ceilings and replay windows, sealed into etcd whenever they change and
+//! adopted by the new owner, so the peer sees the same IKE and child SPIs
+//! and no new IKE_SA_INIT. IPsec connections are keyed by IKEv2: static
+//! SAs are refused (their keys live in files on each member).
 
 use anyhow::{anyhow, Result};
 use std::sync::atomic::AtomicBool;
@@ -32,6 +34,9 @@ use vecgate_pool::{Capacity, Connection};
 
 mod api;
 mod apply;
+mod sas;
+
+pub use sas::{ike_link, IkeEnds};
 
 /// What the pool member is wired to.
 pub struct Wiring {
@@ -41,6 +46,12 @@ pub struct Wiring {
     pub held: crate::ha::Held,
     /// Worker 0's mailbox: announcements go out through it.
     pub mailbox: Option<crossbeam_channel::Sender<dataplane::worker::Command>>,
+    /// The SA state (sequence ceilings, replay windows).
+    pub sas: Arc<vecgate_ipsec::SaState>,
+    /// The IKE thread's pool link ([`ike_link`]) and its control: IKE
+    /// SAs are carried between members (absent: IKE negotiates afresh
+    /// after a move, as with an HA state sync holding the link).
+    pub ike: Option<(IkeEnds, vecgate_keying::ike::IkeControl)>,
 }
 
 /// Joins the pool: connects to etcd and checks the pool key (an error
@@ -48,7 +59,7 @@ pub struct Wiring {
 /// the member's and the applier's threads. They stop with `stop`.
 pub fn start(
     cfg: &Config,
-    w: Wiring,
+    mut w: Wiring,
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<std::thread::JoinHandle<()>>> {
     let Some(p) = cfg.pool.as_ref() else {
@@ -92,7 +103,11 @@ pub fn start(
         commands,
         status: status.clone(),
     }));
-    let applier = apply::Applier::new(cfg, &w, key, reports, status);
+    let carrier = w
+        .ike
+        .take()
+        .map(|(ends, ike)| sas::Carrier::new(ends, ike, w.sas.clone(), p.max_sa_pps));
+    let applier = apply::Applier::new(cfg, &w, key, reports, status, carrier);
     let a = std::thread::Builder::new()
         .name("pool-apply".into())
         .spawn({

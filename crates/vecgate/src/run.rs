@@ -110,6 +110,8 @@ struct Prepared {
     punts: Punts,
     /// With `[ha] sync_*`: the state sync's ends not yet handed out.
     sync: Option<SyncEnds>,
+    /// With `[pool]`: the applier's ends of the IKE thread's link.
+    pool_ike: Option<crate::pool::IkeEnds>,
     host_taps: crate::host_tap::Taps,
     tenant_fpm: Vec<vecgate_control::fpm::Source>,
 }
@@ -138,6 +140,16 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
     // reserve hook tells it each ceiling from the first SA on.
     let (mut sync, ike_from_sync) = ha::sync_ends(cfg).unzip();
     let (esp, sas) = sa::start(cfg, sync.as_ref().map(|s| s.tx.clone()))?;
+    // `[pool]` (without a state sync, which holds the IKE thread's link
+    // then): the IKE thread hands its IKE SAs to the pool's applier and
+    // adopts those of connections moved here.
+    let (pool_link, pool_ike) = match (&sync, &cfg.pool) {
+        (None, Some(_)) => {
+            let (l, e) = crate::pool::ike_link(sas.state.clone());
+            (Some(l), Some(e))
+        }
+        _ => (None, None),
+    };
     // IKEv2: state machines built now (PSK files read); the punt path
     // carries IKE between the workers and the control thread. Both always
     // run (idle, the thread sleeps on the punt queue) so IKE tunnels can
@@ -149,8 +161,9 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
                     sas: sas.state.clone(),
                     to_sync: ends.tx.clone(),
                     from_sync,
+                    pool: false,
                 }),
-                _ => None,
+                _ => pool_link,
             };
             Some(
                 vecgate_keying::ike::prepare(cfg, reg.clone(), link)
@@ -184,6 +197,7 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
         sas,
         ike,
         sync,
+        pool_ike,
         punts: Punts {
             ike: ike_punt,
             vrrp: vrrp_punt,
@@ -335,6 +349,8 @@ fn start_control(cfg: &Config, pre: Prepared, fwd: Forwarding) -> Result<Running
             ctl: ctl.clone(),
             held: held.clone(),
             mailbox: pool_mailbox,
+            sas: pre.sas.state.clone(),
+            ike: pre.pool_ike.zip(pre.ike.as_ref().map(|i| i.control())),
         },
         fwd.stop.clone(),
     )?;

@@ -19,68 +19,16 @@
 //! members report (`vecgate pool show --json`) and count.
 
 mod common;
+#[path = "common/pool.rs"]
+mod pool;
 
 use common::{
     answered, sh, tshark, unique, vecgate_bin, veth, wait_until, Capture, Gateway, Netns,
 };
-use serde_json::Value;
+use pool::{cli, placed, pool_show, start_etcd, tunnel_tx, ETCD};
 use std::process::Command;
 
 const PEER: &str = "192.0.2.2";
-const ETCD: &str = "10.99.0.1";
-
-/// The etcd processes, killed and reaped when the test ends.
-struct Etcd(Vec<std::process::Child>);
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The three etcd members in namespace `ns`, on one address, ports
-/// 2379/2380 + 10 000 × i; and the `etcd = [...]` list for `[pool]`.
-fn start_etcd(ns: &Netns, dir: &std::path::Path) -> (Etcd, String) {
-    let mut procs = Etcd(Vec::new());
-    let peers: Vec<String> = (0..3)
-        .map(|i| format!("e{i}=http://{ETCD}:{}", 2380 + 10_000 * i))
-        .collect();
-    for i in 0..3 {
-        let client = format!("http://{ETCD}:{}", 2379 + 10_000 * i);
-        let peer = format!("http://{ETCD}:{}", 2380 + 10_000 * i);
-        procs.0.push(ns.spawn(&format!(
-            "etcd --name e{i} --data-dir {}/e{i} --listen-client-urls {client} \
-             --advertise-client-urls {client} --listen-peer-urls {peer} \
-             --initial-advertise-peer-urls {peer} --initial-cluster-state new \
-             --initial-cluster {} --heartbeat-interval 100 --election-timeout 1000 \
-             --logger zap --log-level error",
-            dir.display(),
-            peers.join(",")
-        )));
-    }
-    let endpoints: Vec<String> = (0..3)
-        .map(|i| format!("http://{ETCD}:{}", 2379 + 10_000 * i))
-        .collect();
-    let list = endpoints.join(",");
-    assert!(
-        wait_until(30, || ns
-            .try_sh(&format!(
-                "etcdctl --endpoints {list} --command-timeout=1s put /vecgate-test/health 1"
-            ))
-            .status
-            .success()),
-        "etcd cluster not healthy"
-    );
-    let list = endpoints
-        .iter()
-        .map(|e| format!("\"{e}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    (procs, list)
-}
 
 fn config(n: u8, api: &str, etcd: &str, key: &str) -> String {
     format!(
@@ -120,42 +68,6 @@ fn connection(vni: u32) -> String {
         vni - 100,
         vni
     )
-}
-
-fn cli(api: &str, args: &[&str]) -> std::process::Output {
-    Command::new(vecgate_bin())
-        .args(args)
-        .args(["--api", api])
-        .output()
-        .expect("vecgate")
-}
-
-fn pool_show(api: &str) -> Value {
-    let out = cli(api, &["pool", "show", "--json"]);
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-/// Where `conn` is placed, as `api`'s member sees it.
-fn placed(p: &Value, conn: &str) -> Option<(String, String, String)> {
-    p["connections"].as_array()?.iter().find_map(|c| {
-        (c["id"] == conn).then(|| {
-            (
-                c["member"].as_str().unwrap_or("").to_owned(),
-                c["reason"].as_str().unwrap_or("").to_owned(),
-                c["phase"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-    })
-}
-
-/// Tunnel `name`'s transmitted packets on the gateway behind `api`.
-fn tunnel_tx(api: &str, name: &str) -> u64 {
-    let out = cli(api, &["show", "tunnels", "--json"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v.as_array()
-        .and_then(|a| a.iter().find(|t| t["name"] == name))
-        .and_then(|t| t["tx_packets"].as_u64())
-        .unwrap_or(0)
 }
 
 #[test]

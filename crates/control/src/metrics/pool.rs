@@ -6,6 +6,7 @@ use crate::state::Control;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 pub(super) fn pool(ctl: &Control, reg: &mut Registry) {
     let Ok(p) = ctl.pool() else {
@@ -58,5 +59,30 @@ pub(super) fn pool(ctl: &Control, reg: &mut Registry) {
         let mut ml = l.clone();
         ml.push(("member".to_owned(), m.name.clone()));
         placed.get_or_create(&ml).set(i64::from(m.tunnels));
+    }
+    // The last move of each connection: seconds from its detection to
+    // each later step (only the steps done so far).
+    let moves = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    reg.register(
+        "vecgate_pool_move_seconds",
+        "Seconds from the detection of a connection's last move (a lease gone, a drain asked for) to each step: decide (the leader placed it), program (the new owner programmed it), first_packet (it forwarded into it)",
+        moves.clone(),
+    );
+    for c in &p.connections {
+        let Some(m) = &c.last_move else { continue };
+        let steps = [
+            ("decide", Some(m.decide_ms)),
+            ("program", m.program_ms),
+            ("first_packet", m.first_packet_ms),
+        ];
+        for (step, at) in steps {
+            let Some(at) = at else { continue };
+            let mut ml = l.clone();
+            ml.push(("connection".to_owned(), c.id.clone()));
+            ml.push(("step".to_owned(), step.to_owned()));
+            moves
+                .get_or_create(&ml)
+                .set(at.saturating_sub(m.detect_ms) as f64 / 1000.0);
+        }
     }
 }

@@ -80,6 +80,29 @@ pub struct PoolConnectionInfo {
     /// What its owner reports: serving, released, failed.
     pub phase: Option<String>,
     pub error: Option<String>,
+    /// The move that put it where it is, and its timeline.
+    #[serde(default)]
+    pub last_move: Option<PoolMoveInfo>,
+}
+
+/// One move of a connection (the audit record) and its timeline, in ms
+/// since the Unix epoch, each written by the member that did the step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PoolMoveInfo {
+    /// The audit record's sequence number.
+    pub audit: u64,
+    pub from: Option<String>,
+    pub to: String,
+    /// new, failover, drain, rebalance.
+    pub reason: String,
+    /// The leader learnt of the cause (a lease gone, a drain asked for).
+    pub detect_ms: u64,
+    /// The leader wrote the move.
+    pub decide_ms: u64,
+    /// The new owner had programmed it (tunnel, address, routes).
+    pub program_ms: Option<u64>,
+    /// The new owner forwarded its first packet into it.
+    pub first_packet_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]

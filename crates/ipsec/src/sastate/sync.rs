@@ -36,10 +36,19 @@ pub struct TakenOver {
 impl SaState {
     /// Every live SA: outbound ceilings, inbound windows.
     pub fn snapshot(&self) -> Vec<SaSnapshot> {
+        self.snapshot_where(|_| true)
+    }
+
+    /// The live SAs of tunnel `tunnel` (a pool carries one connection's).
+    pub fn snapshot_of(&self, tunnel: &str) -> Vec<SaSnapshot> {
+        self.snapshot_where(|sa| sa.tunnel == tunnel)
+    }
+
+    fn snapshot_where(&self, pick: impl Fn(&SaIdentity) -> bool) -> Vec<SaSnapshot> {
         let entries = self.entries();
         entries
             .iter()
-            .filter(|(_, e)| e.handle.alive())
+            .filter(|(_, e)| e.handle.alive() && pick(&e.sa))
             .map(|(key, e)| match &e.handle {
                 Handle::Out(c) => SaSnapshot {
                     key: *key,

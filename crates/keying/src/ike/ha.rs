@@ -16,6 +16,13 @@
 //!   outbound numbers start past the old active's synced ceiling and
 //!   their replay windows are the synced ones. A tunnel without a shadow
 //!   negotiates as without HA.
+//! - A pool member ([`HaLink::pool`]) is always active: the pool moves
+//!   single connections, not the gateway's role. Its applier hands each
+//!   moved connection's IKE SAs over ([`ToIke::Adopt`]) *before* it adds
+//!   the tunnel; a shadow whose tunnel is not here yet waits for it, and
+//!   the tunnel then adopts it instead of initiating (no IKE_SA_INIT). A
+//!   connection that leaves the member is forgotten without a word to the
+//!   peer ([`super::IkeControl::forget`]): its new owner carries on.
 
 use super::ControlPlane;
 use crossbeam_channel::{Receiver, Sender};
@@ -24,7 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use vecgate_ha::sync::IkeSaRepr;
-use vecgate_ha::syncer::{Adoption, Message, Moved, Now, ToIke, Words};
+use vecgate_ha::syncer::{Adoption, IkeShadow, Message, Moved, Now, ToIke, Words};
+use vecgate_ike::group;
 use vecgate_ike::SaSnapshot;
 use vecgate_ipsec::seqstore::KeyId;
 use vecgate_ipsec::{InboundSa, OutboundSa, SaConfig, SaState};
@@ -40,6 +48,9 @@ pub struct HaLink {
     pub sas: Arc<SaState>,
     pub to_sync: Sender<Message>,
     pub from_sync: Receiver<ToIke>,
+    /// A pool member's link (module doc): always active, shadows may wait
+    /// for their tunnels.
+    pub pool: bool,
 }
 
 /// The thread's HA state: its role, a takeover's shadow not adopted yet,
@@ -55,19 +66,47 @@ pub(super) struct IkeHa {
     words: Words,
     sent: HashMap<u32, Vec<Zeroizing<Vec<u8>>>>,
     full_at: Option<Instant>,
+    /// A pool member's shadows whose tunnels are not added yet, by name.
+    pending: HashMap<String, IkeShadow>,
 }
 
 impl IkeHa {
-    /// Until the sync says otherwise: backup.
+    /// Until the sync says otherwise: backup (a pool member: active).
     pub(super) fn new(link: HaLink) -> IkeHa {
+        let pool = link.pool;
         IkeHa {
             link,
-            may_send: false,
-            backup: true,
+            may_send: pool,
+            backup: !pool,
             adoption: None,
             words: Words::default(),
             sent: HashMap::new(),
             full_at: None,
+            pending: HashMap::new(),
+        }
+    }
+
+    /// A pool member's shadow for tunnel `name`, handed over before the
+    /// tunnel was added (module doc).
+    pub(super) fn pending_for(&mut self, name: &str) -> Option<IkeShadow> {
+        if !self.link.pool {
+            return None;
+        }
+        self.hear();
+        self.take_adoption();
+        self.pending.remove(name)
+    }
+
+    /// A pool member's adoption: its shadows wait for their tunnels, its
+    /// words join those of earlier adoptions (each names other keys).
+    fn take_adoption(&mut self) {
+        if !self.link.pool {
+            return;
+        }
+        if let Some(Adoption { shadow, words }) = self.adoption.take() {
+            self.words.max_pps = words.max_pps;
+            self.words.by_key.extend(words.by_key);
+            self.pending.extend(shadow);
         }
     }
 
@@ -183,10 +222,47 @@ impl ControlPlane {
         );
     }
 
+    /// Forgets tunnel `x` without a word to the peer (a pool connection
+    /// moved away): its IKE SAs dropped, its ESP SAs out of the
+    /// dataplane, the tunnel gone from this thread.
+    pub(super) fn forget(&mut self, x: usize) {
+        let mut t = self.tunnels.remove(x);
+        t.ike.forget_all();
+        for c in t.children.drain(..) {
+            let _ = self.reg.remove_inbound(c.spi_in);
+            self.removals.retain(|r| r.1 != c.spi_in);
+        }
+        let _ = self.reg.set_outbound(t.id, None);
+        if let Some(ha) = self.ha.as_mut() {
+            ha.sent.remove(&t.id);
+        }
+        group::refresh_policies(&mut self.tunnels);
+        info!(tunnel = %t.name, "IKE: tunnel forgotten without a delete (its new owner carries its IKE SA)");
+    }
+
     /// Takeover: imports the active's IKE SAs, once, into the tunnels of
     /// the same name; those no longer wait to initiate.
     pub(super) fn adopt_shadow(&mut self, to_start: &mut Vec<u32>, now: Instant) {
         let Some(ha) = self.ha.as_mut() else { return };
+        if ha.link.pool {
+            // Each moved connection's shadow, adopted by its tunnel.
+            ha.take_adoption();
+            let mut adopted = false;
+            for t in &mut self.tunnels {
+                if let Some(sas) = ha.pending.remove(&t.name) {
+                    let n = import_shadow(t, &sas, now);
+                    if n > 0 {
+                        to_start.retain(|i| *i != t.id);
+                        adopted = true;
+                        info!(tunnel = %t.name, ike_sas = n, "IKE: took over the old owner's IKE SAs (no renegotiation)");
+                    }
+                }
+            }
+            if adopted {
+                self.drain_all();
+            }
+            return;
+        }
         let Some(Adoption { shadow, words }) = ha.adoption.take() else {
             return;
         };
@@ -198,16 +274,7 @@ impl ControlPlane {
                 }
                 continue;
             };
-            let mut adopted = 0;
-            for state in sas.values() {
-                match SaSnapshot::decode(state) {
-                    Ok(s) => {
-                        t.ike.import(s, now);
-                        adopted += 1;
-                    }
-                    Err(e) => warn!(tunnel = %t.name, "IKE: synced IKE SA unusable: {e}"),
-                }
-            }
+            let adopted = import_shadow(t, sas, now);
             if adopted > 0 {
                 to_start.retain(|i| *i != t.id);
                 info!(tunnel = %t.name, ike_sas = adopted, "IKE: took over the active's IKE SAs (no renegotiation)");
@@ -220,6 +287,21 @@ impl ControlPlane {
             ha.tell(Message::IkeAdopted);
         }
     }
+}
+
+/// Imports the IKE SAs of `sas` into tunnel `t`; how many it took.
+pub(super) fn import_shadow(t: &mut super::TunnelIke, sas: &IkeShadow, now: Instant) -> usize {
+    let mut adopted = 0;
+    for state in sas.values() {
+        match SaSnapshot::decode(state) {
+            Ok(s) => {
+                t.ike.import(s, now);
+                adopted += 1;
+            }
+            Err(e) => warn!(tunnel = %t.name, "IKE: synced IKE SA unusable: {e}"),
+        }
+    }
+    adopted
 }
 
 /// The ESP SAs of a child with a state sync: attached to the

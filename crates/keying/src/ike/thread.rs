@@ -87,13 +87,30 @@ impl ControlPlane {
     fn commands(&mut self, to_start: &mut Vec<u32>, now: Instant) {
         while let Ok(c) = self.cmds.try_recv() {
             match c {
-                Cmd::Add(t) => {
+                Cmd::Add(mut t) => {
                     info!(tunnel = %t.name, initiator = t.ike.config().initiate, "IKE: tunnel added");
-                    if t.ike.config().initiate {
+                    // A pool connection moved here adopts its old owner's
+                    // IKE SAs instead of initiating (ike/ha.rs).
+                    let shadow = self.ha.as_mut().and_then(|h| h.pending_for(&t.name));
+                    let adopted =
+                        shadow.map_or(0, |sas| super::ha::import_shadow(&mut t, &sas, now));
+                    if adopted > 0 {
+                        info!(tunnel = %t.name, ike_sas = adopted, "IKE: took over the old owner's IKE SAs (no renegotiation)");
+                    } else if t.ike.config().initiate {
                         to_start.insert(0, t.id);
                     }
                     self.tunnels.push(*t);
                     group::refresh_policies(&mut self.tunnels);
+                    if adopted > 0 {
+                        self.drain_all();
+                    }
+                }
+                Cmd::Forget { name, done } => {
+                    if let Some(x) = self.tunnels.iter().position(|t| t.name == name) {
+                        to_start.retain(|i| *i != self.tunnels[x].id);
+                        self.forget(x);
+                    }
+                    let _ = done.send(());
                 }
                 Cmd::Rekey {
                     tunnel,

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use vecgate_config::{Config, FieldError, Route, TunnelKind, Via};
 use vecgate_control::model::{
     PoolConnectionInfo, PoolConnectionSpec, PoolDrain, PoolFenceInfo, PoolInfo, PoolMemberInfo,
-    PoolMove, PoolRebalance, PoolRefusedInfo,
+    PoolMove, PoolMoveInfo, PoolRebalance, PoolRefusedInfo,
 };
 use vecgate_control::{ApiError, PoolOps};
 use vecgate_pool::etcd::member::{Command, CommandError, Status};
@@ -281,6 +281,7 @@ pub(super) fn info(pool: &str, st: &Status, now: Instant) -> PoolInfo {
                         .unwrap_or_default()
                 }),
                 error: s.and_then(|s| s.error.clone()),
+                last_move: p.and_then(|p| last_move(v, p.audit, s)),
             }
         })
         .collect();
@@ -315,4 +316,25 @@ pub(super) fn info(pool: &str, st: &Status, now: Instant) -> PoolInfo {
             .collect(),
         pending_writes: st.pending_writes,
     }
+}
+
+/// Move `audit` as the leader recorded it, with the owner's steps when
+/// its status is about that move.
+fn last_move(
+    v: &vecgate_pool::View,
+    audit: u64,
+    s: Option<&vecgate_pool::records::StatusRecord>,
+) -> Option<PoolMoveInfo> {
+    let a = v.audits.get(&audit)?;
+    let s = s.filter(|s| s.audit == Some(audit));
+    Some(PoolMoveInfo {
+        audit,
+        from: a.from.clone(),
+        to: a.to.clone(),
+        reason: a.reason.as_str().to_owned(),
+        detect_ms: a.detect_ms,
+        decide_ms: a.decide_ms,
+        program_ms: s.and_then(|s| s.program_ms),
+        first_packet_ms: s.and_then(|s| s.first_packet_ms),
+    })
 }

@@ -8,6 +8,11 @@
 //! to send (a handover) removes the routes only: the tunnel and its
 //! address keep receiving until the new owner has announced the address
 //! and the member says remove.
+//!
+//! IKE-keyed connections carry their SA state ([`super::sas`]): sealed
+//! whenever it changes, adopted from the sealed blob by the member that
+//! takes them over (and from our own last state when the fence opens
+//! again), forgotten without a delete when they leave.
 
 use super::api::underlay_of;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -23,7 +28,7 @@ use vecgate_control::model::{RouteKey, RouteSpec, TunnelSpec};
 use vecgate_pool::etcd::member::{Report, Status};
 use vecgate_pool::seal::{self, Info};
 use vecgate_pool::snapshot::Snapshot;
-use vecgate_pool::{Action, Connection, PoolKey};
+use vecgate_pool::{Action, Connection, Mode, PoolKey};
 
 /// What the applier has done with one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +49,11 @@ struct Local {
     now: Installed,
     /// The first packet it sent is reported once.
     first_packet: bool,
+    /// Keyed by IKEv2: its SA state is carried.
+    ike: bool,
+    /// The SA state to adopt when its tunnel is (re)added: the old
+    /// owner's sealed state, then ours as last sealed.
+    carried: Option<(Snapshot, Info)>,
 }
 
 pub(super) struct Applier {
@@ -61,6 +71,8 @@ pub(super) struct Applier {
     /// Announcements due (a lost gratuitous ARP, or one sent before the
     /// underlay next hop resolved, is sent again).
     announce: Vec<(Instant, u16)>,
+    /// IKE SA carrying (absent without an IKE thread linked to the pool).
+    carrier: Option<super::sas::Carrier>,
 }
 
 /// When a taken address (and an L2 tunnel's overlay addresses) is
@@ -74,6 +86,7 @@ impl Applier {
         key: PoolKey,
         reports: mpsc::Sender<Report>,
         status: watch::Receiver<Arc<Status>>,
+        carrier: Option<super::sas::Carrier>,
     ) -> Applier {
         Applier {
             ctl: w.ctl.clone(),
@@ -91,6 +104,7 @@ impl Applier {
             serving: false,
             generation: 0,
             announce: Vec::new(),
+            carrier,
         }
     }
 
@@ -125,9 +139,17 @@ impl Applier {
                 connection,
                 placement_rev,
                 mode,
+                blob,
                 ..
             } => {
                 info!(connection = %conn, ?mode, "pool: applying");
+                let ike = self.carrier.is_some() && is_ike(&connection);
+                let carried = match (mode, blob) {
+                    (Mode::Fresh, _) | (_, None) => None,
+                    (_, Some(b)) if ike => self.open(&conn, &b),
+                    _ => None,
+                };
+                let adopting = carried.as_ref().is_some_and(|(s, _)| !s.ike.is_empty());
                 self.conns.insert(
                     conn.clone(),
                     Local {
@@ -136,6 +158,8 @@ impl Applier {
                         wanted: Installed::Serving,
                         now: Installed::No,
                         first_packet: false,
+                        ike,
+                        carried,
                     },
                 );
                 let result = self.set(&conn, Installed::Serving);
@@ -146,8 +170,13 @@ impl Applier {
                     conn: conn.clone(),
                     result: result.map(|()| Vec::new()),
                 });
-                if let Some(blob) = self.sealed(&conn, placement_rev, false) {
-                    self.report(Report::State { conn, blob });
+                // An adopted state is written back once the IKE thread
+                // has keyed it here (tick): until then the old owner's
+                // blob stands, ceilings and all.
+                if !adopting {
+                    if let Some(blob) = self.sealed(&conn, placement_rev, false) {
+                        self.report(Report::State { conn, blob });
+                    }
                 }
             }
             Action::Update {
@@ -176,6 +205,10 @@ impl Applier {
             } => {
                 info!(connection = %conn, "pool: handing over: sending stops");
                 let _ = self.set(&conn, Installed::Receiving);
+                // IKE falls silent too: the new owner adopts the state
+                // sealed now (its message IDs, its child SAs).
+                self.refresh(&conn);
+                self.silence(&conn);
                 if let Some(blob) = self.sealed(&conn, placement_rev, true) {
                     self.report(Report::Released {
                         conn,
@@ -209,6 +242,7 @@ impl Applier {
     /// Follows the fence, sends the announcements due, and reports each
     /// connection's first packet.
     fn tick(&mut self) {
+        self.seal_changes();
         let now = Instant::now();
         let (due, later): (Vec<_>, Vec<_>) = self.announce.drain(..).partition(|(t, _)| *t <= now);
         self.announce = later;
@@ -294,6 +328,7 @@ impl Applier {
         use Installed::*;
         let t = &c.tunnel;
         if from == No && to != No {
+            self.adopt(&t.name);
             self.ctl
                 .add_tunnel(&TunnelSpec::from(t))
                 .map_err(|e| format!("tunnel {}: {}", t.name, e.message))?;
@@ -326,6 +361,7 @@ impl Applier {
             }
         }
         if to == No && from != No {
+            self.silence(&t.name);
             let _ = self.ctl.del_tunnel(&t.name);
             self.address(t.local, &t.underlay_vrf, false)?;
         }
@@ -360,14 +396,20 @@ impl Applier {
 
     /// The connection's state, sealed for etcd. Plain tunnels carry no
     /// SA state: the snapshot says which placement it was held under
-    /// and whether sending has stopped.
+    /// and whether sending has stopped. An IKE-keyed one carries what
+    /// [`Applier::seal_changes`] last took (kept as what it adopts if the
+    /// fence takes it down and gives it back).
     fn sealed(&mut self, conn: &str, placement_rev: i64, released: bool) -> Option<Vec<u8>> {
         let epoch = self.status.borrow().view.leader().map_or(0, |l| l.epoch);
+        let (sas, ike) = match self.conns.get(conn).and_then(|l| l.carried.as_ref()) {
+            Some((s, _)) => (s.sas.clone(), s.ike.clone()),
+            None => (Vec::new(), Vec::new()),
+        };
         let snap = Snapshot {
             released,
             placement_rev,
-            sas: Vec::new(),
-            ike: Vec::new(),
+            sas,
+            ike,
         };
         let now = vecgate_pool::now_ms();
         self.generation += 1;
@@ -377,11 +419,141 @@ impl Applier {
             written_ms: now,
             generation: self.generation,
         };
+        if let Some(l) = self.conns.get_mut(conn) {
+            if !snap.ike.is_empty() {
+                l.carried = Some((snap, info));
+            }
+        }
         match seal::seal(&self.key, &self.pool, conn, info, &body) {
             Ok(b) => Some(b),
             Err(e) => {
                 warn!(connection = %conn, error = %e, "pool: sealing the state");
                 None
+            }
+        }
+    }
+}
+
+/// Whether connection `c` is keyed by IKEv2.
+fn is_ike(c: &Connection) -> bool {
+    c.tunnel.ipsec.as_ref().is_some_and(|x| x.ike.is_some())
+}
+
+impl Applier {
+    /// Opens the sealed state of `conn` (a new owner's takeover).
+    fn open(&self, conn: &str, blob: &[u8]) -> Option<(Snapshot, Info)> {
+        let r = seal::open(&self.key, &self.pool, conn, blob)
+            .map_err(|e| e.to_string())
+            .and_then(|(info, body)| {
+                Snapshot::parse(&body, conn)
+                    .map(|s| (s, info))
+                    .map_err(|e| e.to_string())
+            });
+        match r {
+            Ok(x) => Some(x),
+            Err(e) => {
+                warn!(connection = %conn, error = %e, "pool: the sealed state does not open: IKE negotiates afresh");
+                None
+            }
+        }
+    }
+
+    /// Before tunnel `name` is added: its carried IKE SAs go to the IKE
+    /// thread, which adopts them instead of initiating.
+    fn adopt(&mut self, name: &str) {
+        let Some(carrier) = self.carrier.as_ref() else {
+            return;
+        };
+        let Some(l) = self
+            .conns
+            .values()
+            .find(|l| l.ike && l.connection.tunnel.name == name)
+        else {
+            return;
+        };
+        if let Some((snap, info)) = &l.carried {
+            carrier.adopt(name, snap, info);
+        }
+    }
+
+    /// Tunnel `name` stops here: IKE forgets it without a word to the peer.
+    fn silence(&mut self, name: &str) {
+        let ike = self
+            .conns
+            .values()
+            .any(|l| l.ike && l.connection.tunnel.name == name);
+        if let (true, Some(c)) = (ike, self.carrier.as_mut()) {
+            c.hear();
+            c.forget(name);
+        }
+    }
+
+    /// Takes connection `conn`'s state as it stands (a handover seals it
+    /// next).
+    fn refresh(&mut self, conn: &str) {
+        let Some(carrier) = self.carrier.as_mut() else {
+            return;
+        };
+        carrier.hear();
+        let Some(l) = self.conns.get_mut(conn).filter(|l| l.ike) else {
+            return;
+        };
+        if let Some((sas, ike)) = carrier.state(&l.connection.tunnel.name) {
+            let info = l.carried.as_ref().map_or(
+                Info {
+                    epoch: 0,
+                    written_ms: 0,
+                    generation: 0,
+                },
+                |(_, i)| *i,
+            );
+            l.carried = Some((
+                Snapshot {
+                    released: false,
+                    placement_rev: l.placement_rev,
+                    sas,
+                    ike,
+                },
+                info,
+            ));
+        }
+    }
+
+    /// Seals and reports the state of every IKE-keyed connection we serve
+    /// whose IKE SAs or outbound ceilings changed since last sealed.
+    fn seal_changes(&mut self) {
+        let Some(carrier) = self.carrier.as_mut() else {
+            return;
+        };
+        carrier.hear();
+        let mut due = Vec::new();
+        for (id, l) in &self.conns {
+            if !l.ike || l.now != Installed::Serving {
+                continue;
+            }
+            if let Some((sas, ike)) = carrier.changed(&l.connection.tunnel.name) {
+                due.push((id.clone(), l.placement_rev, sas, ike));
+            }
+        }
+        for (id, rev, sas, ike) in due {
+            if let Some(l) = self.conns.get_mut(&id) {
+                let info = l.carried.as_ref().map(|(_, i)| *i).unwrap_or(Info {
+                    epoch: 0,
+                    written_ms: 0,
+                    generation: 0,
+                });
+                l.carried = Some((
+                    Snapshot {
+                        released: false,
+                        placement_rev: rev,
+                        sas,
+                        ike,
+                    },
+                    info,
+                ));
+            }
+            if let Some(blob) = self.sealed(&id, rev, false) {
+                self.report(Report::State { conn: id, blob });
             }
         }
     }
