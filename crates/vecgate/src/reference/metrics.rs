@@ -99,6 +99,7 @@ const METRICS: &[Metric] = &[
     m("vecgate_pool_etcd_up", Gauge, &["pool"], "1 while etcd answers this member (no error since the last answer)"),
     m("vecgate_pool_members", Gauge, &["pool"], "Members registered in the pool"),
     m("vecgate_pool_connections", Gauge, &["pool", "member"], "Connections placed on each member of the pool"),
+    m("vecgate_pool_move_seconds", Gauge, &["pool", "connection", "step"], "Seconds from the detection of a connection's last move (a lease gone, a drain asked for) to each step: decide (the leader placed it), program (the new owner programmed it), first_packet (it forwarded into it)"),
     m("vecgate_ha_sync_messages_rejected", Counter, &["peer", "reason"], "State sync datagrams rejected, by reason (malformed, version, auth, replay, stale_epoch, skew, reflected, source)"),
     m("vecgate_fpm_messages", Counter, &["type"], "Netlink messages received from zebra over FPM, by type"),
     m("vecgate_fpm_frames", Counter, &[], "FPM frames received"),
