@@ -20,6 +20,7 @@
 
 mod api;
 mod ha;
+mod host_tun;
 mod ports;
 mod punt;
 mod ready;
@@ -41,9 +42,8 @@ use vecgate_config::{Config, LoadError};
 use vecgate_control::build::Ports;
 use vecgate_control::NetdevFacts;
 
-use crate::live_ports::LivePorts;
 use ha::SyncEnds;
-use ports::Workers;
+use ports::{LivePorts, Workers};
 use punt::Punts;
 use sa::SaStateThread;
 
@@ -102,8 +102,9 @@ fn run(cfg: Config, path: &Path) -> Result<()> {
 struct Prepared {
     auth: vecgate_control::Auth,
     tls: Option<vecgate_control::Tls>,
-    /// Per interface: one removed live releases its netdev.
-    locks: HashMap<String, vecgate_io::NetdevLock>,
+    /// Every interface's netdev claimed (one removed live releases its
+    /// own).
+    attached: Arc<vecgate_io::Attached>,
     esp: Option<Arc<vecgate_ipsec::EspRegistry>>,
     sas: SaStateThread,
     ike: Option<vecgate_keying::ike::Prepared>,
@@ -112,7 +113,7 @@ struct Prepared {
     sync: Option<SyncEnds>,
     /// With `[pool]`: the applier's ends of the IKE thread's link.
     pool_ike: Option<crate::pool::IkeEnds>,
-    host_taps: crate::host_tap::Taps,
+    host_taps: host_tun::Taps,
     tenant_fpm: Vec<vecgate_control::fpm::Source>,
 }
 
@@ -128,7 +129,7 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
     let tls = api::api_tls(cfg)?;
     // One gateway per netdev: claimed before anything is attached, held
     // (by the kernel, through flock) until this process exits.
-    let locks = ports::lock_netdevs(cfg)?;
+    let attached = ports::claim_netdevs(cfg)?;
     // IPsec SAs: keys read from their files once; the registry outlives
     // every table rebuild (sequence numbers, replay windows).
     // Always present (an empty registry costs nothing: the tables get an
@@ -186,13 +187,13 @@ fn prepare(cfg: &Config) -> Result<Prepared> {
         .map(|_| dataplane::punt::VrrpPunt::new(64));
     // `[[routing.punt]]`: BGP and BFD to the host's stack through a TUN
     // per VRF (created and addressed now, before any worker punts).
-    let (host_taps, tenant_fpm) = crate::host_tap::open(cfg).map_err(|e| anyhow!(e))?;
+    let (host_taps, tenant_fpm) = host_tun::open(cfg).map_err(|e| anyhow!(e))?;
     let host_punt = (!host_taps.is_empty())
         .then(|| dataplane::punt::HostPunt::new(dataplane::punt::host::DEFAULT_SLOTS));
     Ok(Prepared {
         auth,
         tls,
-        locks,
+        attached,
         esp,
         sas,
         ike,
@@ -223,9 +224,8 @@ struct Forwarding {
 /// Every interface attached (one queue per worker), the first tables
 /// built, the workers forwarding.
 fn start_forwarding(cfg: &Config, pre: &mut Prepared) -> Result<Forwarding> {
-    let nworkers = cfg.gateway.workers.max(1);
     // Attach: every worker gets its own queue on every interface.
-    let (per_worker, guards) = ports::attach(cfg, nworkers)?;
+    let per_worker = ports::attach(cfg, &pre.attached)?;
     let netdevs = ports::netdev_facts(cfg, &per_worker[0]);
     let facts: HashMap<String, NetdevFacts> = cfg
         .interfaces
@@ -234,8 +234,10 @@ fn start_forwarding(cfg: &Config, pre: &mut Prepared) -> Result<Forwarding> {
         .zip(netdevs.iter().copied())
         .collect();
     let (tports, shared) = tables::first_tables(cfg, &facts, pre.esp.as_deref())?;
-    let locks = std::mem::take(&mut pre.locks);
-    let live = ports::live_ports(cfg, nworkers, facts, locks, guards);
+    let live = Arc::new(LivePorts {
+        attached: pre.attached.clone(),
+        facts: Arc::new(std::sync::Mutex::new(facts)),
+    });
     let neigh = NeighbourShared::new(4096, 60_000);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -497,7 +499,7 @@ impl Running {
         // durable ceilings, so a clean restart skips and drops nothing.
         self.sas.shut_down();
         ready::show_counters(&self.ctl);
-        self.live.remove_guards();
+        self.live.attached.release_all();
         info!("stopped");
     }
 }

@@ -1,7 +1,7 @@
 //! The management API (its access control, TLS, the FPM route sources,
 //! the live table builds it publishes) and the SIGHUP reload.
 
-use crate::live_ports::LivePorts;
+use super::ports::LivePorts;
 use anyhow::{anyhow, Result};
 use dataplane::tables::SharedTables;
 use std::path::Path;
@@ -10,8 +10,7 @@ use tracing::{error, info};
 use vecgate_config::{Config, LoadError};
 use vecgate_control::build::{Inputs, IpsecTables, Ports};
 use vecgate_control::NetdevFacts;
-
-use super::tables::esp_tables;
+use vecgate_keying::esp_tables::EspTables;
 
 /// The API's access control: the bearer tokens from the configured files
 /// (read once, never logged; private regular files of at least 32 bytes).
@@ -49,7 +48,7 @@ pub fn api_tls(cfg: &Config) -> Result<Option<vecgate_control::Tls>> {
 /// Routes from FRR's zebra (dplane_fpm_nl), into the same
 /// build-and-publish as the API's route changes: the `[routing] fpm`
 /// listener, and a tenant VRF's own zebra through its namespace's
-/// listener (host_tap::open).
+/// listener (host_tun::open).
 pub fn start_fpm(
     cfg: &Config,
     ctl: &Arc<vecgate_control::Control>,
@@ -117,7 +116,7 @@ pub fn start_api(
                 let mut tp = tports.lock().unwrap_or_else(|e| e.into_inner());
                 let held = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let nd = nd.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let esp = esp.as_deref().map(esp_tables);
+                let esp = esp.as_deref().map(EspTables);
                 let inputs = Inputs {
                     netdevs: &nd,
                     learned,

@@ -1,114 +1,97 @@
 //! The netdevs: claimed, attached (one queue per worker), described; the
-//! live attach and release's state; the worker threads over them.
+//! live attach and release ([`LivePorts`]); the worker threads over them.
 
-use crate::live_ports::{driver_str, fanout_id, Claim, LivePorts};
 use anyhow::{Context, Result};
 use dataplane::neighbour::NeighbourShared;
 use dataplane::tables::SharedTables;
-use dataplane::worker::{Worker, WorkerConfig};
+use dataplane::worker::{PortQueue, Worker, WorkerConfig};
 use packet::Port;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-use tracing::warn;
-use vecgate_config::{Config, Driver};
+use std::sync::{Arc, Mutex};
+use tracing::{info, warn};
+use vecgate_config::{Config, Interface};
 use vecgate_control::NetdevFacts;
-use vecgate_io::IngressGuard;
+use vecgate_io::Attached;
 
 use super::punt::Punts;
 
-/// One gateway per netdev: claimed before anything is attached, held (by
-/// the kernel, through flock) until this process exits; kept per
-/// interface, so one removed live releases its netdev.
-pub fn lock_netdevs(cfg: &Config) -> Result<HashMap<String, vecgate_io::NetdevLock>> {
-    cfg.interfaces
-        .iter()
-        .map(|ifc| {
-            vecgate_io::NetdevLock::acquire(&ifc.host, &cfg.gateway.name)
-                .with_context(|| format!("interface \"{}\"", ifc.name))
-                .map(|l| (ifc.name.clone(), l))
-        })
-        .collect()
-}
-
-/// What each interface holds on its netdev, and how its queues are
-/// re-opened, for the live attach and release (live_ports.rs).
-pub fn live_ports(
-    cfg: &Config,
-    nworkers: usize,
-    facts: HashMap<String, NetdevFacts>,
-    mut locks: HashMap<String, vecgate_io::NetdevLock>,
-    mut guards: HashMap<String, IngressGuard>,
-) -> Arc<LivePorts> {
-    let claims: HashMap<String, Claim> = cfg
-        .interfaces
-        .iter()
-        .filter_map(|i| {
-            Some((
-                i.name.clone(),
-                Claim {
-                    host: i.host.clone(),
-                    lock: locks.remove(&i.name)?,
-                    guard: guards.remove(&i.name),
-                },
-            ))
-        })
-        .collect();
-    let reopen = cfg
-        .interfaces
-        .iter()
-        .enumerate()
-        .map(|(n, i)| (i.host.clone(), (driver_str(i.driver), fanout_id(n))))
-        .collect();
-    Arc::new(LivePorts::new(
-        &cfg.gateway.name,
-        nworkers,
-        facts,
-        claims,
-        reopen,
-    ))
+/// One gateway per netdev: every interface's netdev claimed before any is
+/// attached, held (by the kernel, through flock) until this process exits
+/// or the interface is removed live.
+pub fn claim_netdevs(cfg: &Config) -> Result<Arc<Attached>> {
+    let attached = Attached::new(&cfg.gateway.name, cfg.gateway.workers.max(1));
+    for ifc in &cfg.interfaces {
+        attached
+            .claim(&ifc.name, &ifc.host)
+            .with_context(|| format!("interface \"{}\"", ifc.name))?;
+    }
+    Ok(Arc::new(attached))
 }
 
 /// Opens every interface once per worker (one queue each) and installs
-/// the AF_PACKET ingress guards (by interface name).
-#[allow(clippy::type_complexity)]
-pub fn attach(
-    cfg: &Config,
-    nworkers: usize,
-) -> Result<(Vec<Vec<Box<dyn Port>>>, HashMap<String, IngressGuard>)> {
+/// the AF_PACKET ingress guards: per worker, its queue of every interface.
+pub fn attach(cfg: &Config, attached: &Attached) -> Result<Vec<Vec<Box<dyn Port>>>> {
+    let nworkers = cfg.gateway.workers.max(1);
     let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..nworkers).map(|_| Vec::new()).collect();
-    let mut guards = HashMap::new();
-    for (i, ifc) in cfg.interfaces.iter().enumerate() {
-        let drv = driver_str(ifc.driver);
-        for (w, ports) in per_worker.iter_mut().enumerate() {
-            let port = vecgate_io::open_port(drv, &ifc.host, w, nworkers, fanout_id(i))
-                .with_context(|| format!("interface \"{}\" (netdev {})", ifc.name, ifc.host))?;
-            ports.push(port);
-        }
-        if ifc.driver == Driver::AfPacket {
-            let table = format!("vecgate_{}_{}", cfg.gateway.name, ifc.host);
-            guards.insert(
-                ifc.name.clone(),
-                IngressGuard::install_named(&ifc.host, &table).with_context(|| {
-                    format!("interface \"{}\": installing the ingress guard", ifc.name)
-                })?,
-            );
+    for ifc in &cfg.interfaces {
+        let queues = attached
+            .open(&ifc.name, ifc.driver.as_str())
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("interface \"{}\" (netdev {})", ifc.name, ifc.host))?;
+        for (ports, q) in per_worker.iter_mut().zip(queues) {
+            ports.push(q);
         }
     }
-    Ok((per_worker, guards))
+    Ok(per_worker)
+}
+
+/// What a netdev is, as its port tells.
+fn facts_of(p: &dyn Port) -> NetdevFacts {
+    NetdevFacts {
+        mac: p.mac(),
+        mtu: p.mtu(),
+        offloads: p.offloads(),
+    }
+}
+
+/// Interfaces attached and released while running
+/// ([`vecgate_control::PortOps`]) over the gateway's [`Attached`]; the
+/// control plane hands the queues to the workers through their mailboxes
+/// ([`dataplane::worker::Command::AttachPort`]).
+pub struct LivePorts {
+    pub attached: Arc<Attached>,
+    /// Interface name → netdev facts, read by the table builder.
+    pub facts: Arc<Mutex<HashMap<String, NetdevFacts>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl vecgate_control::PortOps for LivePorts {
+    fn open(&self, ifc: &Interface) -> Result<(NetdevFacts, Vec<PortQueue>), String> {
+        let drv = ifc.driver.as_str();
+        let queues = self.attached.attach(&ifc.name, &ifc.host, drv)?;
+        let nd = facts_of(&*queues[0]);
+        info!(interface = %ifc.name, netdev = %ifc.host, driver = drv, mtu = nd.mtu,
+              offloads = nd.offloads, vrf = %ifc.vrf, "attached live");
+        lock(&self.facts).insert(ifc.name.clone(), nd);
+        Ok((nd, queues.into_iter().map(PortQueue).collect()))
+    }
+
+    fn close(&self, name: &str) {
+        lock(&self.facts).remove(name);
+        if let Some(host) = self.attached.release(name) {
+            info!(interface = %name, netdev = %host, "released");
+        }
+    }
 }
 
 /// What each netdev is (from worker 0's ports), warning where it cannot
 /// do what the configuration asks.
 pub fn netdev_facts(cfg: &Config, ports: &[Box<dyn Port>]) -> Vec<NetdevFacts> {
-    let netdevs: Vec<NetdevFacts> = ports
-        .iter()
-        .map(|p| NetdevFacts {
-            mac: p.mac(),
-            mtu: p.mtu(),
-            offloads: p.offloads(),
-        })
-        .collect();
+    let netdevs: Vec<NetdevFacts> = ports.iter().map(|p| facts_of(&**p)).collect();
     for (ifc, nd) in cfg.interfaces.iter().zip(&netdevs) {
         if ifc.offloads && !nd.offloads {
             warn!(interface = %ifc.name, "the backend exchanges no super-packets: offloads are done in software");
@@ -140,7 +123,6 @@ pub fn spawn_workers(
     punts: &Punts,
     workers_stop: &Arc<AtomicBool>,
 ) -> Result<Workers> {
-    let nworkers = per_worker.len();
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::new();
     let mut counters = Vec::new();
@@ -162,19 +144,9 @@ pub fn spawn_workers(
         mailboxes.push(worker.mailbox());
         beats.push(worker.heartbeat());
         // Re-opens by netdev name (startup interfaces and those attached
-        // live alike; locked once a second, only while a port is down).
-        let reopen = live.reopen.clone();
-        worker.set_port_factory(Box::new(move |_port, host| {
-            let found = reopen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(host)
-                .copied();
-            let (drv, group) =
-                found.ok_or_else(|| std::io::Error::other(format!("{host} is not attached")))?;
-            vecgate_io::open_port(drv, host, w, nworkers, group)
-                .map_err(|e| std::io::Error::other(e.to_string()))
-        }));
+        // live alike; only while a port is down).
+        let attached = live.attached.clone();
+        worker.set_port_factory(Box::new(move |_port, host| attached.reopen(host, w)));
         let core = cores.get(w % cores.len().max(1)).copied();
         // Workers stop after the IKE thread (its deletes go out through them).
         let stop = workers_stop.clone();

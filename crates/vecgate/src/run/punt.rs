@@ -3,6 +3,7 @@
 //! thread.
 
 use anyhow::{Context, Result};
+use dataplane::punt::host::relay::Relay;
 use dataplane::tables::SharedTables;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -20,12 +21,16 @@ pub struct Punts {
 /// The host punt thread (`[[routing.punt]]`): the punted packets to the
 /// host's TUNs and back.
 pub fn start_host(
-    taps: crate::host_tap::Taps,
+    taps: super::host_tun::Taps,
     punt: &Arc<dataplane::punt::HostPunt>,
     shared: &Arc<SharedTables>,
     stop: &Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
-    crate::host_tap::spawn(taps, punt.clone(), shared.clone(), stop.clone())
+    let relay = Relay::new(taps);
+    let (punt, shared, stop) = (punt.clone(), shared.clone(), stop.clone());
+    std::thread::Builder::new()
+        .name("host-punt".into())
+        .spawn(move || relay.run(&punt, &shared, &stop))
         .context("spawning the host punt thread")
 }
 

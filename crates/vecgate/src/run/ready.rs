@@ -2,7 +2,6 @@
 //! per interface (and systemd's READY, reload framing and watchdog), and
 //! the counters at exit.
 
-use crate::live_ports::driver_str;
 use anyhow::{Context, Result};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -92,7 +91,7 @@ fn log_attached(cfg: &Config, netdevs: &[NetdevFacts]) {
             .iter()
             .map(|a| format!("{}/{}", a.addr, a.prefix_len))
             .collect();
-        info!(interface = %ifc.name, netdev = %ifc.host, driver = driver_str(ifc.driver), %mac, mtu = nd.mtu,
+        info!(interface = %ifc.name, netdev = %ifc.host, driver = ifc.driver.as_str(), %mac, mtu = nd.mtu,
               offloads = nd.offloads, vrf = %ifc.vrf, addresses = %addrs.join(","), "attached");
     }
 }

@@ -1,12 +1,13 @@
-//! The tables' first build, and the IPsec part of every build.
+//! The tables' first build.
 
 use anyhow::{anyhow, Result};
 use dataplane::tables::SharedTables;
 use std::collections::HashMap;
 use std::sync::Arc;
 use vecgate_config::Config;
-use vecgate_control::build::{Inputs, IpsecTables, Placement, Ports};
+use vecgate_control::build::{Inputs, IpsecTables, Ports};
 use vecgate_control::NetdevFacts;
+use vecgate_keying::esp_tables::EspTables;
 
 /// The first tables, and the port assignment that interfaces and tunnels
 /// keep across live changes.
@@ -16,7 +17,7 @@ pub fn first_tables(
     esp: Option<&vecgate_ipsec::EspRegistry>,
 ) -> Result<(Arc<std::sync::Mutex<Ports>>, Arc<SharedTables>)> {
     let mut tports = Ports::new(cfg);
-    let esp = esp.map(esp_tables);
+    let esp = esp.map(EspTables);
     let inputs = Inputs {
         netdevs: facts,
         learned: &Default::default(),
@@ -30,16 +31,4 @@ pub fn first_tables(
         Arc::new(std::sync::Mutex::new(tports)),
         SharedTables::new(tables),
     ))
-}
-
-/// The ipsec tunnels' part of a table build: their SAs from `esp`.
-pub fn esp_tables(
-    esp: &vecgate_ipsec::EspRegistry,
-) -> impl Fn(
-    &mut dataplane::tables::TablesBuilder,
-    &vecgate_config::Tunnel,
-    Placement<'_>,
-) -> Result<(), String>
-       + '_ {
-    move |b, t, at| crate::ipsec_wiring::add_tunnel(b, esp, t, at)
 }

@@ -1,8 +1,9 @@
-//! `[[routing.punt]]`: the host's stack as the gateway's control plane in a
-//! VRF, the way VPP's linux-cp plugin mirrors an interface into Linux. One
-//! L3 TUN per VRF (`vecgate_io::host_tun`) carries the BGP and BFD packets
-//! the workers punt (`dataplane::punt::host`) to the host, and everything
-//! the host sends on it back into the VRF's routing. The TUN gets the
+//! `[[routing.punt]]` TUNs set up: the host's stack as the gateway's
+//! control plane in a VRF, the way VPP's linux-cp plugin mirrors an
+//! interface into Linux. One L3 TUN per VRF (`vecgate_io::host_tun`)
+//! carries the BGP and BFD packets the workers punt to the host, and
+//! everything the host sends on it back into the VRF's routing
+//! (`dataplane::punt::host::relay`, on the host punt thread). The TUN gets the
 //! VRF's interface and tunnel addresses, so bgpd binds and connects from
 //! the gateway's own addresses and the host's connected routes point at
 //! the TUN; the host's kernel never sees vecgate's netdevs. A tenant
@@ -10,31 +11,31 @@
 //! domain, where the tenant's zebra and bgpd run and reach vecgate's FPM
 //! server through a listener made inside that namespace.
 
-use dataplane::punt::host::HostPunt;
-use dataplane::tables::SharedTables;
-use std::io::ErrorKind;
+use dataplane::punt::host::relay::HostIf;
+use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-use tracing::{info, warn};
+use tracing::info;
 use vecgate_config::Config;
 use vecgate_control::fpm;
 use vecgate_io::host_tun::HostTun;
 
-/// How long the thread waits for a punted packet before reading the TUNs
-/// again (the host's own packets wait at most this long).
-const WAIT: Duration = Duration::from_millis(2);
-/// Packets moved per TUN and direction before looking at the others.
-const BURST: usize = 64;
+/// A punt VRF's TUN as the relay's host interface.
+pub struct Tun(HostTun);
 
-struct Tap {
-    vrf: String,
-    tun: HostTun,
+impl HostIf for Tun {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+    fn write(&self, ip: &[u8]) -> io::Result<usize> {
+        self.0.write(ip)
+    }
 }
 
 /// Each punt VRF's name and TUN.
-pub type Taps = Vec<(String, HostTun)>;
+pub type Taps = Vec<(String, Box<dyn HostIf>)>;
 
 /// Creates every `[[routing.punt]]` TUN, gives it the VRF's addresses and
 /// sets it up (before the workers punt anything to it). A TUN with a
@@ -100,7 +101,7 @@ pub fn open(cfg: &Config) -> Result<(Taps, Vec<fpm::Source>), String> {
                 vrf: Some(p.vrf.clone()),
             });
         }
-        out.push((p.vrf.clone(), tun));
+        out.push((p.vrf.clone(), Box::new(Tun(tun)) as Box<dyn HostIf>));
     }
     Ok((out, sources))
 }
@@ -134,72 +135,5 @@ fn ip(args: &[&str]) -> Result<(), String> {
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
-    }
-}
-
-/// Moves packets between the workers and the TUNs until `stop`.
-pub fn spawn(
-    taps: Taps,
-    host: Arc<HostPunt>,
-    tables: Arc<SharedTables>,
-    stop: Arc<AtomicBool>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let taps: Vec<Tap> = taps
-        .into_iter()
-        .map(|(vrf, tun)| Tap { vrf, tun })
-        .collect();
-    std::thread::Builder::new()
-        .name("host-punt".into())
-        .spawn(move || run(&taps, &host, &tables, &stop))
-}
-
-fn run(taps: &[Tap], host: &HostPunt, tables: &SharedTables, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        // Workers → host: into the TUN of the packet's VRF.
-        let mut wait = WAIT;
-        for _ in 0..BURST * taps.len().max(1) {
-            let Some(f) = host.recv_timeout(wait) else {
-                break;
-            };
-            wait = Duration::ZERO;
-            let t = tables.load();
-            let name = t.vrfs.get(usize::from(f.vrf)).map(|v| v.name.as_str());
-            if let Some(tap) = taps.iter().find(|x| Some(x.vrf.as_str()) == name) {
-                if let Err(e) = tap.tun.write(f.data()) {
-                    if e.kind() != ErrorKind::WouldBlock {
-                        warn!(tap = %tap.tun.name(), "host punt: write: {e}");
-                    }
-                }
-            }
-            host.release(f);
-        }
-        // Host → workers: routed in the TUN's VRF.
-        let t = tables.load();
-        for tap in taps {
-            let Some(vrf) = t.vrfs.iter().position(|v| v.name == tap.vrf) else {
-                continue;
-            };
-            for _ in 0..BURST {
-                let Some(mut slot) = host.slot() else {
-                    break;
-                };
-                match tap.tun.read(&mut slot) {
-                    Ok(n) if n > 0 => {
-                        host.inject(slot, n, vrf as u16);
-                    }
-                    Ok(_) => {
-                        host.give_back(slot);
-                        break;
-                    }
-                    Err(e) => {
-                        host.give_back(slot);
-                        if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) {
-                            warn!(tap = %tap.tun.name(), "host punt: read: {e}");
-                        }
-                        break;
-                    }
-                }
-            }
-        }
     }
 }
