@@ -1176,11 +1176,17 @@ def table_rsc(rows):
 
 
 def scenario_ike(args):
-    """Issue 8: time to establish 1 and 100 IKEv2 tunnels (IKE SA + child SA)
-    between vecgate and strongSwan, and ESP throughput with IKE-derived keys
-    next to static keys (bench/ike_bench.py)."""
+    """Time to establish 1 and 100 IKEv2 tunnels (IKE SA + child SA)
+    between vecgate and strongSwan, set-ups per second with a PSK, ECDSA
+    P-256 and RSA-2048 certificates against charon and against vecgate,
+    and ESP throughput with IKE-derived keys next to static keys
+    (bench/ike_bench.py)."""
     import ike_bench
     rows = []
+    log(f"[ike] set-up rate by authentication, {IKE_AUTH_TUNNELS} tunnels, charon and vecgate peers")
+    for r in ike_bench.measure_auth(IKE_AUTH_TUNNELS):
+        rows.append({"scenario": "ike", "kind": "auth", **{k: r.get(k) for k in (
+            "tunnels", "auth", "peer", "establish_s", "setups_per_s", "peer_methods", "skipped")}})
     for n in (1, 100):
         log(f"[ike] establishing {n} tunnel(s) with charon")
         try:
@@ -1292,9 +1298,17 @@ def table_charon(rows):
     return "\n".join(lines)
 
 
+# Tunnels per set-up rate run of the IKE scenario (one per authentication
+# and peer).
+IKE_AUTH_TUNNELS = 20
+
+
 def table_ike(rows):
     lines = ["| measurement | result |", "|---|---|"]
+    auth = [r for r in rows if r["kind"] == "auth"]
     for r in rows:
+        if r["kind"] == "auth":
+            continue
         if r["kind"] == "establish":
             what = f"establish {r['tunnels']} tunnel(s) vecgate → strongSwan (IKE SA + child SA each)"
             res = f"skipped: {r['skipped']}" if r.get("skipped") else \
@@ -1304,6 +1318,17 @@ def table_ike(rows):
             res = f"skipped: {r['skipped']}" if r.get("skipped") else \
                 f"{fmt(r['ike_gbps'])} vs {fmt(r['static_gbps'])} Gbit/s (ratio {fmt(r['ratio'], 3)})"
         lines.append(f"| {what} | {res} |")
+    if auth:
+        lines += ["", f"IKE set-ups per second ({auth[0]['tunnels']} tunnels, IKE SA + child SA each, "
+                  "both sides authenticating alike; one run, side by side):", "",
+                  "| authentication | vecgate → strongSwan | vecgate → vecgate |", "|---|---|---|"]
+        for a in dict.fromkeys(r["auth"] for r in auth):
+            cells = []
+            for peer in ("charon", "vecgate"):
+                r = next((x for x in auth if x["auth"] == a and x["peer"] == peer), None)
+                cells.append("—" if r is None else f"skipped: {r['skipped']}" if r.get("skipped") else
+                             f"{fmt(r['setups_per_s'], 1)}/s ({fmt(r['establish_s'])} s)")
+            lines.append(f"| {a} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 

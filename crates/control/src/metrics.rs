@@ -235,6 +235,11 @@ pub fn render(ctl: &Control) -> String {
         "vecgate_ike_inits_dropped",
         "IKE_SA_INIT requests dropped unanswered, by reason",
     );
+    let auths_refused = counter_family(
+        &mut reg,
+        "vecgate_ike_auths_refused",
+        "IKE_AUTH requests refused before the peer was authenticated, by reason",
+    );
     let expiry = Family::<Labels, Gauge>::default();
     reg.register(
         "vecgate_ike_cert_expiry_days",
@@ -263,6 +268,11 @@ pub fn render(ctl: &Control) -> String {
             let mut l = l.clone();
             l.push(("reason".to_owned(), d.reason.clone()));
             dropped.get_or_create(&l).inc_by(d.count);
+        }
+        for d in &t.auths_refused {
+            let mut l = l.clone();
+            l.push(("reason".to_owned(), d.reason.clone()));
+            auths_refused.get_or_create(&l).inc_by(d.count);
         }
         for st in ["connecting", "waiting", "established", "failed", "down"] {
             let l = vec![

@@ -92,6 +92,29 @@ pub enum AuthError {
     Chain(String),
 }
 
+impl AuthError {
+    /// A short name of the reason, for counters and metric labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AuthError::NoCertificate => "no-certificate",
+            AuthError::TooManyCertificates(_) => "too-many-certificates",
+            AuthError::CertificateTooLarge(_) => "certificate-too-large",
+            AuthError::Malformed(_) => "malformed-certificate",
+            AuthError::Expired { .. } => "expired",
+            AuthError::NotYetValid { .. } => "not-yet-valid",
+            AuthError::Revoked { .. } => "revoked",
+            AuthError::UnknownCa { .. } => "unknown-ca",
+            AuthError::ChainTooLong(_) => "chain-too-long",
+            AuthError::IdentityMismatch(_) => "identity-mismatch",
+            AuthError::BadSignature(_) => "bad-signature",
+            AuthError::Unsupported(_) => "unsupported",
+            AuthError::Usage(_) => "certificate-usage",
+            AuthError::WrongMethod(_) => "wrong-method",
+            AuthError::Chain(_) => "chain",
+        }
+    }
+}
+
 impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -26,7 +26,7 @@ mod sa_init;
 mod snapshot;
 mod table;
 
-pub use admission::{InitDrop, InitStats, MAX_HALF_OPEN};
+pub use admission::{InitDrop, InitStats, AUTH_MALFORMED, MAX_HALF_OPEN};
 pub use output::{Action, AuthInfo, ChildSaKeys, Event, FailReason};
 pub use snapshot::{ChildSnapshot, InFlight, PendingSnapshot, SaSnapshot};
 
@@ -343,15 +343,27 @@ impl Ike {
         {
             return Ok(());
         }
-        let m = if h.next == kind::SKF {
+        // An IKE_AUTH request to a half-open SA comes from a peer not yet
+        // authenticated: what does not parse is refused and counted.
+        let unauthenticated = h.exchange == exchange::IKE_AUTH
+            && !h.is_response()
+            && !sa.initiator
+            && sa.state == St::HalfOpen;
+        let opened = if h.next == kind::SKF {
             // Integrity failures are dropped silently (RFC 7296 §2.21).
-            let f = open_fragment(data, sk)?;
-            match self.reassemble(idx, f)? {
-                Some(m) => m,
-                None => return Ok(()),
-            }
+            open_fragment(data, sk).and_then(|f| self.reassemble(idx, f))
         } else {
-            Message::parse_protected(data, sk)?
+            Message::parse_protected(data, sk).map(Some)
+        };
+        let m = match opened {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                if unauthenticated && e != Error::Integrity {
+                    self.auth_refused(admission::AUTH_MALFORMED);
+                }
+                return Err(e);
+            }
         };
         let sa = &mut self.sas[idx];
         sa.last_rx = now;

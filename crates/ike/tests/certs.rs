@@ -155,6 +155,8 @@ fn refused(mut n: Net, why: impl Fn(&AuthError) -> bool, what: &str) {
     let errs = peer_auth_failures(&n.b);
     assert_eq!(errs.len(), 1, "{what}: {:?}", failed(&n.b));
     assert!(why(&errs[0]), "{what}: {}", errs[0]);
+    // The responder counts the refusal by its reason.
+    assert_eq!(n.b.ike.auth_refusals(), &[(errs[0].kind(), 1)], "{what}");
     assert!(
         failed(&n.a).contains(&(FailReason::AuthenticationFailed, false)),
         "{what}: {:?}",
@@ -286,6 +288,69 @@ fn refusals_name_their_reason() {
         |e| matches!(e, AuthError::WrongMethod(2)),
         "PSK instead of a signature",
     );
+}
+
+/// `a`'s end entity followed by `n` filler certificates of about
+/// `names` × 40 bytes each (an attacker's certificate set).
+fn padded_set(w: &World, n: usize, names: usize) -> LocalAuth {
+    let filler = Ca::root("Filler CA", Alg::P256);
+    let sans: Vec<String> = (0..names)
+        .map(|i| format!("filler-{i:04}.padding.vecgate.test"))
+        .collect();
+    let sans: Vec<&str> = sans.iter().map(String::as_str).collect();
+    let mut pem = w.a.pem.clone();
+    for i in 0..n {
+        pem.push_str(&filler.issue(&Spec::new(&format!("filler {i}"), &sans, Alg::P256)).pem);
+    }
+    let key = SigningKey::from_bytes(w.a.key_pem.as_bytes()).unwrap();
+    LocalAuth::Cert(Arc::new(
+        vecgate_ike::pki::LocalCert::new(pem.as_bytes(), key).unwrap(),
+    ))
+}
+
+/// CERT payloads arrive before the peer is authenticated: an IKE_AUTH
+/// with a hundred certificates (in RFC 7383 fragments) is refused by
+/// the payload bound once reassembled, one with a dozen large ones by
+/// the chain bound before any certificate is parsed. Each is counted
+/// by its reason; nothing is installed, no signature is checked.
+#[test]
+fn oversized_certificate_sets_are_refused_and_counted() {
+    let w = world(Alg::P256);
+    // A hundred certificates of ~550 bytes: 55 KB, ~46 fragments.
+    let mut n = cert_pair(&w, |a, _| a.local_auth = padded_set(&w, 99, 4));
+    n.establish();
+    let frags = n
+        .wire
+        .iter()
+        .filter(|(from_a, d, ..)| *from_a && d.len() > 18 && d[18] == 35)
+        .count();
+    assert!(frags > 40, "the IKE_AUTH went in {frags} datagrams");
+    assert!(!established(&n.a) && !established(&n.b));
+    assert!(n.a.installed.is_empty() && n.b.installed.is_empty());
+    assert_eq!(
+        n.b.ike.auth_refusals(),
+        &[(vecgate_ike::state::AUTH_MALFORMED, 1)]
+    );
+    assert!(failed(&n.b).is_empty(), "{:?}", failed(&n.b));
+    // Its retransmission is refused again, at the same cost.
+    n.advance(Duration::from_secs(3));
+    assert_eq!(
+        n.b.ike.auth_refusals(),
+        &[(vecgate_ike::state::AUTH_MALFORMED, 2)]
+    );
+    assert!(n.b.installed.is_empty());
+
+    // A dozen certificates of ~4 KB: under the payload bound, over the
+    // chain bound.
+    let mut n = cert_pair(&w, |a, _| a.local_auth = padded_set(&w, 11, 100));
+    n.establish();
+    assert!(n.a.installed.is_empty() && n.b.installed.is_empty());
+    assert_eq!(
+        peer_auth_failures(&n.b),
+        vec![AuthError::TooManyCertificates(12)]
+    );
+    assert_eq!(n.b.ike.auth_refusals(), &[("too-many-certificates", 1)]);
+    assert!(failed(&n.a).contains(&(FailReason::AuthenticationFailed, false)));
 }
 
 fn local_cert(leaf: &Leaf, inter: &Ca) -> vecgate_ike::pki::LocalCert {

@@ -115,6 +115,10 @@ struct TunnelIke {
     delete_sent: bool,
     /// The INIT counters at the last summary line ([`ControlPlane::summarize`]).
     init_logged: vecgate_ike::InitStats,
+    /// The IKE_AUTH refusal counters at the last summary line.
+    auth_logged: Vec<(&'static str, u64)>,
+    /// When a refusal of each reason was last logged on its own line.
+    auth_warned: Vec<(&'static str, Instant)>,
     /// When a certificate's coming expiry was last warned about.
     expiry_warned: Option<Instant>,
 }
@@ -327,6 +331,8 @@ fn new_tunnel(t: &Tunnel, s: &IkeSettings, id: u32, c: IkeConfig) -> Result<Tunn
         underlay_vrf: None,
         delete_sent: false,
         init_logged: Default::default(),
+        auth_logged: Vec::new(),
+        auth_warned: Vec::new(),
         expiry_warned: None,
     })
 }

@@ -7,12 +7,30 @@
 //! sequence numbers and replay windows.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use vecgate_config::ipsec::parse_key_hex;
 use vecgate_config::{Config, SaDirection, StaticSa, Tunnel};
 use vecgate_ipsec::keys::{key_from_text, sa_config_keyed};
 use vecgate_ipsec::sastate::StartError;
 use vecgate_ipsec::{Algorithm, EspRegistry, InboundSa, OutboundSa, SaConfig, SaState};
 use zeroize::Zeroizing;
+
+/// Longest wait for a new outbound SA's first durable block of sequence
+/// numbers before switching to it anyway (its packets then wait as
+/// `seq-not-durable` until the block is written).
+const FIRST_BLOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits until the state ticker has made `sa`'s first sequence numbers
+/// durable (within one tick): a switch to it then drops nothing, where a
+/// switch before would drop the tunnel's packets as `seq-not-durable`
+/// until the block is written.
+fn first_block(sa: &OutboundSa) {
+    let c = sa.seq_counter();
+    let end = Instant::now() + FIRST_BLOCK_WAIT;
+    while c.ceiling() < c.next() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 /// The registry's SAs as the API's `GET /sas` shows them (never keys).
 pub fn sa_infos(reg: &EspRegistry) -> Vec<vecgate_control::model::SaInfo> {
@@ -228,6 +246,7 @@ impl vecgate_control::SaOps for ApiSaOps {
             .sas
             .outbound(&t.name, cfg)
             .map_err(|e| start_err(e, "algorithm", "key"))?;
+        first_block(&sa);
         self.reg
             .switch_outbound(id, sa)
             .map(|old| old.spi())

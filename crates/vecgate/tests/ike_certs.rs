@@ -197,6 +197,15 @@ fn vecgate_and_charon_authenticate_with_certificates() {
             "charon did not authenticate vecgate's certificate:\n{log}"
         );
         assert_eq!(st["initiator"], vecgate_initiates, "{st:#}");
+        // `show routes` lists the route the tunnel's `traffic` makes.
+        let routes = charon::cli_json(&api, "routes");
+        assert!(
+            routes.as_array().is_some_and(|v| v.iter().any(|r| r["prefix"] == "10.2.0.0/24"
+                && r["via"] == "ike0"
+                && r["source"] == "ipsec"
+                && r["vrf"] == "blue")),
+            "{routes:#}"
+        );
         tcp_transfer(&h1, &h2, "10.2.0.2", 1 << 20);
         tcp_transfer(&h2, &h1, "10.1.0.2", 1 << 20);
         assert!(
@@ -619,4 +628,250 @@ fn each_refusal_is_authentication_failed_on_the_wire() {
         );
         drop(ch);
     }
+}
+
+/// Flooding sources (configured peers) and the flood's length and cap:
+/// bounded in count and time.
+const FLOOD_SOURCES: u8 = 12;
+const FLOOD_SECS: u32 = 20;
+const FLOOD_MAX_AUTHS: u32 = 5000;
+
+/// Certificates of `n` SANs each, `CN=filler PREFIX I`, self-signed with
+/// one key: the padding of an attacker's certificate set.
+fn fillers(pki: &Pki, prefix: &str, count: usize, sans: usize) -> Vec<u8> {
+    let names: Vec<String> = (0..sans)
+        .map(|i| format!("DNS:filler-{i:04}.padding.vecgate.test"))
+        .collect();
+    pki.openssl("ecparam -name prime256v1 -genkey -noout -out filler.key");
+    let mut out = Vec::new();
+    for i in 0..count {
+        pki.openssl(&format!(
+            "req -x509 -new -key filler.key -days 2 -subj '/CN=filler {prefix} {i}' \
+             -addext 'subjectAltName={}' -out f.pem",
+            names.join(",")
+        ));
+        out.extend(pki.read("f.pem"));
+    }
+    out
+}
+
+/// A flood of IKE_AUTH requests with oversized certificate sets, past
+/// IKE_SA_INIT and its cookie (every INIT must carry one), from twelve
+/// addresses that are each a configured peer (tunnels trusting the same
+/// CA, the attacker holding a certificate of it), while the certificate
+/// tunnel to charon carries a TCP transfer with liveness checks every
+/// 2 s. The attacker's sets: a hundred certificates (55 KB in ~46 RFC
+/// 7383 fragments, over the payload bound once reassembled) and a dozen
+/// of 4 KB (over the chain bound). Referees in the same run: the
+/// transfer's SHA-256 at both ends, charon's log (our liveness checks
+/// parsed, no retransmission given up) and SAs, the flooder's count,
+/// vecgate's per-reason counters, VmRSS and log.
+#[test]
+fn an_ike_auth_flood_with_large_certificate_sets_costs_counters_not_the_tunnel() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pki = Pki::new("ec -pkeyopt ec_paramgen_curve:P-256");
+    pki.leaf("a", "a.vecgate.test");
+    pki.leaf("b", "b.vecgate.test");
+    pki.leaf("x", "x.vecgate.test");
+    let hundred = [pki.read("x.crt"), fillers(&pki, "h", 99, 4)].concat();
+    let dozen = [pki.read("x.crt"), fillers(&pki, "d", 11, 100)].concat();
+    std::fs::write(pki.path("hundred.pem"), &hundred).unwrap();
+    std::fs::write(pki.path("dozen.pem"), &dozen).unwrap();
+    let count = |pem: &[u8]| String::from_utf8_lossy(pem).matches("BEGIN CERTIFICATE").count();
+    assert_eq!((count(&hundred), count(&dozen)), (100, 12));
+    let Sites { h1, h2, ga, gb, .. } = Sites::new();
+    charon::router(&gb, &h2, "", &[]);
+    let ch = charon_with_certs(&gb, &pki, false);
+    let (mut cfg, api) = vecgate_cfg(&format!("{}dpd_interval = 2\n", pubkey_ike(&pki, true)));
+    let mut sources = Vec::new();
+    for i in 0..FLOOD_SOURCES {
+        let ip = format!("192.0.2.{}", 100 + u32::from(i));
+        gb.sh(&format!("ip addr add {ip}/24 dev b-wan"));
+        cfg.push_str(&format!(
+            r#"
+[[tunnel]]
+name = "att{i}"
+kind = "ipsec"
+local = "192.0.2.1"
+remote = "{ip}"
+vrf = "blue"
+traffic = ["10.{net}.0.0/24"]
+
+[tunnel.ike]
+auth = "pubkey"
+cert_file = "{cert}"
+key_file = "{key}"
+ca_files = ["{ca}"]
+local_id = "a.vecgate.test"
+remote_id = "%any"
+ike_proposals = ["aes256gcm16-prfsha256-x25519"]
+esp_proposals = ["aes256gcm16"]
+initiate = false
+cookie_threshold = 1
+half_open_per_source = 64
+"#,
+            net = 100 + u32::from(i),
+            cert = pki.path("a.pem").display(),
+            key = pki.path("a.key").display(),
+            ca = pki.path("root.pem").display(),
+        ));
+        sources.push(ip);
+    }
+    let gw = Gateway::start(&ga, &cfg);
+    let first = wait_established(&api, &gw, 40);
+    assert_eq!(first["tunnel"], "ike0", "{first:#}");
+    ch.wait_sas("INSTALLED", 20);
+    let _ = h1.try_sh("ping -c 1 -W 2 10.2.0.2");
+    let pid = gw.pid();
+    let rss_before = common::vm_rss_kib(pid);
+    let log_before = gw.log.lock().unwrap().len();
+    let dpd = |log: &str| log.matches("parsed INFORMATIONAL request").count();
+    let dpd_before = dpd(&ch.log());
+    let mut files = TempFiles::default();
+    let rx = h2.spawn(&format!(
+        "python3 {} 0.0.0.0 7300",
+        files.write("frx", common::TCP_RX)
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let tx = h1.spawn(&format!(
+        "python3 {} 10.2.0.2 7300 {}",
+        files.write("ftx", common::SLOW_TX),
+        FLOOD_SECS + 6
+    ));
+    let t0 = std::time::Instant::now();
+    let flood = gb.spawn(&format!(
+        "{} --target 192.0.2.1 --sources {} --sets {},{} --key {} \
+         --ike aes256gcm16-prfsha256-x25519 --secs {FLOOD_SECS} --max {FLOOD_MAX_AUTHS}",
+        env!("CARGO_BIN_EXE_vecgate-ike-auth-flood"),
+        sources.join(","),
+        pki.path("hundred.pem").display(),
+        pki.path("dozen.pem").display(),
+        pki.path("x.key").display(),
+    ));
+    let mut states = Vec::new();
+    while t0.elapsed() < std::time::Duration::from_secs(u64::from(FLOOD_SECS)) {
+        states.push(
+            charon::ike_state(&api)["state"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string(),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let out = flood.wait_with_output().unwrap();
+    let flood_out = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "flooder failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |k: &str| -> u64 {
+        let f: Vec<&str> = flood_out.split_whitespace().collect();
+        f.iter()
+            .position(|w| *w == k)
+            .and_then(|i| f.get(i + 1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let (auths, datagrams) = (field("auths"), field("datagrams"));
+    // The transfer completes byte-exact.
+    let sent = tx.wait_with_output().unwrap();
+    let got = rx.wait_with_output().unwrap();
+    let s = String::from_utf8_lossy(&sent.stdout).trim().to_string();
+    assert!(
+        !s.is_empty(),
+        "sender failed: {}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), s, "receiver saw different bytes");
+    // Let the last refusals be counted and summarized.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let rss_after = common::vm_rss_kib(pid);
+    let log_after = gw.log.lock().unwrap().len();
+    let all = charon::cli_json(&api, "ike");
+    let tunnels = all.as_array().cloned().unwrap_or_default();
+    let legit = &tunnels[0];
+    let mut refused = std::collections::BTreeMap::<String, u64>::new();
+    let mut inits = 0;
+    for t in tunnels.iter().skip(1) {
+        inits += t["inits_received"].as_u64().unwrap_or(0);
+        for d in t["auths_refused"].as_array().into_iter().flatten() {
+            *refused
+                .entry(d["reason"].as_str().unwrap_or("?").to_string())
+                .or_default() += d["count"].as_u64().unwrap_or(0);
+        }
+        // Nothing authenticated, nothing installed, half-open bounded.
+        assert!(
+            t["ike_sas"].as_array().is_none_or(Vec::is_empty)
+                && t["child_sas"].as_array().is_none_or(Vec::is_empty),
+            "{t:#}"
+        );
+        assert!(t["half_open"].as_u64().unwrap_or(999) <= 64, "{t:#}");
+    }
+    let chlog = ch.log();
+    let dpd_during = dpd(&chlog) - dpd_before;
+    let counted: u64 = refused.values().sum();
+    eprintln!(
+        "flood: {flood_out} in {FLOOD_SECS} s; vecgate: {inits} INITs received, IKE_AUTHs refused {refused:?}; \
+         RSS {rss_before} -> {rss_after} KiB; log +{} lines; liveness checks parsed by charon {dpd_during}",
+        log_after - log_before
+    );
+    assert!(
+        auths >= 50 && datagrams > auths * 10,
+        "the flood hardly ran: {flood_out}"
+    );
+    // Every refusal counted by its reason, and only the bounds refused
+    // them: no certificate of a set was judged, no signature checked.
+    let malformed = refused.get("malformed").copied().unwrap_or(0);
+    let too_many = refused.get("too-many-certificates").copied().unwrap_or(0);
+    assert!(malformed > 0 && too_many > 0, "{refused:?}");
+    assert_eq!(malformed + too_many, counted, "{refused:?}");
+    // A request is counted once, its retransmissions aside (the flooder
+    // never retransmits an IKE_AUTH: it starts over).
+    assert!(counted <= auths, "{counted} refusals of {auths} requests");
+    // The tunnel never left "established"; its liveness checks were
+    // answered (charon parsed them) and nothing was given up on.
+    assert!(
+        states.iter().all(|s| s == "established"),
+        "tunnel state during the flood: {states:?}\n{}",
+        gw.log_text()
+    );
+    assert_eq!(legit["state"], "established", "{legit:#}");
+    assert_eq!(legit["auth"]["remote_method"], "ecdsa-sha256", "{legit:#}");
+    assert!(
+        dpd_during >= 5,
+        "charon saw {dpd_during} liveness checks during the flood"
+    );
+    assert!(!chlog.contains("giving up after"), "charon gave up a request");
+    let sas = ch.swanctl(&["--list-sas"]);
+    assert!(
+        sas.contains("ESTABLISHED") && sas.contains("INSTALLED"),
+        "{sas}"
+    );
+    // The counters reach /metrics.
+    let m = common::sh(&format!(
+        "curl -sS --max-time 10 --unix-socket {} http://x/metrics",
+        api.trim_start_matches("unix:")
+    ));
+    assert!(
+        m.lines().any(|l| l.starts_with("vecgate_ike_auths_refused_total")
+            && l.contains("reason=\"malformed\"")),
+        "/metrics lacks the refusals"
+    );
+    // Bounded memory, and a log line per reason and 10 s at most, with
+    // the summary of what was refused.
+    assert!(
+        rss_after < rss_before + 64 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+    let lines = gw.log.lock().unwrap()[log_before..].join("\n");
+    assert!(
+        log_after - log_before < 200,
+        "the log grew by {} lines during the flood:\n{lines}",
+        log_after - log_before,
+    );
+    assert!(
+        lines.contains("IKE_AUTH requests refused before authentication"),
+        "{lines}"
+    );
+    drop(files);
 }

@@ -83,62 +83,6 @@ while sent < cap and time.time() - t0 < secs:
 print(sent, round(time.time() - t0, 2))
 "#;
 
-/// A slow TCP transfer (about `secs` seconds of 16 KiB writes) and its
-/// receiver; both print "sha256 bytes".
-const SLOW_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-for i in range(150):
-    try:
-        s = socket.create_connection((addr, port), timeout=30)
-        break
-    except OSError:
-        time.sleep(0.1)
-s.settimeout(60)
-h = hashlib.sha256()
-n = 0
-end = time.time() + secs
-while time.time() < end:
-    d = os.urandom(16384)
-    s.sendall(d)
-    h.update(d)
-    n += len(d)
-    time.sleep(0.01)
-s.close()
-print(h.hexdigest(), n)
-"#;
-
-/// CPU time (user + system, clock ticks of 10 ms) of `pid`'s thread
-/// named `name` (the IKE thread is "vg-ike").
-fn thread_ticks(pid: u32, name: &str) -> u64 {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    for t in dir.flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if comm.trim() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-        // Fields after the parenthesized name: state is field 3, utime 14.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<u64> = rest
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        return f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-    }
-    0
-}
-
-fn vm_rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// `GET /metrics` over the API's unix socket.
 fn metrics(sock: &std::path::Path) -> String {
     common::sh(&format!(
@@ -229,8 +173,8 @@ dpd_interval = 2
     assert!(ok.status.success(), "no traffic before the flood");
     // `ip netns exec` execs vecgate: the child's pid is vecgate's.
     let pid = gw.pid();
-    let rss_before = vm_rss_kib(pid);
-    let ike_ticks_before = thread_ticks(pid, "vg-ike");
+    let rss_before = common::vm_rss_kib(pid);
+    let ike_ticks_before = common::thread_ticks(pid, "vg-ike");
     let inits_before = first["inits_received"].as_u64().unwrap_or(0);
     let log_before = gw.log.lock().unwrap().len();
     let ike_rekeys_before = first["ike_rekeys"].as_u64().unwrap_or(0);
@@ -260,7 +204,7 @@ dpd_interval = 2
     std::thread::sleep(Duration::from_millis(300));
     let tx = h1.spawn(&format!(
         "python3 {} 10.2.0.2 7300 {}",
-        files.write("ftx", SLOW_TX),
+        files.write("ftx", common::SLOW_TX),
         FLOOD_SECS + 6
     ));
     let mac = ga.sh("cat /sys/class/net/a-wan/address").trim().to_string();
@@ -306,8 +250,8 @@ dpd_interval = 2
         String::from_utf8_lossy(&sent_tx.stderr)
     );
     assert_eq!(g, s, "receiver saw different bytes");
-    let rss_after = vm_rss_kib(pid);
-    let ike_ms = (thread_ticks(pid, "vg-ike") - ike_ticks_before) * 10;
+    let rss_after = common::vm_rss_kib(pid);
+    let ike_ms = (common::thread_ticks(pid, "vg-ike") - ike_ticks_before) * 10;
     let log_after = gw.log.lock().unwrap().len();
     let pcap = cap.stop().to_owned();
     let st = ike_state(&api);

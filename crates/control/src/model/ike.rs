@@ -73,6 +73,14 @@ pub struct IkeTunnelInfo {
     /// "source-limit", "half-open-full", "invalid-ke", "malformed").
     #[serde(default)]
     pub inits_dropped: Vec<IkeDropCount>,
+    /// IKE_AUTH requests refused before the peer was authenticated, by
+    /// reason: "malformed" (over the message's bounds, e.g. too many
+    /// payloads), "too-many-certificates", "certificate-too-large",
+    /// "unknown-ca", "expired", "not-yet-valid", "revoked",
+    /// "identity-mismatch", "chain-too-long", "bad-signature",
+    /// "wrong-method", "authentication-failed" (PSK), ...
+    #[serde(default)]
+    pub auths_refused: Vec<IkeDropCount>,
     /// The admission limits in force (`[tunnel.ike]` keys or defaults).
     #[serde(default)]
     pub admission: IkeAdmission,
@@ -115,7 +123,8 @@ pub struct IkeCertInfo {
     pub days_left: i64,
 }
 
-/// IKE_SA_INIT requests dropped for one reason.
+/// Requests (IKE_SA_INIT dropped, IKE_AUTH refused) counted for one
+/// reason.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct IkeDropCount {
     pub reason: String,

@@ -16,8 +16,9 @@ pub struct RouteInfo {
     /// routing daemon over FPM).
     pub kind: String,
     /// Where the route comes from: "connected" (connected and local),
-    /// "static" (the configuration file), "api" (`POST /routes`), or
-    /// "fpm/PROTOCOL" as zebra reports it ("fpm/bgp").
+    /// "static" (the configuration file), "api" (`POST /routes`), "ipsec"
+    /// (an ipsec tunnel's `traffic` selectors), or "fpm/PROTOCOL" as zebra
+    /// reports it ("fpm/bgp").
     pub source: String,
     /// Administrative distance: lowest wins a prefix (connected 0, static
     /// and api 1, fpm/bgp 20, fpm/ospf 110, ...).

@@ -1,6 +1,6 @@
 //! Routes (`/routes`): the connected and local routes the interfaces'
-//! addresses imply, static routes from the file or the API, and the
-//! routes learned over FPM ([`crate::fpm`]), published whole or patched.
+//! addresses imply, static routes from the file or the API, those of the
+//! ipsec tunnels' `traffic` selectors, and the routes learned over FPM ([`crate::fpm`]), published whole or patched.
 
 use super::{lock, ApiError, Control};
 use crate::learned::Learned;
@@ -53,6 +53,20 @@ impl Control {
                 distance: DISTANCE_STATIC,
                 active: true,
             });
+        }
+        // An ipsec tunnel's `traffic` selectors route into it.
+        for t in cfg.tunnels.iter().filter(|t| keep(&t.vrf)) {
+            for p in t.ipsec.iter().flat_map(|x| &x.traffic) {
+                out.push(RouteInfo {
+                    vrf: t.vrf.clone(),
+                    prefix: p.to_string(),
+                    via: t.name.clone(),
+                    kind: "static".into(),
+                    source: "ipsec".into(),
+                    distance: DISTANCE_STATIC,
+                    active: true,
+                });
+            }
         }
         let learned = self.learned();
         if !learned.is_empty() {

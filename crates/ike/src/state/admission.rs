@@ -102,7 +102,16 @@ pub(super) struct Admission {
     /// Arrival times of the INITs of the last [`RATE_WINDOW`] (at most
     /// the rate plus one are kept: enough to tell it is exceeded).
     recent: std::collections::VecDeque<Instant>,
+    /// IKE_AUTH requests refused before the peer was authenticated, by
+    /// reason ([`crate::pki::AuthError::kind`], or [`AUTH_MALFORMED`]);
+    /// bounded by the number of reasons.
+    auth_refused: Vec<(&'static str, u64)>,
 }
+
+/// The reason counted for an IKE_AUTH request that decrypted but does not
+/// parse within the bounds (more payloads than [`crate::payload::MAX_PAYLOADS`],
+/// a reassembled message over [`crate::message::MAX_MESSAGE_LEN`]).
+pub const AUTH_MALFORMED: &str = "malformed";
 
 impl Ike {
     /// Whether `remote` may open an IKE SA here: the configured peer, or
@@ -115,6 +124,21 @@ impl Ike {
 
     pub(super) fn init_dropped(&mut self, r: InitDrop) {
         self.adm.stats.dropped[r.index()] += 1;
+    }
+
+    /// IKE_AUTH requests refused as responder, before the peer was
+    /// authenticated, by reason: unauthenticated input costs a counter
+    /// (RFC 7296 §2.21.2 answers it AUTHENTICATION_FAILED).
+    pub fn auth_refusals(&self) -> &[(&'static str, u64)] {
+        &self.adm.auth_refused
+    }
+
+    pub(super) fn auth_refused(&mut self, reason: &'static str) {
+        let v = &mut self.adm.auth_refused;
+        match v.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => v.push((reason, 1)),
+        }
     }
 
     /// Counters of unauthenticated IKE_SA_INIT requests.

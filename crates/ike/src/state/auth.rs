@@ -71,6 +71,10 @@ impl Ike {
         let peer = match self.check_peer(idx, m, true)? {
             Ok(p) => p,
             Err(reason) => {
+                self.auth_refused(match &reason {
+                    FailReason::PeerAuth(e) => e.kind(),
+                    _ => "authentication-failed",
+                });
                 self.sas[idx].dead = true;
                 self.fail(reason, false);
                 return Ok(vec![auth_failed()]);

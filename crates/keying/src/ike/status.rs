@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 use tracing::{info, warn};
 use vecgate_control::model::{IkeAdmission, IkeDropCount};
-use vecgate_ike::{Event, InitDrop};
+use vecgate_ike::{Event, FailReason, InitDrop};
 
 impl ControlPlane {
     pub(super) fn event(&mut self, i: usize, e: Event, now: Instant) {
@@ -104,7 +104,29 @@ impl ControlPlane {
             }
             Event::Failed { reason, child } => {
                 let what = if child { "child SA" } else { "IKE SA" };
-                warn!(tunnel = %t.name, %reason, "IKE: {what} negotiation failed");
+                // A refused certificate or signature comes from a peer not
+                // (or no longer) authenticated: one line per reason and
+                // SUMMARY_EVERY, the rest in the counters and the summary.
+                let quiet = match &reason {
+                    FailReason::PeerAuth(e) => {
+                        let k = e.kind();
+                        match t.auth_warned.iter_mut().find(|(r, _)| *r == k) {
+                            Some((_, at)) if now < *at + SUMMARY_EVERY => true,
+                            Some((_, at)) => {
+                                *at = now;
+                                false
+                            }
+                            None => {
+                                t.auth_warned.push((k, now));
+                                false
+                            }
+                        }
+                    }
+                    _ => false,
+                };
+                if !quiet {
+                    warn!(tunnel = %t.name, %reason, "IKE: {what} negotiation failed");
+                }
                 t.last_error = Some(format!("{what}: {reason}"));
                 // A tunnel without a child SA carries nothing: an IKE SA
                 // whose first child was refused is as failed as no IKE SA.
@@ -124,6 +146,20 @@ impl ControlPlane {
         }
         self.summary_at = now + SUMMARY_EVERY;
         for t in &mut self.tunnels {
+            let refused = t.ike.auth_refusals().to_vec();
+            let last = std::mem::replace(&mut t.auth_logged, refused);
+            let grown: Vec<String> = t
+                .auth_logged
+                .iter()
+                .filter_map(|(r, n)| {
+                    let before = last.iter().find(|l| l.0 == *r).map_or(0, |l| l.1);
+                    (*n > before).then(|| format!("{r} {}", n - before))
+                })
+                .collect();
+            if !grown.is_empty() {
+                info!(tunnel = %t.name, refused = %grown.join(", "),
+                      "IKE: IKE_AUTH requests refused before authentication in the last {}s", SUMMARY_EVERY.as_secs());
+            }
             let s = t.ike.init_stats();
             let last = std::mem::replace(&mut t.init_logged, s);
             if s.received == last.received {
@@ -233,6 +269,15 @@ impl ControlPlane {
                             count: init.dropped_for(*r),
                         })
                         .collect(),
+                    auths_refused: t
+                        .ike
+                        .auth_refusals()
+                        .iter()
+                        .map(|(r, n)| IkeDropCount {
+                            reason: (*r).to_owned(),
+                            count: *n,
+                        })
+                        .collect(),
                     admission: IkeAdmission {
                         cookie_threshold: c.cookie_threshold as u64,
                         cookie_threshold_per_source: c.cookie_threshold_ip as u64,
@@ -333,6 +378,14 @@ pub fn show_table(v: &[IkeTunnelInfo]) -> String {
                 },
                 t.half_open
             ));
+        }
+        if !t.auths_refused.is_empty() {
+            let r: Vec<String> = t
+                .auths_refused
+                .iter()
+                .map(|d| format!("{} {}", d.reason, d.count))
+                .collect();
+            s.push_str(&format!("  auths refused {}\n", r.join(", ")));
         }
         s.push_str(&super::certs::show_lines(t));
         for i in &t.ike_sas {

@@ -63,6 +63,7 @@ const METRICS: &[Metric] = &[
     m("vecgate_ike_cookies_sent", Counter, &["tunnel"], "IKE_SA_INIT requests answered with a COOKIE notify instead of state (RFC 7296 2.6)"),
     m("vecgate_ike_inits_refused", Counter, &["tunnel"], "IKE_SA_INIT requests answered NO_PROPOSAL_CHOSEN or INVALID_KE_PAYLOAD"),
     m("vecgate_ike_inits_dropped", Counter, &["tunnel", "reason"], "IKE_SA_INIT requests dropped unanswered, by reason"),
+    m("vecgate_ike_auths_refused", Counter, &["tunnel", "reason"], "IKE_AUTH requests refused before the peer was authenticated, by reason"),
     m("vecgate_ike_cert_expiry_days", Gauge, &["tunnel", "cert"], "Whole days until an IKEv2 tunnel's certificate expires, ours (cert=local) or the authenticated peer's (cert=peer)"),
     m("vecgate_worker_cpu_seconds", Counter, &["worker"], "CPU time a dataplane worker thread has run, from /proc/self/task/*/schedstat"),
     m("vecgate_workers", Gauge, &[], "Dataplane worker threads"),

@@ -456,6 +456,63 @@ while True:
 print(h.hexdigest(), n)
 "#;
 
+/// A slow TCP transfer (about `secs` seconds of 16 KiB writes) and its
+/// receiver; both print "sha256 bytes".
+pub const SLOW_TX: &str = r#"
+import socket, hashlib, os, sys, time
+addr, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+for i in range(150):
+    try:
+        s = socket.create_connection((addr, port), timeout=30)
+        break
+    except OSError:
+        time.sleep(0.1)
+s.settimeout(60)
+h = hashlib.sha256()
+n = 0
+end = time.time() + secs
+while time.time() < end:
+    d = os.urandom(16384)
+    s.sendall(d)
+    h.update(d)
+    n += len(d)
+    time.sleep(0.01)
+s.close()
+print(h.hexdigest(), n)
+"#;
+
+/// CPU time (user + system, clock ticks of 10 ms) of `pid`'s thread
+/// named `name` (the IKE thread is "vg-ike").
+pub fn thread_ticks(pid: u32, name: &str) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    for t in dir.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesized name: state is field 3, utime 14.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        return f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    }
+    0
+}
+
+/// Resident memory of `pid`, KiB (VmRSS).
+pub fn vm_rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 const TCP_TX: &str = r#"
 import socket, hashlib, os, sys, time
 addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
