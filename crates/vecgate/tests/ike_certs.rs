@@ -200,10 +200,12 @@ fn vecgate_and_charon_authenticate_with_certificates() {
         // `show routes` lists the route the tunnel's `traffic` makes.
         let routes = charon::cli_json(&api, "routes");
         assert!(
-            routes.as_array().is_some_and(|v| v.iter().any(|r| r["prefix"] == "10.2.0.0/24"
-                && r["via"] == "ike0"
-                && r["source"] == "ipsec"
-                && r["vrf"] == "blue")),
+            routes
+                .as_array()
+                .is_some_and(|v| v.iter().any(|r| r["prefix"] == "10.2.0.0/24"
+                    && r["via"] == "ike0"
+                    && r["source"] == "ipsec"
+                    && r["vrf"] == "blue")),
             "{routes:#}"
         );
         tcp_transfer(&h1, &h2, "10.2.0.2", 1 << 20);
@@ -677,7 +679,11 @@ fn an_ike_auth_flood_with_large_certificate_sets_costs_counters_not_the_tunnel()
     let dozen = [pki.read("x.crt"), fillers(&pki, "d", 11, 100)].concat();
     std::fs::write(pki.path("hundred.pem"), &hundred).unwrap();
     std::fs::write(pki.path("dozen.pem"), &dozen).unwrap();
-    let count = |pem: &[u8]| String::from_utf8_lossy(pem).matches("BEGIN CERTIFICATE").count();
+    let count = |pem: &[u8]| {
+        String::from_utf8_lossy(pem)
+            .matches("BEGIN CERTIFICATE")
+            .count()
+    };
     assert_eq!((count(&hundred), count(&dozen)), (100, 12));
     let Sites { h1, h2, ga, gb, .. } = Sites::new();
     charon::router(&gb, &h2, "", &[]);
@@ -782,7 +788,11 @@ half_open_per_source = 64
         "sender failed: {}",
         String::from_utf8_lossy(&sent.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), s, "receiver saw different bytes");
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout).trim(),
+        s,
+        "receiver saw different bytes"
+    );
     // Let the last refusals be counted and summarized.
     std::thread::sleep(std::time::Duration::from_secs(2));
     let rss_after = common::vm_rss_kib(pid);
@@ -841,7 +851,10 @@ half_open_per_source = 64
         dpd_during >= 5,
         "charon saw {dpd_during} liveness checks during the flood"
     );
-    assert!(!chlog.contains("giving up after"), "charon gave up a request");
+    assert!(
+        !chlog.contains("giving up after"),
+        "charon gave up a request"
+    );
     let sas = ch.swanctl(&["--list-sas"]);
     assert!(
         sas.contains("ESTABLISHED") && sas.contains("INSTALLED"),
@@ -853,8 +866,9 @@ half_open_per_source = 64
         api.trim_start_matches("unix:")
     ));
     assert!(
-        m.lines().any(|l| l.starts_with("vecgate_ike_auths_refused_total")
-            && l.contains("reason=\"malformed\"")),
+        m.lines()
+            .any(|l| l.starts_with("vecgate_ike_auths_refused_total")
+                && l.contains("reason=\"malformed\"")),
         "/metrics lacks the refusals"
     );
     // Bounded memory, and a log line per reason and 10 s at most, with

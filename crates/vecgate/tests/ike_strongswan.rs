@@ -118,30 +118,6 @@ fn ping(from: &Netns, to: &str) {
     );
 }
 
-/// A slow TCP transfer (about `secs` seconds) that runs while SAs are
-/// rekeyed; returns the receiver and sender processes' outputs compared.
-const SLOW_TX: &str = r#"
-import socket, hashlib, os, sys, time
-addr, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-for i in range(150):
-    try:
-        s = socket.create_connection((addr, port), timeout=30)
-        break
-    except OSError:
-        time.sleep(0.1)
-h = hashlib.sha256()
-n = 0
-end = time.time() + secs
-while time.time() < end:
-    d = os.urandom(16384)
-    s.sendall(d)
-    h.update(d)
-    n += len(d)
-    time.sleep(0.01)
-s.close()
-print(h.hexdigest(), n)
-"#;
-
 const RX: &str = r#"
 import socket, hashlib, sys
 port = int(sys.argv[1])
@@ -174,7 +150,7 @@ fn slow_transfer(from: &Netns, to: &Netns, to_addr: &str, port: u16, secs: u32) 
     let rxs = dir.join(format!("{}.py", unique("srx")));
     let txs = dir.join(format!("{}.py", unique("stx")));
     std::fs::write(&rxs, RX).unwrap();
-    std::fs::write(&txs, SLOW_TX).unwrap();
+    std::fs::write(&txs, common::SLOW_TX).unwrap();
     let rx = to.spawn(&format!("python3 {} {port}", rxs.display()));
     std::thread::sleep(Duration::from_millis(300));
     let tx = from.spawn(&format!(
