@@ -25,37 +25,13 @@ mod pool;
 use common::{
     answered, sh, tshark, unique, vecgate_bin, veth, wait_until, Capture, Gateway, Netns,
 };
-use pool::{cli, placed, pool_show, start_etcd, tunnel_tx, ETCD};
+use pool::{cli, member_config, placed, pool_show, start_etcd, tunnel_tx, ETCD};
 use std::process::Command;
 
 const PEER: &str = "192.0.2.2";
 
 fn config(n: u8, api: &str, etcd: &str, key: &str) -> String {
-    format!(
-        r#"[gateway]
-name = "g{n}"
-workers = 1
-api = "{api}"
-
-[[interface]]
-name = "wan0"
-host = "wan0"
-driver = "af_packet"
-addresses = ["192.0.2.1{n}/24"]
-
-[pool]
-name = "pf"
-etcd = [{etcd}]
-lease_ttl = 3
-pool_key_file = "{key}"
-redundant = 1
-
-[pool.capacity]
-ipsec_mbps = 1000
-gre_mbps = 1000
-tunnels = 2
-"#
-    )
+    member_config("pf", 2, n, api, etcd, key)
 }
 
 /// Connection `c{vni - 100}`: a VXLAN tunnel of tenant "ta" to the peer.

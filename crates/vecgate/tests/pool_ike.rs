@@ -29,7 +29,7 @@ mod pool;
 
 use charon::{Charon, CharonCfg};
 use common::{answered, sh, tshark, unique, veth, wait_until, Capture, Gateway, Netns};
-use pool::{cli, placed, pool_show, start_etcd, tunnel_tx, ETCD};
+use pool::{cli, member_config, placed, pool_show, start_etcd, tunnel_tx, ETCD};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -38,31 +38,7 @@ const LOCAL: &str = "192.0.2.101";
 const PEER: &str = "192.0.2.2";
 
 fn config(n: u8, api: &str, etcd: &str, key: &str) -> String {
-    format!(
-        r#"[gateway]
-name = "g{n}"
-workers = 1
-api = "{api}"
-
-[[interface]]
-name = "wan0"
-host = "wan0"
-driver = "af_packet"
-addresses = ["192.0.2.1{n}/24"]
-
-[pool]
-name = "pi"
-etcd = [{etcd}]
-lease_ttl = 3
-pool_key_file = "{key}"
-redundant = 1
-
-[pool.capacity]
-ipsec_mbps = 1000
-gre_mbps = 1000
-tunnels = 4
-"#
-    )
+    member_config("pi", 4, n, api, etcd, key)
 }
 
 /// Connection `c1`: IKEv2 with a PSK towards charon, initiated by the

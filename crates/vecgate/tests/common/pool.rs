@@ -98,3 +98,33 @@ pub fn tunnel_tx(api: &str, name: &str) -> u64 {
         .and_then(|t| t["tx_packets"].as_u64())
         .unwrap_or(0)
 }
+
+/// A pool member's configuration: one WAN port at 192.0.2.1N, pool `pool`
+/// on `etcd` with a 3 s lease, room for `tunnels` connections.
+pub fn member_config(pool: &str, tunnels: u32, n: u8, api: &str, etcd: &str, key: &str) -> String {
+    format!(
+        r#"[gateway]
+name = "g{n}"
+workers = 1
+api = "{api}"
+
+[[interface]]
+name = "wan0"
+host = "wan0"
+driver = "af_packet"
+addresses = ["192.0.2.1{n}/24"]
+
+[pool]
+name = "{pool}"
+etcd = [{etcd}]
+lease_ttl = 3
+pool_key_file = "{key}"
+redundant = 1
+
+[pool.capacity]
+ipsec_mbps = 1000
+gre_mbps = 1000
+tunnels = {tunnels}
+"#
+    )
+}
